@@ -1,0 +1,109 @@
+"""Shared building blocks of the API types: base model, identities, references, conditions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "governance.fgentic.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Go RE2 and pydantic's Rust regex both accept these patterns (no look-around).
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A complete Matrix user ID: historical localpart characters, then a server name with an
+# optional port. A bare localpart has no ':' and fails.
+MXID_PATTERN = r"^@[a-z0-9._=/+-]+:[A-Za-z0-9.-]+(:[0-9]{1,5})?$"
+# Room IDs: room v12 IDs carry no server part; earlier versions do.
+ROOM_ID_PATTERN = r"^![A-Za-z0-9._~+/=-]+(:[A-Za-z0-9.-]+(:[0-9]{1,5})?)?$"
+TOKEN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def cel(rule: str, message: str, **extra: str) -> dict[str, str]:
+    """One `x-kubernetes-validations` entry."""
+    return {"rule": rule, "message": message, **extra}
+
+
+def validations(*rules: dict[str, str]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": list(rules)}
+
+
+def immutable(what: str) -> dict[str, Any]:
+    return validations(cel("self == oldSelf", f"{what} is immutable"))
+
+
+class Model(BaseModel):
+    """Base of every API type: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        use_attribute_docstrings=True,
+        frozen=True,
+    )
+
+    def wire(self) -> dict[str, Any]:
+        """The object as Kubernetes stores it: camelCase, unset optionals omitted."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)]
+Mxid = Annotated[str, Field(min_length=3, max_length=255, pattern=MXID_PATTERN)]
+RoomId = Annotated[str, Field(min_length=2, max_length=255, pattern=ROOM_ID_PATTERN)]
+Token = Annotated[str, Field(min_length=1, max_length=63, pattern=TOKEN_PATTERN)]
+ReasonCode = Annotated[str, Field(max_length=64, pattern=r"^[A-Z][A-Z0-9_]*$")]
+
+
+class OriginKind(StrEnum):
+    """How a principal reached the homeserver; kinds are never merged."""
+
+    NATIVE_LOCAL = "native-local"
+    REMOTE_FEDERATED = "remote-federated"
+    BRIDGED = "bridged"
+    EXTERNAL_APPSERVICE = "external-appservice"
+    OAUTH_CLIENT = "oauth-client"
+
+
+class Principal(Model):
+    """A typed principal: the complete MXID and its origin kind."""
+
+    mxid: Mxid
+    """Complete Matrix user ID, e.g. @alice:example.org (at most 255 bytes)."""
+    origin_kind: OriginKind
+    """Origin of the identity; only native-local may hold memory in v1."""
+
+
+class AgentRef(Model):
+    """An exact kagent Agent."""
+
+    namespace: DnsLabel
+    name: DnsLabel
+
+
+class LocalObjectRef(Model):
+    """A same-namespace object reference."""
+
+    name: DnsLabel
+
+
+class Condition(Model):
+    """A Kubernetes-style status condition; reason is a bounded code, message is content-free."""
+
+    type: Annotated[str, Field(max_length=64, pattern=r"^[A-Z][A-Za-z0-9]*$")]
+    status: Literal["True", "False", "Unknown"]
+    reason: ReasonCode
+    message: Annotated[str, Field(max_length=256)] = ""
+    last_transition_time: datetime
+    observed_generation: Annotated[int, Field(ge=0)] = 0
+
+
+Conditions = Annotated[
+    list[Condition],
+    Field(max_length=16, json_schema_extra={"x-kubernetes-list-type": "map",
+                                            "x-kubernetes-list-map-keys": ["type"]}),
+]

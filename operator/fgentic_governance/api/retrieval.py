@@ -1,0 +1,126 @@
+"""RetrievalBinding (ADR 0017): one retrieval Agent bound to one RemoteMCPServer tool."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from fgentic_governance.api.common import (
+    AgentRef,
+    Conditions,
+    DnsLabel,
+    Model,
+    ReasonCode,
+    cel,
+    immutable,
+    validations,
+)
+
+LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")]
+LabelKey = Annotated[str, Field(max_length=253, pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")]
+Selector = Annotated[
+    dict[LabelKey, LabelValue],
+    Field(min_length=1, max_length=16,
+          json_schema_extra=validations(cel("size(self) >= 1", "a selector must not be empty"))),
+]
+Port = Annotated[int, Field(ge=1, le=65535)]
+ToolName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")]
+Classification = Literal["public", "approved_non_public"]
+
+
+class ClassificationCeiling(StrEnum):
+    """Highest corpus classification the binding may ever project."""
+
+    PUBLIC = "public"
+    APPROVED_NON_PUBLIC = "approved_non_public"
+
+
+class McpServerRef(Model):
+    """The exact RemoteMCPServer and the one tool it may serve."""
+
+    api_group: Literal["kagent.dev"] = "kagent.dev"
+    kind: Literal["RemoteMCPServer"] = "RemoteMCPServer"
+    namespace: DnsLabel
+    name: DnsLabel
+    tool: ToolName
+    """The single tool the retrieval Agent may list and call."""
+    path: Annotated[str, Field(max_length=256, pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/mcp"
+    """Exact MCP path on the gateway."""
+
+
+class Workload(Model):
+    """Pods selected by labels in one namespace, reached on one port."""
+
+    namespace: DnsLabel
+    selector: Selector
+    port: Port
+
+
+class WorkloadIdentity(Model):
+    """A Kubernetes workload identity: its ServiceAccount."""
+
+    namespace: DnsLabel
+    service_account: DnsLabel
+
+
+class PartnerEntry(Model):
+    """One operator registry entry keyed by (issuer, audience, azp)."""
+
+    azp: Annotated[str, Field(min_length=1, max_length=255)]
+    policy_id: DnsLabel
+    groups: Annotated[
+        list[DnsLabel],
+        Field(min_length=1, max_length=16, json_schema_extra={"x-kubernetes-list-type": "set"}),
+    ]
+    """Group IDs; projected as partner/<policyId>/<group>."""
+    allowed_classifications: Annotated[
+        list[Classification],
+        Field(min_length=1, max_length=2, json_schema_extra={"x-kubernetes-list-type": "set"}),
+    ] = ["public"]
+
+
+class PublicRoute(Model):
+    """The public cross-organization A2A route, authenticated by JWT."""
+
+    issuer: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^https://")]
+    audience: Annotated[str, Field(min_length=1, max_length=255)]
+    jwks_secret: DnsLabel
+    """Secret (in the proxy namespace) holding the issuer's JWKS under key `jwks.json`."""
+    public_retrieval_timeout_seconds: Annotated[int, Field(ge=1, le=60)] = 30
+    partners: Annotated[
+        list[PartnerEntry],
+        Field(min_length=1, max_length=64, json_schema_extra={
+            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["azp"]}),
+    ]
+
+
+class Peers(Model):
+    """What the retrieval service may reach besides DNS."""
+
+    database: Workload
+    embeddings: Workload
+    observability: Annotated[list[Workload], Field(max_length=8)] = []
+
+
+class RetrievalBindingSpec(Model):
+    agent: Annotated[AgentRef, Field(json_schema_extra=immutable("agent"))]
+    mcp_server: McpServerRef
+    retrieval_service: Workload
+    peers: Peers
+    proxy: Workload
+    """The agentgateway proxy pods and their listener port."""
+    bridge_identity: WorkloadIdentity
+    public_route: PublicRoute | None = None
+    classification_ceiling: ClassificationCeiling = ClassificationCeiling.PUBLIC
+
+
+class RetrievalBindingStatus(Model):
+    rendered_digest: Annotated[str, Field(max_length=64, pattern=r"^[0-9a-f]{64}$")] | None = None
+    """SHA-256 of the JCS encoding of the rendered object set."""
+    rendered_objects: Annotated[int, Field(ge=0)] = 0
+    unenforceable: Annotated[list[ReasonCode], Field(max_length=16)] = []
+    """ADR rules the gateway cannot express, by code."""
+    conditions: Conditions = []
+    observed_generation: Annotated[int, Field(ge=0)] = 0

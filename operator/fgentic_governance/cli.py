@@ -1,0 +1,107 @@
+"""The `fgentic-governance` command: operator | webhook | render | crds | dev."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from fgentic_governance import paths
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from fgentic_governance.api import crdgen
+
+    dirs = [Path(d) for d in args.output] if args.output else paths.crd_dirs()
+    if args.check:
+        problems = crdgen.drift(dirs)
+        for problem in problems:
+            print(f"drift: {problem}", file=sys.stderr)
+        if problems:
+            print("run `fgentic-governance crds` and commit the result", file=sys.stderr)
+            return 1
+        print(f"crds up to date in {', '.join(map(str, dirs))}")
+        return 0
+    crdgen.write(dirs)
+    print(f"wrote {len(crdgen.render_all())} CRDs to {', '.join(map(str, dirs))}")
+    return 0
+
+
+def _operator(args: argparse.Namespace) -> int:
+    from fgentic_governance.runtime import run_operator
+
+    return run_operator(args)
+
+
+def _webhook(args: argparse.Namespace) -> int:
+    from fgentic_admission.server import run_webhook
+
+    return run_webhook(args)
+
+
+def _render(args: argparse.Namespace) -> int:
+    from fgentic_governance.render_cli import run_render
+
+    return run_render(args)
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from fgentic_governance.devenv.up import run_dev
+
+    return run_dev(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fgentic-governance", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crds = sub.add_parser("crds", help="generate crds/ from the models, or --check for drift")
+    crds.add_argument("--check", action="store_true", help="fail if committed YAML differs")
+    crds.add_argument("--output", action="append", help="directory (repeatable)")
+    crds.set_defaults(func=_crds)
+
+    op = sub.add_parser("operator", help="run the reconcilers")
+    _add_runtime_flags(op)
+    op.set_defaults(func=_operator)
+
+    wh = sub.add_parser("webhook", help="run the validating admission webhook server")
+    _add_runtime_flags(wh)
+    wh.add_argument("--tls-dir", type=Path, required=True,
+                    help="directory with tls.crt, tls.key and ca.crt")
+    wh.add_argument("--host", default="0.0.0.0")
+    wh.add_argument("--port", type=int, default=9443)
+    wh.set_defaults(func=_webhook)
+
+    render = sub.add_parser("render", help="render manifests offline for GitOps")
+    render.add_argument("kind", choices=["retrievalbinding", "webhook-config"])
+    render.add_argument("file", type=Path, nargs="?", help="input manifest (YAML)")
+    render.add_argument("--output", "-o", type=Path, help="output directory (default stdout)")
+    render.set_defaults(func=_render)
+
+    dev = sub.add_parser("dev", help="local control plane + PostgreSQL + operator + webhook")
+    dev.add_argument("action", choices=["up"], help="run the demo end to end")
+    dev.add_argument("--workdir", type=Path, default=Path(".run"))
+    dev.add_argument("--hold", action="store_true", help="keep running until interrupted")
+    dev.set_defaults(func=_dev)
+    return parser
+
+
+def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster or ~/.kube/config")
+    parser.add_argument("--namespace", action="append", help="watch only these namespaces")
+    parser.add_argument("--store-dsn-file", type=Path,
+                        help="file holding the PostgreSQL DSN (mounted from a Secret)")
+    parser.add_argument("--local-homeserver", default="",
+                        help="server name of the local homeserver (federation boundary)")
+    parser.add_argument("--metrics-port", type=int, default=0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Consent gates: whether a MemoryScope may be enabled, as a pure function."""

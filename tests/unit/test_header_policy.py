@@ -1,0 +1,49 @@
+"""The header-propagation rule of the admission policy (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fgentic_admission.policy import Code, header_denials
+from tests.support import example
+
+
+def _agent(headers: Any) -> dict[str, Any]:
+    agent = example("Agent")
+    agent["spec"]["declarative"]["tools"][0]["mcpServer"]["allowedHeaders"] = headers
+    return agent
+
+
+def test_agent_without_propagated_headers_is_admitted() -> None:
+    assert header_denials(example("Agent")) == []
+
+
+def test_forbidden_headers_are_denied_case_insensitively() -> None:
+    denials = header_denials(_agent(["Authorization", "COOKIE", "x-user-id", "*"]))
+    assert [d.code for d in denials] == [Code.FORBIDDEN_HEADER] * 4
+    assert [d.header for d in denials] == ["authorization", "cookie", "x-user-id", "*"]
+    assert denials[0].path == "spec.declarative.tools[0].mcpServer.allowedHeaders[0]"
+
+
+def test_unbound_identity_carrier_is_denied() -> None:
+    (denial,) = header_denials(_agent(["X-Fgentic-Identity"]))
+    assert denial.code is Code.IDENTITY_HEADER_UNBOUND
+
+
+def test_malformed_tools_fail_closed() -> None:
+    agent = example("Agent")
+    agent["spec"]["declarative"]["tools"] = "not-a-list"
+    assert [d.code for d in header_denials(agent)] == [Code.MALFORMED_OBJECT]
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_any_header_is_denied_and_only_token_names_are_echoed(name: str) -> None:
+    (denial,) = header_denials(_agent([name]))
+    assert denial.code in {Code.FORBIDDEN_HEADER, Code.IDENTITY_HEADER_UNBOUND}
+    normalized = name.strip().lower()
+    token = 0 < len(normalized) <= 64 and all(c.isalnum() or c in "-_*" for c in normalized)
+    assert denial.header == (normalized if token else "<invalid header name>")
+    assert len(denial.message()) < 200

@@ -1,0 +1,1 @@
+"""Validating admission for kagent Agents and the governance CRDs."""
