@@ -31,25 +31,25 @@ def _crds(args: argparse.Namespace) -> int:
 def _operator(args: argparse.Namespace) -> int:
     from fgentic_governance.runtime import run_operator
 
-    return run_operator(args)
+    return int(run_operator(args))
 
 
 def _webhook(args: argparse.Namespace) -> int:
     from fgentic_admission.server import run_webhook
 
-    return run_webhook(args)
+    return int(run_webhook(args))
 
 
 def _render(args: argparse.Namespace) -> int:
     from fgentic_governance.render_cli import run_render
 
-    return run_render(args)
+    return int(run_render(args))
 
 
 def _dev(args: argparse.Namespace) -> int:
     from fgentic_governance.devenv.up import run_dev
 
-    return run_dev(args)
+    return int(run_dev(args))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,14 +69,16 @@ def _parser() -> argparse.ArgumentParser:
     _add_runtime_flags(wh)
     wh.add_argument("--tls-dir", type=Path, required=True,
                     help="directory with tls.crt, tls.key and ca.crt")
-    wh.add_argument("--host", default="0.0.0.0")
+    wh.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
     wh.add_argument("--port", type=int, default=9443)
     wh.set_defaults(func=_webhook)
 
-    render = sub.add_parser("render", help="render manifests offline for GitOps")
-    render.add_argument("kind", choices=["retrievalbinding", "webhook-config"])
-    render.add_argument("file", type=Path, nargs="?", help="input manifest (YAML)")
-    render.add_argument("--output", "-o", type=Path, help="output directory (default stdout)")
+    render = sub.add_parser("render", help="render manifests offline, for GitOps")
+    targets = render.add_subparsers(dest="target", required=True)
+    vwc = targets.add_parser("webhook-config", help="the ValidatingWebhookConfiguration")
+    vwc.add_argument("--url", required=True, help="https URL of the webhook's /agents path")
+    vwc.add_argument("--ca-file", type=Path, required=True, help="PEM CA that signed it")
+    vwc.add_argument("--name", default="fgentic-governance-agents")
     render.set_defaults(func=_render)
 
     dev = sub.add_parser("dev", help="local control plane + PostgreSQL + operator + webhook")

@@ -10,6 +10,7 @@ from typing import Any
 
 import kopf
 
+from fgentic_governance import kube_login  # noqa: F401  (registers the login handler)
 from fgentic_governance.runtime_context import configure
 
 log = logging.getLogger("fgentic_governance")
@@ -32,7 +33,7 @@ def run_operator(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from kubernetes import config
 
-    api_client = config.new_client_from_config(
+    api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(args.kubeconfig) if args.kubeconfig else None)
     configure(local_homeserver=args.local_homeserver, api_client=api_client)
 

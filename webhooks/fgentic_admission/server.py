@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 
 from fgentic_admission import policy
+from fgentic_governance import kube_login  # noqa: F401  (registers the login handler)
 
 log = logging.getLogger("fgentic_admission")
 

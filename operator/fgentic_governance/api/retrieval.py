@@ -18,8 +18,10 @@ from fgentic_governance.api.common import (
     validations,
 )
 
-LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")]
-LabelKey = Annotated[str, Field(max_length=253, pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")]
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_KEY = r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]
+LabelKey = Annotated[str, Field(max_length=253, pattern=LABEL_KEY)]
 Selector = Annotated[
     dict[LabelKey, LabelValue],
     Field(min_length=1, max_length=16,

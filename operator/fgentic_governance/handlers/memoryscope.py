@@ -29,7 +29,7 @@ def consents_by_scope(
 @kopf.on.create(GROUP, VERSION, "memoryscopes")
 @kopf.on.update(GROUP, VERSION, "memoryscopes")
 def reconcile_scope(
-    namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
+    *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
     patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any], **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))

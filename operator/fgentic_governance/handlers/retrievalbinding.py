@@ -24,7 +24,7 @@ def bindings_by_agent(
 @kopf.on.create(GROUP, VERSION, "retrievalbindings")
 @kopf.on.update(GROUP, VERSION, "retrievalbindings")
 def reconcile_binding(
-    namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
+    *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
     patch: kopf.Patch, bindings_by_agent: kopf.Index[Any, Any], **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))

@@ -1,0 +1,232 @@
+"""Typed values of the content store: envelope enums, scope records, access contexts, receipts.
+
+Every value that could hold memory content keeps it out of ``repr()``, so an accidental log of
+an entry shows its opaque id and envelope only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from fgentic_governance.api.memory import ErasureResult, LastErasure, Posture
+from fgentic_governance.memory.errors import StoreRefusal
+from fgentic_governance.reasons import Reason
+
+if TYPE_CHECKING:
+    from fgentic_governance.api.memory import MemoryScopeSpec
+
+EMBEDDING_DIMENSIONS = 768
+"""kagent v0.9.11's memory.embedding is vector(768)."""
+
+
+class MemoryType(StrEnum):
+    PREFERENCE = "preference"
+    FACT = "fact"
+    DECISION = "decision"
+    INSTRUCTION = "instruction"
+    RELATIONSHIP = "relationship"
+    TASK_STATE = "task_state"
+    WORKING_NOTE = "working_note"
+
+
+class SourceKind(StrEnum):
+    USER_MESSAGE = "user_message"
+    ASSISTANT_RESPONSE = "assistant_response"
+    AUTOMATIC_SUMMARY = "automatic_summary"
+    SAVE_MEMORY_TOOL = "save_memory_tool"
+    UNKNOWN = "unknown"
+
+
+class WriteReason(StrEnum):
+    EXPLICIT_USER_REQUEST = "explicit_user_request"
+    USER_PREFERENCE_EXTRACTED = "user_preference_extracted"
+    AUTOMATIC_SUMMARY = "automatic_summary"
+    TASK_CHECKPOINT = "task_checkpoint"
+    UNSPECIFIED = "unspecified"
+
+
+class ConfirmationStatus(StrEnum):
+    """No ``operator_confirmed``: an operator never sees, so never confirms, personal memory."""
+
+    USER_CONFIRMED = "user_confirmed"
+    MODEL_INFERRED = "model_inferred"
+    UNKNOWN = "unknown"
+
+
+class Sensitivity(StrEnum):
+    NORMAL = "normal"
+    PERSONAL = "personal"
+    SENSITIVE = "sensitive"
+
+
+class Lifecycle(StrEnum):
+    ACTIVE = "active"
+    STALE = "stale"
+    SUPERSEDED = "superseded"
+    SUPPRESSED = "suppressed"
+
+
+class Operation(StrEnum):
+    """Cost-admission operation types (ADR 0023 §42); each consumes the hourly ceiling."""
+
+    SAVE = "save"
+    LOAD = "load"
+    PREFETCH = "prefetch"
+    SUMMARIZE = "summarize"
+    EMBEDDING = "embedding"
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """Content-free description of a stored fact (type, provenance, confirmation, class)."""
+
+    memory_type: MemoryType = MemoryType.FACT
+    source_kind: SourceKind = SourceKind.UNKNOWN
+    write_reason: WriteReason = WriteReason.UNSPECIFIED
+    confirmation_status: ConfirmationStatus = ConfirmationStatus.UNKNOWN
+    sensitivity: Sensitivity = Sensitivity.NORMAL
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeRecord:
+    """The durable scope record the operator keeps in the content store."""
+
+    scope_key: str
+    """``<namespace>/<name>`` of the MemoryScope."""
+    subject_mxid: str
+    origin_kind: str
+    agent_namespace: str
+    agent_name: str
+    control_room: str
+    entry_cap: int = 100
+    max_fact_bytes: int = 512
+    max_retention_days: int = 7
+    hourly_operation_ceiling: int = 60
+    explicit_per_minute: int = 6
+    explicit_burst: int = 3
+    store_agent_name: str = ""
+    """agent_name spelling of this Agent's rows in the store; empty means ``<ns>/<name>``."""
+
+    @property
+    def effective_store_agent_name(self) -> str:
+        return self.store_agent_name or f"{self.agent_namespace}/{self.agent_name}"
+
+    @classmethod
+    def from_spec(cls, namespace: str, name: str, spec: MemoryScopeSpec) -> ScopeRecord:
+        policy = spec.policy
+        return cls(
+            scope_key=f"{namespace}/{name}",
+            subject_mxid=spec.subject.mxid,
+            origin_kind=spec.subject.origin_kind.value,
+            agent_namespace=spec.agent.namespace,
+            agent_name=spec.agent.name,
+            control_room=spec.control_room,
+            entry_cap=policy.entry_cap,
+            max_fact_bytes=policy.max_fact_bytes,
+            max_retention_days=policy.max_retention_days,
+            hourly_operation_ceiling=policy.hourly_operation_ceiling,
+            explicit_per_minute=policy.explicit_operations.per_minute,
+            explicit_burst=policy.explicit_operations.burst,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeState:
+    """Content-free state of a scope: consent, posture, generation, bounds and row count."""
+
+    scope_key: str
+    enabled: bool
+    posture: Posture
+    consent_generation: int
+    entry_cap: int
+    max_fact_bytes: int
+    max_retention_days: int
+    hourly_operation_ceiling: int
+    entry_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One request's claim: this principal, via this Agent, in this room, at this generation.
+
+    The database compares every field with the scope record; any mismatch fails closed.
+    """
+
+    scope_key: str
+    generation: int
+    subject_mxid: str
+    agent_namespace: str
+    agent_name: str
+    room: str
+
+    @classmethod
+    def for_scope(cls, record: ScopeRecord, generation: int) -> Access:
+        return cls(record.scope_key, generation, record.subject_mxid, record.agent_namespace,
+                   record.agent_name, record.control_room)
+
+    def at(self, generation: int) -> Access:
+        return Access(self.scope_key, generation, self.subject_mxid, self.agent_namespace,
+                      self.agent_name, self.room)
+
+    def params(self) -> tuple[str, int, str, str, str, str]:
+        return (self.scope_key, self.generation, self.subject_mxid, self.agent_namespace,
+                self.agent_name, self.room)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A readable memory entry. ``content`` is excluded from repr()."""
+
+    id: str
+    content: str = field(repr=False)
+    envelope: Envelope
+    created_at: datetime
+    expires_at: datetime
+    generation: int
+    score: float | None = None
+
+
+class ErasureKind(StrEnum):
+    ENTRY = "entry"
+    SCOPE = "scope"
+    WITHDRAWAL = "withdrawal"
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureReceipt:
+    """Content-free evidence of an erasure: opaque id, generation, result, code, time."""
+
+    id: str
+    kind: ErasureKind
+    generation: int
+    result: ErasureResult
+    reason: Reason
+    time: datetime
+    deleted: int
+
+    @property
+    def verified(self) -> bool:
+        return self.result is ErasureResult.VERIFIED
+
+    def last_erasure(self) -> LastErasure:
+        """The MemoryScope status block this receipt fills."""
+        return LastErasure(time=self.time, result=self.result, reason_code=self.reason.value,
+                           receipt_id=self.id)
+
+
+def vector_literal(values: Sequence[float]) -> str:
+    """pgvector's text form; refuses a wrong dimension or a non-finite component."""
+    if len(values) != EMBEDDING_DIMENSIONS:
+        raise StoreRefusal(Reason.INVALID_SPEC)
+    parts = []
+    for value in values:
+        number = float(value)
+        if not math.isfinite(number):
+            raise StoreRefusal(Reason.INVALID_SPEC)
+        parts.append(repr(number))
+    return "[" + ",".join(parts) + "]"

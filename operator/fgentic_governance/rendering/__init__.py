@@ -1,0 +1,1 @@
+"""Pure renderers: spec in, manifests out; shared by the operator and `render`."""

@@ -1,0 +1,84 @@
+"""The Helm chart lints, renders, and its manifests pass a server-side dry run."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fgentic_governance.devenv.binaries import binary
+from tests.support import ROOT
+
+pytestmark = pytest.mark.integration
+CHART = ROOT / "charts" / "fgentic-governance"
+NS = "fgentic-system"
+
+
+def _helm(*args: str) -> str:
+    result = subprocess.run([str(binary("helm")), *args], capture_output=True, text=True,
+                            check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _render(*sets: str) -> list[dict[str, Any]]:
+    args = ["template", "fg", str(CHART), "--namespace", NS]
+    for value in sets:
+        args += ["--set", value]
+    return [d for d in yaml.safe_load_all(_helm(*args)) if d]
+
+
+def test_chart_lints() -> None:
+    assert "1 chart(s) linted, 0 chart(s) failed" in _helm("lint", str(CHART))
+
+
+def test_webhook_configuration_is_ours_and_fails_closed() -> None:
+    (vwc,) = [d for d in _render() if d["kind"] == "ValidatingWebhookConfiguration"]
+    hook = vwc["webhooks"][0]
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["sideEffects"] == "None"
+    assert hook["timeoutSeconds"] <= 5
+    excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
+    assert {"kube-system", NS} <= set(excluded)
+    assert hook["clientConfig"]["caBundle"]  # generated CA, not empty
+
+
+def test_webhook_runs_two_replicas_behind_a_pdb() -> None:
+    docs = _render()
+    (webhook,) = [d for d in docs if d["kind"] == "Deployment"
+                  and d["metadata"]["name"] == "fg-webhook"]
+    assert webhook["spec"]["replicas"] >= 2
+    assert any(d["kind"] == "PodDisruptionBudget" for d in docs)
+
+
+def test_store_dsn_comes_from_a_secret_file_only() -> None:
+    docs = _render("store.dsnSecret.name=store")
+    (operator,) = [d for d in docs if d["metadata"]["name"] == "fg-operator"
+                   and d["kind"] == "Deployment"]
+    container = operator["spec"]["template"]["spec"]["containers"][0]
+    assert "--store-dsn-file=/var/run/fgentic/store/dsn" in container["args"]
+    assert "env" not in container
+    assert operator["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == "store"
+
+
+def test_operator_role_is_least_privilege() -> None:
+    (role,) = [d for d in _render() if d["kind"] == "ClusterRole"
+               and d["metadata"]["name"] == "fg-operator"]
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+        assert "secrets" not in rule["resources"]
+
+
+def test_rendered_manifests_pass_server_side_dry_run(control_plane: Any, tmp_path: Path) -> None:
+    control_plane.ensure_namespace(NS)
+    manifest = tmp_path / "chart.yaml"
+    manifest.write_text(_helm("template", "fg", str(CHART), "--namespace", NS,
+                              "--set", "localHomeserver=example.org",
+                              "--set", "store.dsnSecret.name=store"))
+    out = control_plane.kubectl("apply", "--dry-run=server", "-n", NS, "-f", str(manifest))
+    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/fg-agents created" in out
+    assert out.count("(server dry run)") == len(
+        [d for d in yaml.safe_load_all(manifest.read_text()) if d])

@@ -1,0 +1,83 @@
+"""The webhook serves TLS from certificates made with `cryptography` (not Kopf's generator),
+and the real API server calls it through our own ValidatingWebhookConfiguration."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from fgentic_governance.rendering.admission import webhook_configuration
+from fgentic_governance.tls import write_serving_bundle
+from tests import processes
+from tests.support import api_message, example
+
+pytestmark = pytest.mark.integration
+NS = "webhook-tls"
+
+
+@pytest.fixture(scope="module")
+def webhook(control_plane: Any, tmp_path_factory: pytest.TempPathFactory,
+            k8s_client: client.ApiClient) -> Iterator[dict[str, Any]]:
+    control_plane.ensure_namespace(NS)
+    work: Path = tmp_path_factory.mktemp("webhook")
+    _, _, ca_path = write_serving_bundle(work / "tls", ["127.0.0.1", "localhost"])
+    port = processes.free_port()
+    log = work / "webhook.log"
+    proc = processes.spawn_and_wait(
+        ["webhook", "--kubeconfig", str(control_plane.kubeconfig), "--tls-dir",
+         str(work / "tls"), "--host", "127.0.0.1", "--port", str(port)], log, port)
+    admission = client.AdmissionregistrationV1Api(k8s_client)
+    name = f"fgentic-test-{uuid.uuid4().hex[:6]}"
+    config = webhook_configuration(name, f"https://127.0.0.1:{port}/agents",
+                                   ca_path.read_bytes())
+    # Only this test's namespace: other tests create Agents without a webhook running.
+    config["webhooks"][0]["namespaceSelector"] = {
+        "matchLabels": {"kubernetes.io/metadata.name": NS}}
+    admission.create_validating_webhook_configuration(config)
+    yield {"proc": proc, "log": log}
+    processes.stop(proc)
+    admission.delete_validating_webhook_configuration(name)
+
+
+def _agent(headers: list[str] | None = None) -> dict[str, Any]:
+    agent = example("Agent")
+    agent["metadata"] = {"name": f"agent-{uuid.uuid4().hex[:8]}", "namespace": NS}
+    if headers is not None:
+        agent["spec"]["declarative"]["tools"][0]["mcpServer"]["allowedHeaders"] = headers
+    return agent
+
+
+def _create(k8s_client: client.ApiClient, agent: dict[str, Any]) -> dict[str, Any]:
+    return client.CustomObjectsApi(k8s_client).create_namespaced_custom_object(  # type: ignore[no-any-return]
+        "kagent.dev", "v1alpha2", NS, "agents", agent)
+
+
+def test_safe_agent_is_admitted(webhook: dict[str, Any], k8s_client: client.ApiClient) -> None:
+    assert _create(k8s_client, _agent())["metadata"]["uid"]
+
+
+def test_authorization_propagation_is_denied_through_the_api_server(
+    webhook: dict[str, Any], k8s_client: client.ApiClient
+) -> None:
+    with pytest.raises(ApiException) as info:
+        _create(k8s_client, _agent(["Authorization"]))
+    message = api_message(info.value)
+    assert info.value.status == 403
+    assert 'admission webhook "agents.governance.fgentic.dev" denied the request' in message
+    assert "FORBIDDEN_HEADER" in message and "authorization" in message
+
+
+def test_stopped_webhook_fails_closed(
+    webhook: dict[str, Any], k8s_client: client.ApiClient
+) -> None:
+    processes.stop(webhook["proc"])
+    with pytest.raises(ApiException) as info:
+        _create(k8s_client, _agent())
+    assert info.value.status == 500
+    assert "failed calling webhook" in api_message(info.value)
