@@ -34,6 +34,10 @@ def _agent(name: str, declarative: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _message(error: ApiException) -> str:
+    return str(json.loads(error.body or "{}")["message"])
+
+
 def test_server_is_the_pinned_kubernetes_version(k8s_client: k8s.ApiClient) -> None:
     assert k8s.VersionApi(k8s_client).get_code().git_version == "v1.36.3"
 
@@ -52,7 +56,8 @@ def test_upstream_crds_are_established(
     k8s_client: k8s.ApiClient, crd: str, version: str | None
 ) -> None:
     obj = k8s.ApiextensionsV1Api(k8s_client).read_custom_resource_definition(crd)
-    conditions = {c.type: c.status for c in obj.status.conditions}
+    assert obj.status is not None
+    conditions = {c.type: c.status for c in obj.status.conditions or []}
     assert conditions.get("Established") == "True", conditions
     if version:
         assert version in {v.name for v in obj.spec.versions if v.served}
@@ -61,7 +66,9 @@ def test_upstream_crds_are_established(
 def test_valid_agent_is_accepted(agents: k8s.CustomObjectsApi) -> None:
     body = _agent("valid", {"systemMessage": "You are helpful.", "modelConfig": "default"})
     agents.create_namespaced_custom_object(KAGENT, KAGENT_VERSION, NS, "agents", body)
-    stored = agents.get_namespaced_custom_object(KAGENT, KAGENT_VERSION, NS, "agents", "valid")
+    stored: dict[str, Any] = agents.get_namespaced_custom_object(  # type: ignore[assignment]
+        KAGENT, KAGENT_VERSION, NS, "agents", "valid"
+    )
     assert stored["spec"]["declarative"]["systemMessage"] == "You are helpful."
 
 
@@ -70,7 +77,7 @@ def test_agent_violating_upstream_schema_is_rejected(agents: k8s.CustomObjectsAp
     with pytest.raises(ApiException) as caught:
         agents.create_namespaced_custom_object(KAGENT, KAGENT_VERSION, NS, "agents", body)
     assert caught.value.status == 422
-    message = json.loads(caught.value.body)["message"]
+    message = _message(caught.value)
     assert "spec.declarative.stream" in message
     assert "boolean" in message
 
@@ -79,11 +86,14 @@ def test_rbac_denies_a_user_without_bindings(
     control_plane: LocalControlPlane, tmp_path: Path
 ) -> None:
     config = control_plane.write_kubeconfig(tmp_path / "kubeconfig", "nobody", ("nobodies",))
-    api = k8s_config.new_client_from_config(config_file=str(config))  # type: ignore[no-untyped-call]
+    api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(config)
+    )
     try:
         with pytest.raises(ApiException) as caught:
             k8s.CoreV1Api(api).list_namespace()
     finally:
         api.close()
     assert caught.value.status == 403
-    assert 'User "nobody" cannot list resource "namespaces"' in caught.value.body
+    message = _message(caught.value)
+    assert 'User "nobody" cannot list resource "namespaces"' in message

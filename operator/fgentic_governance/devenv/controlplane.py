@@ -30,7 +30,10 @@ SERVICE_CIDR = "10.0.0.0/24"
 SERVING_HOSTS = ["127.0.0.1", "localhost", "kubernetes.default.svc", "10.0.0.1"]
 # ServiceAccount admission would wait for token controllers that never run here (envtest does
 # the same); the webhook and policy plugins are on by default but listed to make it explicit.
-ADMISSION_PLUGINS = "ValidatingAdmissionWebhook,MutatingAdmissionWebhook,ValidatingAdmissionPolicy"
+ADMISSION_PLUGINS = (
+    "ValidatingAdmissionWebhook,MutatingAdmissionWebhook,"
+    "ValidatingAdmissionPolicy,MutatingAdmissionPolicy"
+)
 
 
 class KubectlError(RuntimeError):

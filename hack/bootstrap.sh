@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh machine, idempotently:
+# Debian packages, the control-plane binaries (cached outside the repo, keyed by version),
+# and a virtualenv at .venv with the package and its dev extras.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+need_apt=()
+command -v go >/dev/null || need_apt+=(golang-go)
+command -v useradd >/dev/null || need_apt+=(passwd)
+python3 -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
+if ((${#need_apt[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
+  else
+    echo "missing packages: ${need_apt[*]} (install them as root)" >&2; exit 1
+  fi
+fi
+
+echo "== control-plane binaries (kube-apiserver/kubectl v1.36.3, etcd v3.6.8, helm v4.3.2)"
+hack/build-controlplane.sh all
+
+echo "== python environment (.venv)"
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [[ ! -f "$stamp" ]]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  rm -f .venv/.installed-* && touch "$stamp"
+fi

@@ -1,0 +1,30 @@
+"""The main job end to end: `fgentic-governance dev up` on this machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_dev_up_runs_the_demo_and_prints_content_free_status(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "fgentic_governance.cli", "dev", "up", "--workdir",
+         str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=300, check=False)
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "memoryscope.governance.fgentic.dev/alice-docs-agent created" in out
+    assert "denied as expected: agent-propagates-authorization.yaml" in out
+    assert "FORBIDDEN_HEADER" in out
+    status = out.split("content-free status of every governance object:")[1]
+    lines = [line for line in status.splitlines() if line.strip()]
+    kinds = sorted(line.split()[0] for line in lines)
+    assert kinds == ["ConsentRecord", "MemoryScope", "PrincipalOffboarding", "RetrievalBinding"]
+    # Content-free: no MXID, room or purpose text in the status lines.
+    for secret in ("@alice", "@bob", "!alice-control", "personal-preferences"):
+        assert secret not in status
