@@ -9,7 +9,7 @@ from pathlib import Path
 from fgentic_governance.devenv import free_port, terminate, wait_until
 from fgentic_governance.devenv.up import port_open, spawn_cli
 
-__all__ = ["free_port", "spawn_and_wait", "stop"]
+__all__ = ["free_port", "spawn_and_wait", "spawn_cli", "stop"]
 
 
 def spawn_and_wait(args: Sequence[str], log: Path, port: int) -> subprocess.Popen[bytes]:

@@ -1,19 +1,23 @@
-"""Start-up of the operator process: settings, login, handler registration, run."""
+"""Start-up of the operator process: settings, login, store, handler registration, run."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import kopf
 
 from fgentic_governance import kube_login  # noqa: F401  (registers the login handler)
-from fgentic_governance.runtime_context import configure
+from fgentic_governance.runtime_context import configure, context
 
 log = logging.getLogger("fgentic_governance")
+STORE_RETRY = 10.0
+CLEANUP_INTERVAL = 3600.0  # Expired rows are unreadable at once; deletion follows within 24 h.
 
 
 def _settings(settings: kopf.OperatorSettings) -> None:
@@ -21,16 +25,48 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     settings.watching.server_timeout = 60
     settings.watching.client_timeout = 90
     settings.watching.connect_timeout = 10
-    # Kopf logs object diffs at DEBUG; keep its posting of events to content-free summaries.
+    # Kopf logs object diffs at DEBUG; events are posted for warnings and errors only.
     settings.posting.level = logging.WARNING
     settings.persistence.finalizer = "governance.fgentic.dev/finalizer"
     settings.execution.max_workers = 8
 
 
+async def open_store(dsn_file: Path) -> None:
+    """Connect, migrate the fenced schema idempotently, and publish the store to handlers."""
+    import asyncpg
+
+    from fgentic_governance.memory import MemoryStore, migrate
+
+    pool = await asyncpg.create_pool(dsn_file.read_text().strip(), min_size=1, max_size=8)
+    async with pool.acquire() as conn:
+        version = await migrate(conn)
+    configure(store=MemoryStore(pool), store_schema_version=version, store_pool=pool)
+    log.info("content store ready at schema version %d", version)
+
+
+async def _store_loop(dsn_file: Path) -> None:
+    """Connect (retrying while the store is down), then delete expired rows every hour.
+
+    Until the store is ready every MemoryScope stays Disabled (STORE_UNAVAILABLE); the scope
+    timer picks the store up on its next round.
+    """
+    while context().store is None:
+        try:
+            await open_store(dsn_file)
+        except Exception as exc:
+            log.warning("content store unavailable (%s); retrying", type(exc).__name__)
+            await asyncio.sleep(STORE_RETRY)
+    while True:
+        with contextlib.suppress(Exception):  # Retried next round; counted in metrics.
+            await context().store.cleanup_expired()
+        await asyncio.sleep(CLEANUP_INTERVAL)
+
+
 def run_operator(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = str(args.kubeconfig)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from kubernetes import config
 
     api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
@@ -43,9 +79,25 @@ def run_operator(args: argparse.Namespace) -> int:
         retrievalbinding,
     )
 
+    tasks: list[asyncio.Task[None]] = []
+
     @kopf.on.startup()
-    def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         _settings(settings)
+        if args.metrics_port:
+            from prometheus_client import start_http_server
+
+            start_http_server(args.metrics_port)
+        if args.store_dsn_file:
+            tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file)))
+
+    @kopf.on.cleanup()
+    async def _cleanup(**_: Any) -> None:
+        for task in tasks:
+            task.cancel()
+        pool = getattr(context(), "store_pool", None)
+        if pool is not None:
+            await pool.close()
 
     namespaces = args.namespace or []
     asyncio.run(kopf.operator(clusterwide=not namespaces, namespaces=namespaces,

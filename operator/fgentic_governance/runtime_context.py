@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,8 +11,11 @@ from typing import Any
 @dataclass
 class RuntimeContext:
     local_homeserver: str = ""
-    store_ready: bool = False
     api_client: Any = None
+    store: Any = None
+    """A `memory.MemoryStore` once the schema is migrated; None means no store."""
+    store_schema_version: int = 0
+    store_pool: Any = None
 
 
 _CONTEXT = RuntimeContext()
@@ -24,3 +29,11 @@ def configure(**values: Any) -> RuntimeContext:
     for key, value in values.items():
         setattr(_CONTEXT, key, value)
     return _CONTEXT
+
+
+_LOCKS: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+
+def scope_lock(scope_key: str) -> asyncio.Lock:
+    """One lock per scope: flows on the same scope never interleave in this process."""
+    return _LOCKS[scope_key]

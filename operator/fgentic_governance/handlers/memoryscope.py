@@ -1,19 +1,29 @@
-"""MemoryScope and ConsentRecord registrations: evaluate the gates, report content-free status."""
+"""MemoryScope and ConsentRecord registrations: evaluate the gates, drive the store, report
+content-free status. The flow itself lives in `consent.flow`."""
 
 from __future__ import annotations
 
+import os
+import uuid
 from typing import Any
 
 import kopf
 
 from fgentic_governance.api.common import GROUP, VERSION
-from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, ScopePhase
-from fgentic_governance.consent.gates import Environment, evaluate
+from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Posture, ScopePhase
+from fgentic_governance.consent import flow
+from fgentic_governance.consent.gates import Environment, Verdict, evaluate
+from fgentic_governance.handlers import kube
 from fgentic_governance.handlers.common import condition, merge_conditions, now, parse
+from fgentic_governance.memory import ScopeRecord, StoreRefusal
+from fgentic_governance.metrics import SCOPE_TRANSITIONS
 from fgentic_governance.reasons import Reason
-from fgentic_governance.runtime_context import context
+from fgentic_governance.runtime_context import context, scope_lock
 
 POKE = f"{GROUP}/consent-revision"
+RETRY_DELAY = 10
+# Re-evaluate periodically: the store may come up later, entries expire, counts change.
+RESYNC_INTERVAL = float(os.environ.get("FGENTIC_SCOPE_RESYNC_SECONDS", "30"))
 
 
 @kopf.index(GROUP, VERSION, "consentrecords")  # type: ignore[arg-type]
@@ -28,66 +38,118 @@ def consents_by_scope(
 @kopf.on.resume(GROUP, VERSION, "memoryscopes")
 @kopf.on.create(GROUP, VERSION, "memoryscopes")
 @kopf.on.update(GROUP, VERSION, "memoryscopes")
-def reconcile_scope(
+@kopf.timer(GROUP, VERSION, "memoryscopes", interval=RESYNC_INTERVAL,
+            initial_delay=RESYNC_INTERVAL)
+async def reconcile_scope(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
     patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any], **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
-    conditions = status.get("conditions")
+    previous = status.get("conditions")
     scope = parse(MemoryScopeSpec, spec)
-    if scope is None:
-        _write(patch, generation, conditions, False, Reason.INVALID_SPEC)
-        return
     records = sorted(consents_by_scope.get((namespace, name), []))
-    consents = [c for c in (parse(ConsentRecordSpec, r[2]) for r in records) if c is not None]
-    if len(consents) != len(records):
-        _write(patch, generation, conditions, False, Reason.INVALID_SPEC)
-        return
+    consents = [parse(ConsentRecordSpec, r[2]) for r in records]
     ctx = context()
-    verdict = evaluate(scope, consents, Environment(
-        local_homeserver=ctx.local_homeserver, store_ready=ctx.store_ready))
-    _write(patch, generation, conditions, verdict.enabled, verdict.reason)
+    if scope is None or any(c is None for c in consents):
+        verdict = Verdict(Posture.FULLY_DISABLED, Reason.INVALID_SPEC)
+    else:
+        verdict = evaluate(scope, [c for c in consents if c is not None], Environment(
+            local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None))
+    if scope is None or ctx.store is None:
+        _write(patch, generation, previous, ScopePhase.DISABLED, verdict.reason)
+        return
+    record = ScopeRecord.from_spec(namespace, name, scope)
+    try:
+        async with scope_lock(record.scope_key):  # The timer and change handlers may overlap.
+            outcome = await flow.reconcile(ctx.store, record, verdict)
+    except StoreRefusal as refusal:
+        _write(patch, generation, previous, ScopePhase.FAILED, refusal.reason)
+        raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
+    _write_outcome(patch, generation, previous, outcome)
+    if records and (outcome.granted or outcome.erasure is not None):
+        await _receipt(namespace, records[-1][1], outcome)
+    if outcome.phase is ScopePhase.FAILED:
+        raise kopf.TemporaryError(outcome.reason.value, delay=RETRY_DELAY)
+
+
+@kopf.on.delete(GROUP, VERSION, "memoryscopes")
+async def erase_on_delete(
+    *, namespace: str, name: str, spec: kopf.Spec, **_: Any
+) -> None:
+    """The finalizer: the CR goes away only after its memory is erased and verified."""
+    store = context().store
+    scope = parse(MemoryScopeSpec, spec)
+    if store is None or scope is None:
+        return  # Nothing of it can be in a store this operator writes.
+    record = ScopeRecord.from_spec(namespace, name, scope)
+    try:
+        async with scope_lock(record.scope_key):
+            outcome = await flow.erase_for_deletion(store, record)
+    except StoreRefusal as refusal:
+        raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
+    if outcome.phase is ScopePhase.FAILED:
+        raise kopf.TemporaryError(outcome.reason.value, delay=RETRY_DELAY)
 
 
 def _write(
     patch: kopf.Patch, generation: int, previous: list[dict[str, Any]] | None,
-    enabled: bool, reason: Reason,
+    phase: ScopePhase, reason: Reason,
 ) -> None:
-    phase = ScopePhase.ENABLED if enabled else ScopePhase.DISABLED
+    enabled = phase is ScopePhase.ENABLED
+    SCOPE_TRANSITIONS.labels(phase=phase.value, reason=reason.value).inc()
     patch.status["phase"] = phase.value
     patch.status["reasonCode"] = reason.value
     patch.status["observedGeneration"] = generation
+    patch.status["storeSchemaVersion"] = context().store_schema_version
     patch.status["conditions"] = merge_conditions(
-        previous, condition("Enabled", enabled, reason, generation, previous))
+        previous,
+        condition("Enabled", enabled, reason, generation, previous),
+        condition("StoreReady", context().store is not None,
+                  Reason.OK if context().store else Reason.STORE_UNAVAILABLE, generation,
+                  previous),
+    )
+
+
+def _write_outcome(
+    patch: kopf.Patch, generation: int, previous: list[dict[str, Any]] | None,
+    outcome: flow.Outcome,
+) -> None:
+    _write(patch, generation, previous, outcome.phase, outcome.reason)
+    patch.status["consentGeneration"] = outcome.generation
+    patch.status["entryCount"] = outcome.entry_count
+    patch.status["hardExpiry"] = (outcome.hard_expiry.strftime("%Y-%m-%dT%H:%M:%SZ")
+                                  if outcome.hard_expiry else None)
+    if outcome.last_erasure is not None:
+        patch.status["lastErasure"] = outcome.last_erasure.wire()
+
+
+async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
+    """A content-free receipt on the ConsentRecord that caused the change."""
+    receipt = {
+        "id": outcome.erasure.id if outcome.erasure else uuid.uuid4().hex,
+        "generation": outcome.generation,
+        "result": "Applied" if outcome.phase is not ScopePhase.FAILED else "Refused",
+        "reasonCode": outcome.reason.value,
+        "time": now(),
+    }
+    await kube.patch_status(group=GROUP, version=VERSION, plural="consentrecords",
+                            namespace=namespace, name=consent, status={"receipt": receipt})
 
 
 @kopf.on.create(GROUP, VERSION, "consentrecords")
 @kopf.on.update(GROUP, VERSION, "consentrecords")
 @kopf.on.resume(GROUP, VERSION, "consentrecords")
-def reconcile_consent(
-    namespace: str, spec: kopf.Spec, meta: kopf.Meta, patch: kopf.Patch, **_: Any
+async def reconcile_consent(
+    *, namespace: str, spec: kopf.Spec, meta: kopf.Meta, patch: kopf.Patch, **_: Any
 ) -> None:
     """Validate the record and poke its scope so the scope re-evaluates its gates."""
     generation = int(meta.get("generation", 0))
     record = parse(ConsentRecordSpec, spec)
     patch.status["observedGeneration"] = generation
-    if record is None:
-        patch.status["conditions"] = [condition("Valid", False, Reason.INVALID_SPEC,
-                                                generation, None)]
-        return
-    patch.status["conditions"] = [condition("Valid", True, Reason.OK, generation, None)]
-    _poke_scope(namespace, record.scope_ref.name)
-
-
-def _poke_scope(namespace: str, scope: str) -> None:
-    """Change an annotation on the scope: Kopf then runs its update handler."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    body = {"metadata": {"annotations": {POKE: now()}}}
-    try:
-        client.CustomObjectsApi(context().api_client).patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, "memoryscopes", scope, body)
-    except ApiException as exc:
-        if exc.status != 404:  # A record for a missing scope gates nothing.
-            raise kopf.TemporaryError("scope poke failed", delay=5) from None
+    valid = record is not None
+    patch.status["conditions"] = [condition(
+        "Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation, None)]
+    if record is not None:
+        await kube.annotate(group=GROUP, version=VERSION, plural="memoryscopes",
+                            namespace=namespace, name=record.scope_ref.name,
+                            annotations={POKE: now()})

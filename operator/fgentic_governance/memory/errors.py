@@ -34,6 +34,8 @@ SQLSTATE_REASONS: Final = MappingProxyType({
     "FG012": Reason.INVALID_SPEC,
     "FG013": Reason.COST_CEILING_REACHED,
     "FG014": Reason.RATE_LIMITED,
+    "FG015": Reason.CREDENTIAL_CONTENT,
+    "FG016": Reason.HIGH_RISK_INSTRUCTION_CONTENT,
     "FG999": Reason.INTERNAL_ERROR,
 })
 
@@ -66,21 +68,24 @@ class StoreRefusal(Exception):
         return (StoreRefusal, (self.reason,))
 
 
+def _reason_for_state(state: str) -> Reason:
+    if state in SQLSTATE_REASONS:
+        return SQLSTATE_REASONS[state]
+    if state in _UNAVAILABLE_STATES or state.startswith(_UNAVAILABLE_CLASSES):
+        return Reason.STORE_UNAVAILABLE
+    if state in _SCHEMA_STATES:
+        return Reason.STORE_SCHEMA_MISMATCH
+    if state in _BINDING_STATES:
+        return Reason.BINDING_CONFLICT
+    return Reason.INTERNAL_ERROR
+
+
 def reason_for(exc: BaseException) -> Reason | None:
     """The reason code for a store-boundary error, or None if it is not one (a bug)."""
     if isinstance(exc, StoreRefusal):
         return exc.reason
     if isinstance(exc, asyncpg.PostgresError):
-        state = str(getattr(exc, "sqlstate", "") or "")
-        if state in SQLSTATE_REASONS:
-            return SQLSTATE_REASONS[state]
-        if state in _UNAVAILABLE_STATES or state.startswith(_UNAVAILABLE_CLASSES):
-            return Reason.STORE_UNAVAILABLE
-        if state in _SCHEMA_STATES:
-            return Reason.STORE_SCHEMA_MISMATCH
-        if state in _BINDING_STATES:
-            return Reason.BINDING_CONFLICT
-        return Reason.INTERNAL_ERROR
+        return _reason_for_state(str(getattr(exc, "sqlstate", "") or ""))
     # asyncpg.InterfaceError covers DataError, whose text can quote a bound parameter.
     if isinstance(exc, asyncpg.InterfaceError | OSError | TimeoutError):
         return Reason.STORE_UNAVAILABLE

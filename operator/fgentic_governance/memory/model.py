@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from fgentic_governance.api.memory import ErasureResult, LastErasure, Posture
 from fgentic_governance.memory.errors import StoreRefusal
@@ -90,6 +90,9 @@ class Envelope:
     write_reason: WriteReason = WriteReason.UNSPECIFIED
     confirmation_status: ConfirmationStatus = ConfirmationStatus.UNKNOWN
     sensitivity: Sensitivity = Sensitivity.NORMAL
+
+
+DEFAULT_ENVELOPE: Final = Envelope()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,9 @@ RUNTIME_ROLE: Final = "fgentic_memory_runtime"
 _LOCK_KEY: Final = int.from_bytes(b"FGMEMORY", "big")
 _FILE = re.compile(r"^(?P<version>\d{4})_[a-z0-9_]+\.sql$")
 
-_BOOTSTRAP: Final = f"""
-CREATE SCHEMA IF NOT EXISTS {SCHEMA};
-CREATE TABLE IF NOT EXISTS {SCHEMA}.schema_version (
+_BOOTSTRAP: Final = """
+CREATE SCHEMA IF NOT EXISTS fgentic_memory;
+CREATE TABLE IF NOT EXISTS fgentic_memory.schema_version (
     version integer PRIMARY KEY,
     name text NOT NULL,
     sha256 text NOT NULL,
@@ -76,7 +76,7 @@ async def _migrate(conn: Any) -> int:
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
         await conn.execute(_BOOTSTRAP)
         applied = await conn.fetch(
-            f"SELECT version, sha256 FROM {SCHEMA}.schema_version ORDER BY version")
+            "SELECT version, sha256 FROM fgentic_memory.schema_version ORDER BY version")
         for row in applied:
             known = shipped.get(row["version"])
             if known is None or known.sha256 != row["sha256"]:
@@ -87,7 +87,8 @@ async def _migrate(conn: Any) -> int:
                 continue
             await conn.execute(migration.sql)
             await conn.execute(
-                f"INSERT INTO {SCHEMA}.schema_version (version, name, sha256) VALUES ($1, $2, $3)",
+                "INSERT INTO fgentic_memory.schema_version (version, name, sha256)"
+                " VALUES ($1, $2, $3)",
                 migration.version, migration.name, migration.sha256)
     return SCHEMA_VERSION
 
@@ -98,11 +99,11 @@ async def schema_version(conn: Any) -> int:
 
 
 async def _schema_version(conn: Any) -> int:
-    present = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL",
-                                  f"{SCHEMA}.schema_version")
+    present = await conn.fetchval("SELECT to_regclass('fgentic_memory.schema_version') IS NOT NULL")
     if not present:
         return 0
-    value = await conn.fetchval(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.schema_version")
+    value = await conn.fetchval(
+        "SELECT coalesce(max(version), 0) FROM fgentic_memory.schema_version")
     return int(value)
 
 

@@ -57,7 +57,7 @@ _TOKEN_PATTERNS: Final = _compile(
 # Secrets recognised by their surroundings rather than their shape.
 _CONTEXT_PATTERNS: Final = _compile(
     # PEM / OpenSSH / PGP private key blocks.
-    r"-{3,} ?BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY",
+    r"-{5} ?BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY",
     r"(?i)\baws_?secret_?access_?key\b",
     # HTTP authorization values; a bearer token has at least one digit.
     r"(?i)\bbearer (?=[A-Za-z._~+/=-]{0,200}[0-9])[A-Za-z0-9._~+/=-]{12,}",

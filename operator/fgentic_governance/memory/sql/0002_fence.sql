@@ -79,6 +79,52 @@ $$;
 CREATE TRIGGER scope_guard BEFORE INSERT OR UPDATE ON fgentic_memory.scope
     FOR EACH ROW EXECUTE FUNCTION fgentic_memory.scope_guard();
 
+-- The write policy's high-confidence subset, so that a plain-SQL writer (an adapted kagent's
+-- background save) cannot store what the Python write policy refuses. Fixed-shape secrets and
+-- blatant instruction overrides only: the full, prose-aware policy runs in Python
+-- (write_policy.py) before the store inserts. Input is NFKC-folded and stripped of invisible
+-- characters first, like the Python side.
+CREATE FUNCTION fgentic_memory.policy_text(p_text text) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT translate(
+        CASE WHEN current_setting('server_encoding') = 'UTF8'
+             THEN normalize(p_text, NFKC) ELSE p_text END,
+        U&'\00AD\200B\200C\200D\200E\200F\2060\FEFF', '')
+$$;
+
+CREATE FUNCTION fgentic_memory.policy_reason(p_text text) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN v ~ '-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY'
+          OR v ~ '\m(AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}\M'
+          OR v ~ '\meyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}'
+          OR v ~ ('\m(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}'
+                  '|glpat-[A-Za-z0-9_-]{20,}|sk-(proj-|ant-|live-|test-)?[A-Za-z0-9_-]{20,}'
+                  '|(sk|rk|pk)_(live|test)_[A-Za-z0-9]{16,}|xox[abposr]-[A-Za-z0-9-]{10,}'
+                  '|AIza[0-9A-Za-z_-]{35}|hf_[A-Za-z0-9]{30,}|syt_[A-Za-z0-9_]{10,}'
+                  '|mct_[A-Za-z0-9_]{10,})')
+          OR v ~* '\mbearer\s+(?=[A-Za-z._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{12,}'
+          OR v ~* ('\m(password|passwd|pwd|passphrase|passcode|api[_-]?key|apikey'
+                   '|client[_-]?secret|access[_-]?token|auth[_-]?token|secret[_-]?key'
+                   '|private[_-]?key)["'']?\s*(:|=>|=)\s*["'']?[^\s"'']{3,}')
+          OR v ~* '\m[a-z][a-z0-9+.-]{1,15}://[^\s/:@]{1,64}:[^\s/@]{1,128}@'
+        THEN 'CREDENTIAL_CONTENT'
+        WHEN v ~* ('\m(ignore|disregard|forget|override)\s+((all|any|the|your|my)\s+){0,2}'
+                   '(previous|prior|above|earlier|preceding|system|safety)\s+'
+                   '(instructions?|rules?|prompts?|guidelines?|guardrails?)\M')
+          OR v ~* '\m(new|override|replace|reveal|ignore)\s+((the|your)\s+)?system\s+prompt\M'
+          OR v ~* ('\m(from\s+now\s+on|henceforth)[\s,:;-]{0,3}(you|the\s+assistant'
+                   '|the\s+agent)\s+(must|will|shall|should)\M')
+          OR v ~* '\m(always|unconditionally|blindly)\s+(obey|comply|approve|bypass)\M'
+        THEN 'HIGH_RISK_INSTRUCTION_CONTENT'
+    END
+    FROM (SELECT fgentic_memory.policy_text(p_text) AS v) AS t
+$$;
+
 -- The envelope and size checks shared by inserts and content updates. Content is never
 -- echoed: every refusal is a bare code.
 CREATE FUNCTION fgentic_memory.check_payload(s fgentic_memory.scope, m fgentic_memory.memory)
@@ -86,6 +132,8 @@ RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_reason text;
 BEGIN
     IF m.content IS NULL OR m.content = '' THEN
         PERFORM fgentic_memory.refuse('INVALID_SPEC');
@@ -100,6 +148,12 @@ BEGIN
     END IF;
     IF octet_length(m.metadata::text) > 1024 THEN
         PERFORM fgentic_memory.refuse('FACT_TOO_LARGE');
+    END IF;
+    -- After the size bounds, so the scan only ever sees bounded input.
+    v_reason := coalesce(fgentic_memory.policy_reason(m.content),
+                         fgentic_memory.policy_reason(m.metadata::text));
+    IF v_reason IS NOT NULL THEN
+        PERFORM fgentic_memory.refuse(v_reason);
     END IF;
     IF m.memory_type IS NULL
        OR m.memory_type NOT IN ('preference', 'fact', 'decision', 'instruction',

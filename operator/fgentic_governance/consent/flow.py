@@ -1,0 +1,93 @@
+"""Consent → fence → erase (ADR 0023), as the operator drives it against the content store.
+
+`reconcile` moves the store's durable scope record to the verdict of the gates:
+- grant: advance the generation, then enable (one transaction in the store);
+- anything short of consent: disable + advance, quiesce (the database now refuses every
+  in-flight read or write at an older generation), delete, verify by reading back, receipt.
+It is idempotent: the store holds the durable truth, so a rerun after a crash resumes where
+the last one stopped (a disabled scope that still has rows is erased again).
+A failure leaves the scope disabled; nothing is ever re-enabled on assumption.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from fgentic_governance.api.memory import LastErasure, Posture, ScopePhase
+from fgentic_governance.consent.gates import Verdict
+from fgentic_governance.memory import ErasureReceipt, ScopeRecord, ScopeState, StoreRefusal
+from fgentic_governance.reasons import Reason
+
+
+class ScopeStore(Protocol):
+    """The part of `MemoryStore` the flow needs (a fake in unit tests, PostgreSQL otherwise)."""
+
+    async def ensure_scope(self, record_: ScopeRecord) -> ScopeState: ...
+    async def grant(self, scope_key: str, posture: Posture = ...) -> int: ...
+    async def set_posture(self, scope_key: str, posture: Posture) -> int: ...
+    async def withdraw(self, scope_key: str) -> ErasureReceipt: ...
+    async def scope_state(self, scope_key: str) -> ScopeState: ...
+    async def latest_expiry(self, scope_key: str) -> datetime | None: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the flow did, in content-free terms, for status and the consent receipt."""
+
+    phase: ScopePhase
+    reason: Reason
+    generation: int
+    entry_count: int
+    hard_expiry: datetime | None = None
+    erasure: ErasureReceipt | None = None
+    granted: bool = False
+
+    @property
+    def last_erasure(self) -> LastErasure | None:
+        return self.erasure.last_erasure() if self.erasure else None
+
+
+async def reconcile(store: ScopeStore, record: ScopeRecord, verdict: Verdict) -> Outcome:
+    """Bring the store's scope record to ``verdict``; raises StoreRefusal if the store refuses."""
+    state = await store.ensure_scope(record)
+    if verdict.enabled:
+        return await _enable(store, state, verdict.posture)
+    return await _disable(store, state, verdict.reason)
+
+
+async def erase_for_deletion(store: ScopeStore, record: ScopeRecord) -> Outcome:
+    """The finalizer's work: a deleted MemoryScope is withdrawn, erased and verified first."""
+    try:
+        state = await store.scope_state(record.scope_key)
+    except StoreRefusal as refusal:
+        if refusal.reason is Reason.SCOPE_MISSING:  # Never reached the store: nothing to erase.
+            return Outcome(ScopePhase.DISABLED, Reason.OK, 0, 0)
+        raise
+    return await _disable(store, state, Reason.CONSENT_WITHDRAWN, force=True)
+
+
+async def _enable(store: ScopeStore, state: ScopeState, posture: Posture) -> Outcome:
+    granted = not state.enabled
+    if granted:
+        generation = await store.grant(state.scope_key, posture)
+    elif state.posture is not posture:
+        generation = await store.set_posture(state.scope_key, posture)
+    else:
+        generation = state.consent_generation
+    fresh = await store.scope_state(state.scope_key)
+    return Outcome(ScopePhase.ENABLED, Reason.OK, generation, fresh.entry_count,
+                   hard_expiry=await store.latest_expiry(state.scope_key), granted=granted)
+
+
+async def _disable(
+    store: ScopeStore, state: ScopeState, reason: Reason, *, force: bool = False
+) -> Outcome:
+    if not (force or state.enabled or state.entry_count):
+        return Outcome(ScopePhase.DISABLED, reason, state.consent_generation, 0)
+    receipt = await store.withdraw(state.scope_key)
+    if not receipt.verified:
+        return Outcome(ScopePhase.FAILED, receipt.reason, receipt.generation,
+                       state.entry_count, erasure=receipt)
+    return Outcome(ScopePhase.DISABLED, reason, receipt.generation, 0, erasure=receipt)

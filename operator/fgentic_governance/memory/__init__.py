@@ -1,0 +1,56 @@
+"""Governed semantic memory: the content-store boundary of ADR 0023 (issue 3).
+
+The fence lives in PostgreSQL (``sql/``) so that every writer - this package, an adapted
+kagent issuing plain SQL, an operator's psql - passes the same gate: consent generation,
+enabled scope, exact subject/Agent binding, entry cap, fact size, hard expiry and no expiry
+extension. Python sequences the fenced operations (``store``), admits cost before model work
+(``cost``), refuses credentials and standing instructions (``write_policy``) and offers a
+typed client to runtimes (``client``). Every refusal is ``StoreRefusal(reason)``.
+"""
+
+from fgentic_governance.memory.client import MemoryClient
+from fgentic_governance.memory.cost import CostGate
+from fgentic_governance.memory.errors import SQLSTATE_REASONS, StoreRefusal
+from fgentic_governance.memory.model import (
+    Access,
+    ConfirmationStatus,
+    Entry,
+    Envelope,
+    ErasureKind,
+    ErasureReceipt,
+    Lifecycle,
+    MemoryType,
+    Operation,
+    ScopeRecord,
+    ScopeState,
+    Sensitivity,
+    SourceKind,
+    WriteReason,
+)
+from fgentic_governance.memory.schema import SCHEMA_VERSION, migrate, schema_version
+from fgentic_governance.memory.store import MemoryStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SQLSTATE_REASONS",
+    "Access",
+    "ConfirmationStatus",
+    "CostGate",
+    "Entry",
+    "Envelope",
+    "ErasureKind",
+    "ErasureReceipt",
+    "Lifecycle",
+    "MemoryClient",
+    "MemoryStore",
+    "MemoryType",
+    "Operation",
+    "ScopeRecord",
+    "ScopeState",
+    "Sensitivity",
+    "SourceKind",
+    "StoreRefusal",
+    "WriteReason",
+    "migrate",
+    "schema_version",
+]

@@ -1,0 +1,464 @@
+"""Fenced operations on the governed content store (asyncpg).
+
+The database enforces the fence (sql/0002, sql/0003): this module only sequences it. Scope
+operations (ensure, grant, withdraw, erase) run as the schema owner - the operator. Entry
+operations (save, search, list, forget) carry an :class:`Access` - scope, principal, Agent,
+room and consent generation - and work under the restricted ``fgentic_memory_runtime`` role
+too. Every failure surfaces as :class:`StoreRefusal` with a bare reason code.
+
+An adapted kagent writes with its own SQL; the gate needs only two more columns::
+
+    INSERT INTO fgentic_memory.memory
+        (agent_name, user_id, content, embedding, metadata, created_at, expires_at,
+         access_count, scope_key, consent_generation)
+    VALUES ($1, $2, $3, $4, $5, NOW(), $6, $7, $8, $9) RETURNING id
+
+and reads through ``fgentic_memory.readable_memory`` after ``enter_scope(...)`` in the same
+transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, TypeVar
+
+from fgentic_governance.api.memory import ErasureResult, Posture
+from fgentic_governance.memory import write_policy
+from fgentic_governance.memory.errors import StoreRefusal, guarded
+from fgentic_governance.memory.metrics import STORE_OPERATIONS, record
+from fgentic_governance.memory.model import (
+    DEFAULT_ENVELOPE,
+    Access,
+    ConfirmationStatus,
+    Entry,
+    Envelope,
+    ErasureKind,
+    ErasureReceipt,
+    MemoryType,
+    ScopeRecord,
+    ScopeState,
+    Sensitivity,
+    SourceKind,
+    WriteReason,
+    vector_literal,
+)
+from fgentic_governance.memory.write_policy import MetadataValue
+from fgentic_governance.reasons import Reason
+
+T = TypeVar("T")
+
+MAX_SEARCH_LIMIT: Final = 50
+MAX_LIST_LIMIT: Final = 100
+
+_ENTER: Final = (
+    "SELECT store_agent_name, max_expiry"
+    " FROM fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, $7)"
+)
+_SEARCH: Final = (
+    "SELECT id, content, memory_type, source_kind, write_reason, confirmation_status,"
+    " sensitivity, created_at, expires_at, consent_generation,"
+    " 1 - (embedding <=> $1::text::vector) AS score"
+    " FROM fgentic_memory.readable_memory WHERE embedding IS NOT NULL"
+    " ORDER BY embedding <=> $1::text::vector, id LIMIT $2"
+)
+_LIST: Final = (
+    "SELECT id, content, memory_type, source_kind, write_reason, confirmation_status,"
+    " sensitivity, created_at, expires_at, consent_generation"
+    " FROM fgentic_memory.readable_memory ORDER BY created_at DESC, id LIMIT $1 OFFSET $2"
+)
+_INSERT: Final = """
+INSERT INTO fgentic_memory.memory
+    (agent_name, user_id, content, embedding, metadata, expires_at, scope_key,
+     consent_generation, memory_type, source_kind, write_reason, confirmation_status, sensitivity)
+VALUES ($1, $2, $3, $4::text::vector, $5::jsonb,
+        CASE WHEN $6::interval IS NULL THEN $7::timestamptz
+             ELSE least($7::timestamptz, now() + $6::interval) END,
+        $8, $9, $10, $11, $12, $13, $14)
+RETURNING id
+"""
+_SCOPE_UPSERT: Final = """
+INSERT INTO fgentic_memory.scope AS s
+    (scope_key, subject_mxid, origin_kind, agent_namespace, agent_name, store_agent_name,
+     control_room, entry_cap, max_fact_bytes, max_retention_days, hourly_operation_ceiling,
+     explicit_per_minute, explicit_burst)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (scope_key) DO UPDATE SET
+    subject_mxid = excluded.subject_mxid, origin_kind = excluded.origin_kind,
+    agent_namespace = excluded.agent_namespace, agent_name = excluded.agent_name,
+    store_agent_name = excluded.store_agent_name, control_room = excluded.control_room,
+    entry_cap = excluded.entry_cap, max_fact_bytes = excluded.max_fact_bytes,
+    max_retention_days = excluded.max_retention_days,
+    hourly_operation_ceiling = excluded.hourly_operation_ceiling,
+    explicit_per_minute = excluded.explicit_per_minute, explicit_burst = excluded.explicit_burst,
+    updated_at = now()
+"""
+_SCOPE_STATE: Final = """
+SELECT s.scope_key, s.enabled, s.posture, s.consent_generation, s.entry_cap, s.max_fact_bytes,
+       s.max_retention_days, s.hourly_operation_ceiling,
+       (SELECT count(*) FROM fgentic_memory.memory m WHERE m.scope_key = s.scope_key) AS n
+  FROM fgentic_memory.scope s WHERE s.scope_key = $1
+"""
+_SET_CONTEXT: Final = (
+    "SELECT set_config('fgentic_memory.scope_key', $1, true),"
+    " set_config('fgentic_memory.generation', $2, true)"
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _rowcount(status: str) -> int:
+    # asyncpg returns the command tag, e.g. "DELETE 3".
+    return int(status.rsplit(" ", 1)[-1])
+
+
+def _entry(row: Any, score: float | None = None) -> Entry:
+    envelope = Envelope(
+        MemoryType(row["memory_type"]), SourceKind(row["source_kind"]),
+        WriteReason(row["write_reason"]), ConfirmationStatus(row["confirmation_status"]),
+        Sensitivity(row["sensitivity"]))
+    return Entry(str(row["id"]), str(row["content"]), envelope, row["created_at"],
+                 row["expires_at"], int(row["consent_generation"]), score)
+
+
+def _entry_id(entry_id: str) -> str:
+    # Ids are database-chosen UUIDs; anything else is refused without being echoed.
+    try:
+        return str(uuid.UUID(entry_id))
+    except (ValueError, TypeError, AttributeError):
+        raise StoreRefusal(Reason.INVALID_SPEC) from None
+
+
+def _metadata_json(metadata: Mapping[str, MetadataValue] | None) -> str:
+    try:
+        return json.dumps(dict(metadata or {}), allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        raise StoreRefusal(Reason.INVALID_SPEC) from None
+
+
+class MemoryStore:
+    """The content store boundary over an asyncpg pool (or anything with ``acquire()``)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _with_conn(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        async with self._pool.acquire() as conn:
+            return await work(conn)
+
+    async def _run(self, operation: str, work: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``work`` on a pooled connection; count the outcome by operation and code only."""
+        try:
+            result = await guarded(self._with_conn(work))
+        except StoreRefusal as refusal:
+            record(STORE_OPERATIONS, operation, refusal.reason)
+            raise
+        record(STORE_OPERATIONS, operation, Reason.OK)
+        return result
+
+    @staticmethod
+    async def _enter(conn: Any, access: Access, mode: str) -> Any:
+        return await conn.fetchrow(_ENTER, *access.params(), mode)
+
+    # -- scope records (operator) --------------------------------------------------------------
+
+    async def ensure_scope(self, record_: ScopeRecord) -> ScopeState:
+        """Create the scope record (disabled, generation 0) or update its mutable bounds.
+
+        A changed subject, origin, Agent or room is BINDING_CONFLICT; a changed maximum
+        retention is INVALID_SPEC (immutable once set).
+        """
+        r = record_
+
+        async def work(conn: Any) -> ScopeState:
+            await conn.execute(
+                _SCOPE_UPSERT, r.scope_key, r.subject_mxid, r.origin_kind, r.agent_namespace,
+                r.agent_name, r.effective_store_agent_name, r.control_room, r.entry_cap,
+                r.max_fact_bytes, r.max_retention_days, r.hourly_operation_ceiling,
+                r.explicit_per_minute, r.explicit_burst)
+            return await self._state(conn, r.scope_key)
+
+        return await self._run("ensure_scope", work)
+
+    async def scope_state(self, scope_key: str) -> ScopeState:
+        return await self._run("scope_state", lambda conn: self._state(conn, scope_key))
+
+    @staticmethod
+    async def _state(conn: Any, scope_key: str) -> ScopeState:
+        row = await conn.fetchrow(_SCOPE_STATE, scope_key)
+        if row is None:
+            raise StoreRefusal(Reason.SCOPE_MISSING)
+        return ScopeState(
+            scope_key=row["scope_key"], enabled=bool(row["enabled"]),
+            posture=Posture(row["posture"]), consent_generation=int(row["consent_generation"]),
+            entry_cap=int(row["entry_cap"]), max_fact_bytes=int(row["max_fact_bytes"]),
+            max_retention_days=int(row["max_retention_days"]),
+            hourly_operation_ceiling=int(row["hourly_operation_ceiling"]),
+            entry_count=int(row["n"]))
+
+    async def grant(self, scope_key: str, posture: Posture = Posture.ENABLED) -> int:
+        """Advance the generation and enable, in one transaction; returns the new generation.
+
+        Rows left from earlier consent periods can never be read again (their generation is
+        stale forever), so they are deleted in the same transaction.
+        """
+        if posture is Posture.FULLY_DISABLED:
+            raise StoreRefusal(Reason.INVALID_SPEC)
+
+        async def work(conn: Any) -> int:
+            async with conn.transaction():
+                generation = await conn.fetchval(
+                    "UPDATE fgentic_memory.scope SET enabled = true, posture = $2,"
+                    " consent_generation = consent_generation + 1, updated_at = now()"
+                    " WHERE scope_key = $1 RETURNING consent_generation",
+                    scope_key, posture.value)
+                if generation is None:
+                    raise StoreRefusal(Reason.SCOPE_MISSING)
+                await conn.execute(
+                    "DELETE FROM fgentic_memory.memory"
+                    " WHERE scope_key = $1 AND consent_generation < $2", scope_key, generation)
+                return int(generation)
+
+        return await self._run("grant", work)
+
+    async def set_posture(self, scope_key: str, posture: Posture) -> int:
+        """Change posture (capture_disabled keeps recall); returns the unchanged generation."""
+        async def work(conn: Any) -> int:
+            generation = await conn.fetchval(
+                "UPDATE fgentic_memory.scope SET posture = $2, updated_at = now()"
+                " WHERE scope_key = $1 RETURNING consent_generation", scope_key, posture.value)
+            if generation is None:
+                raise StoreRefusal(Reason.SCOPE_MISSING)
+            return int(generation)
+
+        return await self._run("set_posture", work)
+
+    async def disable_and_advance(self, scope_key: str) -> int:
+        """Disable and advance the generation atomically; returns the new generation.
+
+        The write gate locks the scope row, so an in-flight write either committed before this
+        (and is deleted by the erasure that follows) or is rejected after it.
+        """
+        return await self._run("disable", lambda conn: self._fence(conn, scope_key, True))
+
+    @staticmethod
+    async def _fence(conn: Any, scope_key: str, disable: bool) -> int:
+        generation = await conn.fetchval(
+            "UPDATE fgentic_memory.scope SET consent_generation = consent_generation + 1,"
+            " enabled = CASE WHEN $2 THEN false ELSE enabled END, updated_at = now()"
+            " WHERE scope_key = $1 RETURNING consent_generation", scope_key, disable)
+        if generation is None:
+            raise StoreRefusal(Reason.SCOPE_MISSING)
+        return int(generation)
+
+    async def withdraw(self, scope_key: str) -> ErasureReceipt:
+        """``!memory off``: disable+advance, delete, verify; the scope stays disabled."""
+        return await self._erase(scope_key, ErasureKind.WITHDRAWAL)
+
+    async def erase_scope(self, scope_key: str) -> ErasureReceipt:
+        """``!memory forget all``: advance (fence), delete, verify; consent is unchanged.
+
+        Raises StoreRefusal only if the fence itself fails (nothing changed). Any later failure
+        returns a FAILED receipt and leaves the scope disabled (ADR 0023 §12).
+        """
+        return await self._erase(scope_key, ErasureKind.SCOPE)
+
+    async def _erase(self, scope_key: str, kind: ErasureKind) -> ErasureReceipt:
+        operation = f"erase_{kind.value}"
+        # 1. Fence, committed on its own: from here every write or read at an older generation
+        #    is refused by the database.
+        fence = await self._run(
+            f"{operation}_fence",
+            lambda conn: self._fence(conn, scope_key, kind is ErasureKind.WITHDRAWAL))
+        deleted = 0
+        try:
+            # 2. Delete everything stamped before the fence.
+            deleted = await guarded(self._with_conn(
+                lambda conn: self._delete_scope_rows(conn, scope_key, fence)))
+            # 3. Read back through the table and the runtime's view.
+            left = await guarded(self._with_conn(
+                lambda conn: self._remaining(conn, scope_key, fence)))
+            reason = Reason.OK if left == 0 else Reason.ERASURE_VERIFY_FAILED
+        except StoreRefusal as refusal:
+            reason = refusal.reason
+        if reason is not Reason.OK:
+            await self._fail_closed(scope_key)
+        record(STORE_OPERATIONS, operation, reason)
+        return ErasureReceipt(
+            id=uuid.uuid4().hex, kind=kind, generation=fence,
+            result=ErasureResult.VERIFIED if reason is Reason.OK else ErasureResult.FAILED,
+            reason=reason, time=_now(), deleted=deleted)
+
+    async def _delete_scope_rows(self, conn: Any, scope_key: str, fence: int) -> int:
+        status = await conn.execute(
+            "DELETE FROM fgentic_memory.memory WHERE scope_key = $1 AND consent_generation < $2",
+            scope_key, fence)
+        return _rowcount(status)
+
+    @staticmethod
+    async def _remaining(conn: Any, scope_key: str, fence: int) -> int:
+        # One snapshot for both reads, taken after the delete committed.
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            in_table = await conn.fetchval(
+                "SELECT count(*) FROM fgentic_memory.memory"
+                " WHERE scope_key = $1 AND consent_generation < $2", scope_key, fence)
+            # As a reader still carrying the pre-fence generation would see it.
+            await conn.execute(_SET_CONTEXT, scope_key, str(fence - 1))
+            in_view = await conn.fetchval("SELECT count(*) FROM fgentic_memory.readable_memory")
+        return int(in_table) + int(in_view)
+
+    async def _fail_closed(self, scope_key: str) -> None:
+        async def work(conn: Any) -> None:
+            await conn.execute(
+                "UPDATE fgentic_memory.scope SET enabled = false,"
+                " consent_generation = consent_generation + 1, updated_at = now()"
+                " WHERE scope_key = $1 AND enabled", scope_key)
+
+        try:
+            await guarded(self._with_conn(work))
+        except StoreRefusal:
+            # Best effort: the receipt already says FAILED, and the operator keeps retrying.
+            return
+
+    async def entry_count(self, scope_key: str) -> int:
+        """Physical rows of the scope, any generation or expiry (content-free status)."""
+        async def work(conn: Any) -> int:
+            value = await conn.fetchval(
+                "SELECT count(*) FROM fgentic_memory.memory WHERE scope_key = $1", scope_key)
+            return int(value)
+
+        return await self._run("entry_count", work)
+
+    async def latest_expiry(self, scope_key: str) -> datetime | None:
+        """When the last currently readable-by-time row of the scope expires (status), or None.
+
+        Content-free: a timestamp bounded by the scope's immutable maximum retention.
+        """
+        async def work(conn: Any) -> datetime | None:
+            value = await conn.fetchval(
+                "SELECT max(expires_at) FROM fgentic_memory.memory"
+                " WHERE scope_key = $1 AND expires_at > statement_timestamp()", scope_key)
+            return value if isinstance(value, datetime) else None
+
+        return await self._run("latest_expiry", work)
+
+    async def cleanup_expired(self) -> int:
+        """Delete expired rows (never extends an expiry); returns how many were deleted."""
+        async def work(conn: Any) -> int:
+            return int(await conn.fetchval("SELECT fgentic_memory.cleanup_expired()"))
+
+        return await self._run("cleanup", work)
+
+    # -- entries (runtime; every call carries the consent generation) --------------------------
+
+    async def save(
+        self,
+        access: Access,
+        content: str,
+        *,
+        embedding: Sequence[float] | None = None,
+        metadata: Mapping[str, MetadataValue] | None = None,
+        envelope: Envelope = DEFAULT_ENVELOPE,
+        ttl: timedelta | None = None,
+    ) -> str:
+        """Store one fact; returns its opaque id. The write policy runs before the insert."""
+        try:
+            write_policy.enforce(content, metadata)
+            vector = None if embedding is None else vector_literal(embedding)
+            meta = _metadata_json(metadata)
+            if ttl is not None and ttl <= timedelta(0):
+                raise StoreRefusal(Reason.INVALID_SPEC)
+        except StoreRefusal as refusal:
+            record(STORE_OPERATIONS, "save", refusal.reason)
+            raise
+
+        async def work(conn: Any) -> str:
+            async with conn.transaction():
+                context = await self._enter(conn, access, "capture")
+                entry_id = await conn.fetchval(
+                    _INSERT, context["store_agent_name"], access.subject_mxid, content, vector,
+                    meta, ttl, context["max_expiry"], access.scope_key, access.generation,
+                    envelope.memory_type.value, envelope.source_kind.value,
+                    envelope.write_reason.value, envelope.confirmation_status.value,
+                    envelope.sensitivity.value)
+                return str(entry_id)
+
+        return await self._run("save", work)
+
+    async def search(
+        self, access: Access, embedding: Sequence[float], *, limit: int = 8
+    ) -> list[Entry]:
+        """Nearest readable entries by cosine distance, through the fenced view."""
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise StoreRefusal(Reason.INVALID_SPEC)
+        vector = vector_literal(embedding)
+
+        async def work(conn: Any) -> list[Entry]:
+            async with conn.transaction(readonly=True):
+                await self._enter(conn, access, "recall")
+                rows = await conn.fetch(_SEARCH, vector, limit)
+            return [_entry(row, float(row["score"])) for row in rows]
+
+        return await self._run("search", work)
+
+    async def list_entries(
+        self, access: Access, *, limit: int = 20, offset: int = 0
+    ) -> list[Entry]:
+        """A bounded page of readable entries, newest first (``!memory inspect``)."""
+        if not 1 <= limit <= MAX_LIST_LIMIT or offset < 0:
+            raise StoreRefusal(Reason.INVALID_SPEC)
+
+        async def work(conn: Any) -> list[Entry]:
+            async with conn.transaction(readonly=True):
+                await self._enter(conn, access, "recall")
+                rows = await conn.fetch(_LIST, limit, offset)
+            return [_entry(row) for row in rows]
+
+        return await self._run("list", work)
+
+    async def readable_count(self, access: Access) -> int:
+        async def work(conn: Any) -> int:
+            async with conn.transaction(readonly=True):
+                await self._enter(conn, access, "recall")
+                return int(await conn.fetchval(
+                    "SELECT count(*) FROM fgentic_memory.readable_memory"))
+
+        return await self._run("readable_count", work)
+
+    async def forget_entry(self, access: Access, entry_id: str) -> ErasureReceipt:
+        """``!memory forget <id>``: delete exactly that entry of this scope, then verify.
+
+        Needs the current generation but not consent: erasure is never blocked by posture.
+        An id that is already gone verifies as absent (``deleted == 0``).
+        """
+        wanted = _entry_id(entry_id)
+
+        async def work(conn: Any) -> tuple[int, int]:
+            async with conn.transaction():
+                await self._enter(conn, access, "erase")
+                status = await conn.execute(
+                    "DELETE FROM fgentic_memory.memory WHERE id = $1 AND scope_key = $2",
+                    wanted, access.scope_key)
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                await self._enter(conn, access, "erase")
+                in_table = await conn.fetchval(
+                    "SELECT count(*) FROM fgentic_memory.memory WHERE id = $1 AND scope_key = $2",
+                    wanted, access.scope_key)
+                in_view = await conn.fetchval(
+                    "SELECT count(*) FROM fgentic_memory.readable_memory WHERE id = $1", wanted)
+            return _rowcount(status), int(in_table) + int(in_view)
+
+        deleted, left = await self._run("forget", work)
+        reason = Reason.OK if left == 0 else Reason.ERASURE_VERIFY_FAILED
+        if left:
+            record(STORE_OPERATIONS, "forget_verify", reason)
+        return ErasureReceipt(
+            id=uuid.uuid4().hex, kind=ErasureKind.ENTRY, generation=access.generation,
+            result=ErasureResult.VERIFIED if left == 0 else ErasureResult.FAILED,
+            reason=reason, time=_now(), deleted=deleted)

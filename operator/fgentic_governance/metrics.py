@@ -1,0 +1,14 @@
+"""Operator metrics: aggregate counters whose labels are bounded enums only.
+
+No label may carry a principal, a room, an Agent name or content.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter
+
+SCOPE_TRANSITIONS = Counter(
+    "fgentic_scope_reconciles_total",
+    "MemoryScope reconciliations by resulting phase and reason code.",
+    ["phase", "reason"],
+)

@@ -1,0 +1,250 @@
+"""Governed memory through the real operator: real kube-apiserver, real PostgreSQL.
+
+The operator runs as a child process (the real `fgentic-governance operator` command) with the
+content store at a fresh database; the test plays the runtime by writing through the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRefusal, migrate
+from fgentic_governance.reasons import Reason
+from tests import processes
+from tests.support import example
+
+pytestmark = pytest.mark.integration
+GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
+# Each test gets its own namespace (and operator watching only it): scopes of one test must
+# not meet another test's store, where the same (subject, Agent, room) would conflict.
+NS = ""
+SENTINEL = "SENTINEL-7f3a9c-do-not-leak"
+
+
+@pytest.fixture
+async def store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=4)
+    async with pool.acquire() as conn:
+        await migrate(conn)
+    yield MemoryStore(pool)
+    await pool.close()
+
+
+class Operator:
+    """The operator process; restartable to test resumption."""
+
+    def __init__(self, kubeconfig: Path, dsn: str, work: Path) -> None:
+        self.dsn_file = work / "dsn"
+        self.dsn_file.write_text(dsn)
+        self.log = work / "operator.log"
+        self.args = ["operator", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+                     "--local-homeserver", "fgentic.local", "--store-dsn-file",
+                     str(self.dsn_file)]
+        self.proc: Any = None
+
+    def start(self) -> None:
+        os.environ["FGENTIC_SCOPE_RESYNC_SECONDS"] = "1"
+        self.proc = processes.spawn_cli(self.args, self.log)
+
+    def stop(self) -> None:
+        processes.stop(self.proc)
+
+
+@pytest.fixture
+def operator(control_plane: Any, pg_dsn: str, store: MemoryStore,
+             tmp_path: Path) -> Iterator[Operator]:
+    global NS  # noqa: PLW0603
+    NS = f"memory-{uuid.uuid4().hex[:8]}"
+    control_plane.ensure_namespace(NS)
+    op = Operator(control_plane.kubeconfig, pg_dsn, tmp_path)
+    op.start()
+    yield op
+    op.stop()
+    assert SENTINEL not in op.log.read_text(), "content reached the operator log"
+
+
+@pytest.fixture(scope="module")
+def api(k8s_client: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(k8s_client)
+
+
+def _scope(name: str, **spec: Any) -> dict[str, Any]:
+    obj = example("MemoryScope")
+    obj["metadata"] = {"name": name, "namespace": NS}
+    obj["spec"].update(spec)
+    return obj
+
+
+def _consent(scope: str, decision: str = "granted", **spec: Any) -> dict[str, Any]:
+    obj = example("ConsentRecord")
+    obj["metadata"] = {"name": f"{scope}-{uuid.uuid4().hex[:6]}", "namespace": NS}
+    obj["spec"].update(scopeRef={"name": scope}, decision=decision, **spec)
+    return obj
+
+
+def _create(api: client.CustomObjectsApi, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+    return api.create_namespaced_custom_object(  # type: ignore[no-any-return]
+        GROUP, VERSION, NS, plural, obj)
+
+
+def _get(api: client.CustomObjectsApi, plural: str, name: str) -> dict[str, Any]:
+    return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
+        GROUP, VERSION, NS, plural, name)
+
+
+async def _until(api: client.CustomObjectsApi, plural: str, name: str,
+                 check: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    obj: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        obj = await asyncio.to_thread(_get, api, plural, name)
+        if check(obj.get("status", {})):
+            return obj
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{plural}/{name} never reached the state; last status "
+                         f"{obj.get('status')}")
+
+
+def _withdraw(api: client.CustomObjectsApi, consent: dict[str, Any]) -> None:
+    api.patch_namespaced_custom_object(GROUP, VERSION, NS, "consentrecords",
+                                       consent["metadata"]["name"],
+                                       {"spec": {"decision": "withdrawn"}})
+
+
+def _access(name: str, generation: int) -> Access:
+    spec = example("MemoryScope")["spec"]
+    from fgentic_governance.api.memory import MemoryScopeSpec
+
+    record = ScopeRecord.from_spec(NS, name, MemoryScopeSpec.model_validate(spec))
+    return Access.for_scope(record, generation)
+
+
+def _phase(phase: str, reason: str | None = None) -> Callable[[dict[str, Any]], bool]:
+    return lambda s: s.get("phase") == phase and (reason is None or s.get("reasonCode") == reason)
+
+
+async def test_no_collection_before_consent_then_grant_enables(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore
+) -> None:
+    name = "before-consent"
+    _create(api, "memoryscopes", _scope(name))
+    status = (await _until(api, "memoryscopes", name,
+                           _phase("Disabled", "CONSENT_MISSING")))["status"]
+    assert status["storeSchemaVersion"] >= 1
+    with pytest.raises(StoreRefusal) as refused:
+        await store.save(_access(name, status.get("consentGeneration", 0)), "likes tea")
+    assert refused.value.reason in {Reason.SCOPE_DISABLED, Reason.STALE_GENERATION,
+                                    Reason.SCOPE_MISSING}
+    consent = _create(api, "consentrecords", _consent(name))
+    enabled = (await _until(api, "memoryscopes", name, _phase("Enabled", "OK")))["status"]
+    generation = enabled["consentGeneration"]
+    assert generation >= 1
+    entry = await store.save(_access(name, generation), "prefers green tea")
+    assert entry
+    receipt = (await _until(api, "consentrecords", consent["metadata"]["name"],
+                            lambda s: "receipt" in s))["status"]["receipt"]
+    assert receipt["result"] == "Applied" and receipt["generation"] == generation
+    counted = await _until(api, "memoryscopes", name, lambda s: s.get("entryCount") == 1)
+    assert counted["status"]["hardExpiry"]
+
+
+async def test_withdrawal_erases_verifies_and_fences_stale_writes(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore
+) -> None:
+    name = "withdrawal"
+    _create(api, "memoryscopes", _scope(name))
+    consent = _create(api, "consentrecords", _consent(name))
+    g1 = (await _until(api, "memoryscopes", name, _phase("Enabled")))["status"][
+        "consentGeneration"]
+    for i in range(5):
+        await store.save(_access(name, g1), f"fact {i} {SENTINEL}")
+    _withdraw(api, consent)
+    status = (await _until(api, "memoryscopes", name,
+                           _phase("Disabled", "CONSENT_WITHDRAWN")))["status"]
+    assert status["lastErasure"]["result"] == "Verified"
+    assert status["entryCount"] == 0 and status["consentGeneration"] > g1
+    assert await store.entry_count(f"{NS}/{name}") == 0
+    # A background save scheduled before the withdrawal can never recreate memory.
+    with pytest.raises(StoreRefusal):
+        await store.save(_access(name, g1), "late background save")
+    # Re-grant is a new record, a new generation; the old one stays dead.
+    _create(api, "consentrecords", _consent(name))
+    g3 = (await _until(api, "memoryscopes", name, _phase("Enabled")))["status"][
+        "consentGeneration"]
+    assert g3 > status["consentGeneration"]
+    with pytest.raises(StoreRefusal) as stale:
+        await store.save(_access(name, g1), "stale")
+    assert stale.value.reason is Reason.STALE_GENERATION
+    for obj in (await asyncio.to_thread(_get, api, "memoryscopes", name),):
+        assert SENTINEL not in str(obj)
+
+
+async def test_deleting_the_scope_erases_before_it_goes(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore
+) -> None:
+    name = "deleted"
+    _create(api, "memoryscopes", _scope(name))
+    _create(api, "consentrecords", _consent(name))
+    generation = (await _until(api, "memoryscopes", name, _phase("Enabled")))["status"][
+        "consentGeneration"]
+    await store.save(_access(name, generation), "a fact")
+    api.delete_namespaced_custom_object(GROUP, VERSION, NS, "memoryscopes", name)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            await asyncio.to_thread(_get, api, "memoryscopes", name)
+        except ApiException as exc:
+            assert exc.status == 404
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError("scope was not deleted")
+    state = await store.scope_state(f"{NS}/{name}")
+    assert not state.enabled and state.entry_count == 0
+
+
+async def test_federated_and_mismatched_subjects_stay_disabled(
+    operator: Operator, api: client.CustomObjectsApi
+) -> None:
+    remote = {"mxid": "@alice:remote.example", "originKind": "native-local"}
+    _create(api, "memoryscopes", _scope("remote", subject=remote))
+    _create(api, "consentrecords", _consent("remote", subject=remote))
+    await _until(api, "memoryscopes", "remote", _phase("Disabled", "FEDERATION_DENIED"))
+    _create(api, "memoryscopes", _scope("mismatch"))
+    _create(api, "consentrecords", _consent(
+        "mismatch", subject={"mxid": "@mallory:fgentic.local", "originKind": "native-local"}))
+    await _until(api, "memoryscopes", "mismatch", _phase("Disabled", "CONSENT_SUBJECT_MISMATCH"))
+
+
+async def test_restart_mid_erasure_resumes(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore
+) -> None:
+    name = "restart"
+    _create(api, "memoryscopes", _scope(name))
+    consent = _create(api, "consentrecords", _consent(name))
+    generation = (await _until(api, "memoryscopes", name, _phase("Enabled")))["status"][
+        "consentGeneration"]
+    for i in range(3):
+        await store.save(_access(name, generation), f"fact {i}")
+    operator.stop()
+    # The crash: the withdrawal fenced the scope, then the process died before deleting.
+    await store.disable_and_advance(f"{NS}/{name}")
+    assert await store.entry_count(f"{NS}/{name}") == 3
+    _withdraw(api, consent)
+    operator.start()
+    status = (await _until(api, "memoryscopes", name,
+                           lambda s: s.get("lastErasure", {}).get("result") == "Verified"))[
+        "status"]
+    assert status["phase"] == "Disabled"
+    assert await store.entry_count(f"{NS}/{name}") == 0
