@@ -71,14 +71,21 @@ def _parser() -> argparse.ArgumentParser:
                     help="directory with tls.crt, tls.key and ca.crt")
     wh.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
     wh.add_argument("--port", type=int, default=9443)
+    wh.add_argument("--health-port", type=int, default=8080,
+                    help="plain HTTP: /healthz, /readyz, /metrics")
+    wh.add_argument("--audit-interval", type=float, default=60.0,
+                    help="seconds between audits of existing Agents (0 disables)")
+    wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
+                    help="how often to check the certificate files for renewal")
     wh.set_defaults(func=_webhook)
 
     render = sub.add_parser("render", help="render manifests offline, for GitOps")
     targets = render.add_subparsers(dest="target", required=True)
     vwc = targets.add_parser("webhook-config", help="the ValidatingWebhookConfiguration")
-    vwc.add_argument("--url", required=True, help="https URL of the webhook's /agents path")
+    vwc.add_argument("--url", required=True,
+                     help="base https URL of the webhook (/agents and /governance are appended)")
     vwc.add_argument("--ca-file", type=Path, required=True, help="PEM CA that signed it")
-    vwc.add_argument("--name", default="fgentic-governance-agents")
+    vwc.add_argument("--name", default="fgentic-governance")
     render.set_defaults(func=_render)
 
     dev = sub.add_parser("dev", help="local control plane + PostgreSQL + operator + webhook")

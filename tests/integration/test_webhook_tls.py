@@ -31,14 +31,14 @@ def webhook(control_plane: Any, tmp_path_factory: pytest.TempPathFactory,
     log = work / "webhook.log"
     proc = processes.spawn_and_wait(
         ["webhook", "--kubeconfig", str(control_plane.kubeconfig), "--tls-dir",
-         str(work / "tls"), "--host", "127.0.0.1", "--port", str(port)], log, port)
+         str(work / "tls"), "--host", "127.0.0.1", "--port", str(port),
+         "--health-port", str(processes.free_port())], log, port)
     admission = client.AdmissionregistrationV1Api(k8s_client)
     name = f"fgentic-test-{uuid.uuid4().hex[:6]}"
-    config = webhook_configuration(name, f"https://127.0.0.1:{port}/agents",
-                                   ca_path.read_bytes())
-    # Only this test's namespace: other tests create Agents without a webhook running.
-    config["webhooks"][0]["namespaceSelector"] = {
-        "matchLabels": {"kubernetes.io/metadata.name": NS}}
+    config = webhook_configuration(name, f"https://127.0.0.1:{port}", ca_path.read_bytes())
+    # Only this test's namespace: other tests create objects without a webhook running.
+    for hook in config["webhooks"]:
+        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": NS}}
     admission.create_validating_webhook_configuration(config)
     yield {"proc": proc, "log": log}
     processes.stop(proc)

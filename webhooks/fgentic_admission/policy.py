@@ -1,23 +1,43 @@
-"""Admission policy as pure functions of an object (no I/O, no framework).
+"""Admission policy as pure functions of an object plus the bindings and scopes it depends on.
 
-A denial carries a bounded reason code and a field path; its message never repeats a value
-from the object other than a header name.
+No I/O and no framework: the webhook server, the periodic audit and the tests all call these.
+A denial carries a bounded code and a field path; its message never repeats a value from the
+object other than a header name, and only one that looks like a header name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 IDENTITY_HEADER = "x-fgentic-identity"
+RESERVED_PREFIX = "x-fgentic-"
+# Never set on the retrieval server by headersFrom: credentials, attribution, our carriers.
+RETRIEVAL_FORBIDDEN_SET = frozenset({"authorization", "x-user-id"})
+MCP_GROUP, MCP_KIND = "kagent.dev", "RemoteMCPServer"
 
 
 class Code(StrEnum):
+    """Bounded admission reason codes."""
+
     FORBIDDEN_HEADER = "FORBIDDEN_HEADER"
     IDENTITY_HEADER_UNBOUND = "IDENTITY_HEADER_UNBOUND"
+    IDENTITY_TOOL_MISMATCH = "IDENTITY_TOOL_MISMATCH"
+    REQUIRE_APPROVAL_ON_RETRIEVAL = "REQUIRE_APPROVAL_ON_RETRIEVAL"
+    FORBIDDEN_HEADERS_FROM = "FORBIDDEN_HEADERS_FROM"
+    MEMORY_UNGATED = "MEMORY_UNGATED"
+    MEMORY_TTL_MISSING = "MEMORY_TTL_MISSING"
+    MEMORY_TTL_EXCEEDS_RETENTION = "MEMORY_TTL_EXCEEDS_RETENTION"
+    CONSENT_SCOPE_MISSING = "CONSENT_SCOPE_MISSING"
+    CONSENT_SUBJECT_MISMATCH = "CONSENT_SUBJECT_MISMATCH"
+    BINDING_DUPLICATE_AGENT = "BINDING_DUPLICATE_AGENT"
+    FEDERATION_DENIED = "FEDERATION_DENIED"
+    OFFBOARDING_IN_PROGRESS = "OFFBOARDING_IN_PROGRESS"
     MALFORMED_OBJECT = "MALFORMED_OBJECT"
+    POLICY_STATE_UNAVAILABLE = "POLICY_STATE_UNAVAILABLE"
+    UNSUPPORTED_KIND = "UNSUPPORTED_KIND"
 
 
 @dataclass(frozen=True)
@@ -31,37 +51,203 @@ class Denial:
         return f"{self.code.value} at {self.path}{suffix}"
 
 
-def _tools(agent: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    declarative = (agent.get("spec") or {}).get("declarative") or {}
+# -- the state the policy reads ---------------------------------------------------------------
+
+AgentKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class BindingView:
+    """The content-free facts of one RetrievalBinding that admission needs."""
+
+    namespace: str
+    name: str
+    agent: AgentKey
+    server: tuple[str, str, str, str]  # apiGroup, kind, namespace, name
+    tool: str
+    active: bool = True
+
+
+@dataclass(frozen=True)
+class ScopeView:
+    """The content-free facts of one MemoryScope that admission needs."""
+
+    namespace: str
+    name: str
+    agent: AgentKey
+    profile: str
+    max_retention_days: int
+    gates_hold: bool
+    """Status shows StoreReady and ConsentGated at the current schema version, observed."""
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """Bindings and scopes indexed by the Agent they name."""
+
+    bindings: Mapping[AgentKey, Sequence[BindingView]] = field(default_factory=dict)
+    scopes: Mapping[AgentKey, Sequence[ScopeView]] = field(default_factory=dict)
+
+    def binding_for(self, agent: AgentKey) -> BindingView | None:
+        """The one active binding of an Agent; none when absent or ambiguous (fail closed)."""
+        active = [b for b in self.bindings.get(agent, ()) if b.active]
+        return active[0] if len(active) == 1 else None
+
+
+# -- kagent Agents ------------------------------------------------------------------------------
+
+
+def agent_denials(agent: Mapping[str, Any], state: PolicyState) -> list[Denial]:
+    """Every rule for a kagent Agent (v1alpha2; v1alpha1 where it can express the field)."""
+    try:
+        meta = agent.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        spec = agent.get("spec") or {}
+        if str(agent.get("apiVersion", "")).endswith("/v1alpha1"):
+            return _memory_denials(spec.get("memory"), None, "spec.memory", key, state)
+        declarative = spec.get("declarative") or {}
+        binding = state.binding_for(key)
+        denials = []
+        for index, tool in _tools(declarative):
+            denials += _tool_denials(tool, f"spec.declarative.tools[{index}]", key, binding,
+                                     state)
+        memory = declarative.get("memory")
+        denials += _memory_denials(memory, memory, "spec.declarative.memory", key, state)
+        return denials
+    except (TypeError, AttributeError, ValueError):
+        return [Denial(Code.MALFORMED_OBJECT, "spec")]
+
+
+def _tools(declarative: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
     tools = declarative.get("tools") or []
     if not isinstance(tools, list):
         raise TypeError("tools")
-    yield from enumerate(tools)
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise TypeError("tool")
+        yield index, tool
 
 
-def header_denials(agent: Mapping[str, Any]) -> list[Denial]:
-    """Every propagated header except the identity carrier is forbidden (ADR 0017 §10).
+def _server_ref(mcp: Mapping[str, Any], agent: AgentKey) -> tuple[str, str, str, str]:
+    # kagent resolves an omitted namespace to the Agent's own.
+    return (str(mcp.get("apiGroup", "")), str(mcp.get("kind", "")),
+            str(mcp.get("namespace") or agent[0]), str(mcp.get("name", "")))
 
-    The carrier itself is admitted only by a RetrievalBinding naming this Agent and server;
-    binding-aware evaluation arrives with the full policy, so here it is denied too.
-    """
-    denials = []
-    try:
-        for index, tool in _tools(agent):
-            mcp = tool.get("mcpServer") or {}
-            for position, header in enumerate(mcp.get("allowedHeaders") or []):
-                path = f"spec.declarative.tools[{index}].mcpServer.allowedHeaders[{position}]"
-                name = str(header).strip().lower()
-                if name == IDENTITY_HEADER:
-                    denials.append(Denial(Code.IDENTITY_HEADER_UNBOUND, path, IDENTITY_HEADER))
-                else:
-                    denials.append(Denial(Code.FORBIDDEN_HEADER, path, _safe_name(name)))
-    except (TypeError, AttributeError):
-        return [Denial(Code.MALFORMED_OBJECT, "spec.declarative.tools")]
+
+def _tool_denials(
+    tool: Mapping[str, Any], path: str, agent: AgentKey, binding: BindingView | None,
+    state: PolicyState,
+) -> list[Denial]:
+    mcp = tool.get("mcpServer") or {}
+    server = _server_ref(mcp, agent) if mcp else None
+    bound = binding is not None and server == binding.server
+    denials = _header_denials(mcp, f"{path}.mcpServer", binding, bound)
+    if bound and binding is not None:
+        approvals = mcp.get("requireApproval") or []
+        if binding.tool in [str(a) for a in approvals]:
+            denials.append(Denial(Code.REQUIRE_APPROVAL_ON_RETRIEVAL,
+                                  f"{path}.mcpServer.requireApproval"))
+    retrieval = server is not None and _is_retrieval_server(server, state)
+    for position, entry in enumerate(tool.get("headersFrom") or []):
+        name = str((entry or {}).get("name", "")).strip().lower()
+        if name.startswith(RESERVED_PREFIX) or (retrieval and name in RETRIEVAL_FORBIDDEN_SET):
+            denials.append(Denial(Code.FORBIDDEN_HEADERS_FROM, f"{path}.headersFrom[{position}]",
+                                  _safe_name(name)))
     return denials
+
+
+def _header_denials(
+    mcp: Mapping[str, Any], path: str, binding: BindingView | None, bound: bool
+) -> list[Denial]:
+    """Only the identity carrier may propagate, and only to the bound server and tool."""
+    denials = []
+    for position, header in enumerate(mcp.get("allowedHeaders") or []):
+        where = f"{path}.allowedHeaders[{position}]"
+        name = str(header).strip().lower()
+        if name != IDENTITY_HEADER:
+            denials.append(Denial(Code.FORBIDDEN_HEADER, where, _safe_name(name)))
+        elif not bound or binding is None:
+            denials.append(Denial(Code.IDENTITY_HEADER_UNBOUND, where, IDENTITY_HEADER))
+        elif [str(t) for t in mcp.get("toolNames") or []] != [binding.tool]:
+            denials.append(Denial(Code.IDENTITY_TOOL_MISMATCH, f"{path}.toolNames"))
+    return denials
+
+
+def _is_retrieval_server(server: tuple[str, str, str, str], state: PolicyState) -> bool:
+    return any(b.server == server for group in state.bindings.values() for b in group)
+
+
+def _memory_denials(
+    memory: Any, declarative_memory: Mapping[str, Any] | None, path: str, agent: AgentKey,
+    state: PolicyState,
+) -> list[Denial]:
+    """Memory's presence alone enables it in kagent v0.9.11: every gate must hold first."""
+    if memory is None:
+        return []
+    scopes = state.scopes.get(agent, ())
+    if not any(s.gates_hold and s.profile == "demo" for s in scopes):
+        return [Denial(Code.MEMORY_UNGATED, path)]
+    if declarative_memory is None:  # v1alpha1 cannot express a TTL at all.
+        return [Denial(Code.MEMORY_TTL_MISSING, path)]
+    ttl = declarative_memory.get("ttlDays")
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
+        return [Denial(Code.MEMORY_TTL_MISSING, f"{path}.ttlDays")]
+    if ttl > min(s.max_retention_days for s in scopes):
+        return [Denial(Code.MEMORY_TTL_EXCEEDS_RETENTION, f"{path}.ttlDays")]
+    return []
 
 
 def _safe_name(name: str) -> str:
     """A header name is echoed only when it looks like one (bounded token characters)."""
     ok = 0 < len(name) <= 64 and all(c.isalnum() or c in "-_*" for c in name)
     return name if ok else "<invalid header name>"
+
+
+def header_denials(agent: Mapping[str, Any]) -> list[Denial]:
+    """The stateless header rules alone (what the ValidatingAdmissionPolicy also enforces)."""
+    return [d for d in agent_denials(agent, PolicyState())
+            if d.code in {Code.FORBIDDEN_HEADER, Code.IDENTITY_HEADER_UNBOUND,
+                          Code.MALFORMED_OBJECT}]
+
+
+# -- our own kinds: cross-object rules the CRD schema cannot express ----------------------------
+
+
+def consent_denials(consent: Mapping[str, Any], scope: Mapping[str, Any] | None,
+                    offboarding: bool = False) -> list[Denial]:
+    """A ConsentRecord's subject must equal its scope's; none while the principal offboards."""
+    spec = consent.get("spec") or {}
+    if scope is None:
+        return [Denial(Code.CONSENT_SCOPE_MISSING, "spec.scopeRef.name")]
+    if spec.get("subject") != (scope.get("spec") or {}).get("subject"):
+        return [Denial(Code.CONSENT_SUBJECT_MISMATCH, "spec.subject")]
+    if offboarding and spec.get("decision") == "granted":
+        return [Denial(Code.OFFBOARDING_IN_PROGRESS, "spec.decision")]
+    return []
+
+
+def binding_denials(
+    binding: Mapping[str, Any], others: Sequence[Mapping[str, Any]]
+) -> list[Denial]:
+    """One RetrievalBinding per Agent."""
+    meta = binding.get("metadata") or {}
+    me = (meta.get("namespace"), meta.get("name"))
+    agent = (binding.get("spec") or {}).get("agent")
+    for other in others:
+        other_meta = other.get("metadata") or {}
+        if (other_meta.get("namespace"), other_meta.get("name")) == me:
+            continue
+        if (other.get("spec") or {}).get("agent") == agent:
+            return [Denial(Code.BINDING_DUPLICATE_AGENT, "spec.agent")]
+    return []
+
+
+def scope_denials(scope: Mapping[str, Any], local_homeserver: str) -> list[Denial]:
+    """No MemoryScope for a non-local principal (the schema cannot know the local server)."""
+    subject = (scope.get("spec") or {}).get("subject") or {}
+    mxid = str(subject.get("mxid", ""))
+    server = mxid.split(":", 1)[1] if ":" in mxid else ""
+    if subject.get("originKind") != "native-local" or not local_homeserver \
+            or server != local_homeserver:
+        return [Denial(Code.FEDERATION_DENIED, "spec.subject")]
+    return []

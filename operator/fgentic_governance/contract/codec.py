@@ -94,6 +94,8 @@ def shape_error(exc: ValidationError) -> ContractError:
         # The last location item is the caller's own key: never part of the path.
         return ContractError(Code.UNKNOWN_FIELD, _path(loc[:-1]))
     path = _path(loc)
+    if kind == "missing" and loc and isinstance(loc[-1], int):
+        return ContractError(Code.SHAPE_INVALID, path)  # a fixed-length list is too short
     if kind in _SHAPE_CODES:
         code, suffix = _SHAPE_CODES[kind]
         return ContractError(code, _join(path, suffix) if suffix else path)

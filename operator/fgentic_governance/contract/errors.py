@@ -44,7 +44,7 @@ class Code(StrEnum):
 
 
 # A path is dotted field names with optional [index] suffixes; nothing else is representable.
-_PATH = re.compile(r"^[a-z_]+(\[[0-9]+\])*(\.[a-z_]+(\[[0-9]+\])*)*$")
+_PATH = re.compile(r"^[a-z_][a-z0-9_]*(\[[0-9]+\])*(\.[a-z_][a-z0-9_]*(\[[0-9]+\])*)*$")
 
 
 class ContractError(ValueError):

@@ -2,7 +2,9 @@
 
 Patterns are written in the common subset of ECMA-262 (what JSON Schema `pattern` means) and
 Rust's regex crate (what pydantic-core runs), so the generated schemas and the models accept the
-same strings. They are anchored because both engines search rather than match.
+same strings. They are anchored because both engines search rather than match. (Python's `re`,
+which the `jsonschema` package uses, also lets `$` match before one final newline; the models
+reject such a string, so a Python-side schema check is never the only gate.)
 """
 
 from __future__ import annotations

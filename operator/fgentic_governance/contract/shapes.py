@@ -47,6 +47,8 @@ EventId = Annotated[
     str, Field(min_length=2, max_length=limits.MAX_ID_BYTES, pattern=limits.EVENT_ID)]
 Sha256Hex = Annotated[str, Field(min_length=64, max_length=64, pattern=limits.LOWER_HEX_64)]
 UnixSeconds = Annotated[int, Field(ge=0, le=limits.MAX_SAFE_INTEGER)]
+# Not Literal[1]: pydantic matches literals by equality, so JSON `true` would pass as 1.
+Version = Annotated[int, Field(ge=1, le=1, json_schema_extra={"const": 1})]
 # Exactly ["public"] or the ASCII-sorted ["approved_non_public", "public"]; nothing can widen it.
 Classifications = (
     tuple[Literal["public"]] | tuple[Literal["approved_non_public"], Literal["public"]]
@@ -114,7 +116,7 @@ class MatrixProjection(_Shape):
     kind: Literal["matrix"]
     principal: Mxid
     room: RoomRef
-    v: Literal[1]
+    v: Version
 
 
 class BridgedMatrixProjection(_Shape):
@@ -132,7 +134,7 @@ class BridgedMatrixProjection(_Shape):
     network: DnsLabel
     principal: Mxid
     room: RoomRef
-    v: Literal[1]
+    v: Version
 
 
 class OAuthClient(_Shape):
@@ -161,7 +163,7 @@ class OAuthProjection(_Shape):
     """ASCII-sorted, unique partner/<policy_id>/<group-id> names."""
     iat: UnixSeconds
     kind: Literal["oidc_client"]
-    v: Literal[1]
+    v: Version
 
 
 MatrixIdentity = Annotated[
@@ -180,7 +182,7 @@ class RoomContext(_Shape):
     """The event sender; its principal equals the incoming X-User-Id."""
     delegation_id: Sha256Hex
     room: RoomRef
-    v: Literal[1]
+    v: Version
 
 
 class CreateState(_Shape):

@@ -80,11 +80,12 @@ class DevStack:
         log = self.workdir / "webhook.log"
         proc = spawn_cli(["webhook", "--kubeconfig", str(self.cp.kubeconfig), "--tls-dir",
                           str(self.workdir / "webhook-tls"), "--host", "127.0.0.1",
-                          "--port", str(port)], log)
+                          "--port", str(port), "--health-port", str(free_port()),
+                          "--local-homeserver", LOCAL_HOMESERVER], log)
         self.children.append(proc)
         wait_until(lambda: port_open(port), proc, what="webhook", log=log, timeout=60)
-        config = webhook_configuration("fgentic-governance-agents",
-                                       f"https://127.0.0.1:{port}/agents", ca.read_bytes())
+        config = webhook_configuration("fgentic-governance", f"https://127.0.0.1:{port}",
+                                       ca.read_bytes())
         self.cp.kubectl("apply", "-f", "-", input=json.dumps(config))
         print(f"webhook serving on 127.0.0.1:{port} (log {log})", flush=True)
 

@@ -93,8 +93,9 @@ async def erase_on_delete(
 
 def _write(
     patch: kopf.Patch, generation: int, previous: list[dict[str, Any]] | None,
-    phase: ScopePhase, reason: Reason,
+    phase: ScopePhase, reason: Reason, *, gated: bool = False,
 ) -> None:
+    """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version."""
     enabled = phase is ScopePhase.ENABLED
     SCOPE_TRANSITIONS.labels(phase=phase.value, reason=reason.value).inc()
     patch.status["phase"] = phase.value
@@ -107,6 +108,10 @@ def _write(
         condition("StoreReady", context().store is not None,
                   Reason.OK if context().store else Reason.STORE_UNAVAILABLE, generation,
                   previous),
+        # The scope record exists in the store's fence: every read and write is generation-
+        # checked by the database from here on.
+        condition("ConsentGated", gated, Reason.OK if gated else Reason.STORE_UNAVAILABLE,
+                  generation, previous),
     )
 
 
@@ -114,7 +119,7 @@ def _write_outcome(
     patch: kopf.Patch, generation: int, previous: list[dict[str, Any]] | None,
     outcome: flow.Outcome,
 ) -> None:
-    _write(patch, generation, previous, outcome.phase, outcome.reason)
+    _write(patch, generation, previous, outcome.phase, outcome.reason, gated=True)
     patch.status["consentGeneration"] = outcome.generation
     patch.status["entryCount"] = outcome.entry_count
     patch.status["hardExpiry"] = (outcome.hard_expiry.strftime("%Y-%m-%dT%H:%M:%SZ")

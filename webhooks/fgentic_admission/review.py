@@ -1,0 +1,103 @@
+"""AdmissionReview in, AdmissionReview out: routes a review to the pure policy.
+
+Agents are decided from the informer caches (the hot path, no API call); a denial that
+depends on cached state is re-checked once against live state, so a binding or scope created
+a moment ago is not refused by a lagging cache. Our own kinds are rare writes and always use
+live lookups. Any unexpected error denies.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fgentic_admission import metrics
+from fgentic_admission.policy import (
+    Code,
+    Denial,
+    PolicyState,
+    agent_denials,
+    binding_denials,
+    consent_denials,
+    scope_denials,
+)
+
+STATEFUL = frozenset({Code.IDENTITY_HEADER_UNBOUND, Code.IDENTITY_TOOL_MISMATCH,
+                      Code.MEMORY_UNGATED, Code.MEMORY_TTL_EXCEEDS_RETENTION,
+                      Code.REQUIRE_APPROVAL_ON_RETRIEVAL, Code.FORBIDDEN_HEADERS_FROM})
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """Live reads against the API server (async)."""
+
+    cached_state: Callable[[], PolicyState | None]
+    live_state: Callable[[], Awaitable[PolicyState]]
+    get_scope: Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
+    list_bindings: Callable[[], Awaitable[Sequence[Mapping[str, Any]]]]
+    offboarding: Callable[[Mapping[str, Any]], Awaitable[bool]]
+
+
+class Reviewer:
+    def __init__(self, lookups: Lookups, local_homeserver: str) -> None:
+        self._lookups = lookups
+        self._local = local_homeserver
+
+    async def __call__(self, body: Mapping[str, Any], *, webhook: str | None = None,
+                       **_: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        request = body.get("request") or {}
+        route = webhook or ""
+        try:
+            denials = await self._decide(route, request)
+        except Exception:
+            denials = [Denial(Code.POLICY_STATE_UNAVAILABLE, "request")]
+        metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
+        reason = denials[0].code.value if denials else "OK"
+        metrics.DECISIONS.labels(route, str(not denials).lower(), reason).inc()
+        return response(str(request.get("uid", "")), denials)
+
+    async def _decide(self, route: str, request: Mapping[str, Any]) -> list[Denial]:
+        obj = request.get("object")
+        if request.get("operation") not in {"CREATE", "UPDATE"} or not isinstance(obj, Mapping):
+            return []
+        if route == "agents":
+            return await self._agent(obj)
+        if route == "governance":
+            return await self._governance(str(request.get("operation")), obj)
+        return [Denial(Code.UNSUPPORTED_KIND, "request")]
+
+    async def _agent(self, obj: Mapping[str, Any]) -> list[Denial]:
+        state = self._lookups.cached_state()
+        if state is None:
+            state = await self._lookups.live_state()
+        denials = agent_denials(obj, state)
+        if any(d.code in STATEFUL for d in denials):
+            denials = agent_denials(obj, await self._lookups.live_state())
+        return denials
+
+    async def _governance(self, operation: str, obj: Mapping[str, Any]) -> list[Denial]:
+        kind = obj.get("kind")
+        if kind == "ConsentRecord":
+            if operation != "CREATE":
+                return []  # Withdrawal is never blocked; the schema keeps the rest immutable.
+            meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+            scope = await self._lookups.get_scope(
+                str(meta.get("namespace", "")), str((spec.get("scopeRef") or {}).get("name")))
+            offboarding = await self._lookups.offboarding(spec.get("subject") or {})
+            return consent_denials(obj, scope, offboarding)
+        if kind == "RetrievalBinding":
+            return binding_denials(obj, await self._lookups.list_bindings())
+        if kind == "MemoryScope":
+            return scope_denials(obj, self._local)
+        return [Denial(Code.UNSUPPORTED_KIND, "kind")]
+
+
+def response(uid: str, denials: Sequence[Denial]) -> dict[str, Any]:
+    result: dict[str, Any] = {"uid": uid, "allowed": not denials}
+    if denials:
+        result["status"] = {"code": 403, "reason": "Forbidden",
+                            "message": "; ".join(d.message() for d in denials)}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": result}
