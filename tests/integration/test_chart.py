@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from fgentic_governance.devenv.binaries import binary
+from fgentic_governance.rendering import admission
 from tests.support import ROOT
 
 pytestmark = pytest.mark.integration
@@ -37,13 +38,39 @@ def test_chart_lints() -> None:
 
 def test_webhook_configuration_is_ours_and_fails_closed() -> None:
     (vwc,) = [d for d in _render() if d["kind"] == "ValidatingWebhookConfiguration"]
-    hook = vwc["webhooks"][0]
-    assert hook["failurePolicy"] == "Fail"
-    assert hook["sideEffects"] == "None"
-    assert hook["timeoutSeconds"] <= 5
-    excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
-    assert {"kube-system", NS} <= set(excluded)
-    assert hook["clientConfig"]["caBundle"]  # generated CA, not empty
+    assert len(vwc["webhooks"]) == 2
+    for hook in vwc["webhooks"]:
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "None"
+        assert hook["timeoutSeconds"] <= 5
+        excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
+        assert {"kube-system", NS} <= set(excluded)
+        assert hook["clientConfig"]["caBundle"]  # generated CA, not empty
+
+
+def test_chart_admission_rules_equal_the_python_renderers() -> None:
+    docs = _render()
+    (vwc,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    rendered = admission.webhook_configuration("x", "https://h", b"ca")
+    assert [h["name"] for h in vwc["webhooks"]] == [h["name"] for h in rendered["webhooks"]]
+    for chart_hook, python_hook in zip(vwc["webhooks"], rendered["webhooks"], strict=True):
+        assert chart_hook["rules"] == python_hook["rules"]
+        assert chart_hook["clientConfig"]["service"]["path"] == \
+            python_hook["clientConfig"]["url"].removeprefix("https://h")
+    (vap,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    assert vap["spec"]["validations"] == admission.HEADER_RULES
+    policy, _ = admission.admission_policy()
+    assert vap["spec"]["matchConstraints"] == policy["spec"]["matchConstraints"]
+
+
+def test_webhook_has_probes_and_knows_the_local_homeserver() -> None:
+    docs = _render("localHomeserver=example.org")
+    (webhook,) = [d for d in docs if d["kind"] == "Deployment"
+                  and d["metadata"]["name"] == "fg-webhook"]
+    container = webhook["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "--local-homeserver=example.org" in container["args"]
 
 
 def test_webhook_runs_two_replicas_behind_a_pdb() -> None:
@@ -79,6 +106,7 @@ def test_rendered_manifests_pass_server_side_dry_run(control_plane: Any, tmp_pat
                               "--set", "localHomeserver=example.org",
                               "--set", "store.dsnSecret.name=store"))
     out = control_plane.kubectl("apply", "--dry-run=server", "-n", NS, "-f", str(manifest))
-    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/fg-agents created" in out
+    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/fg created" in out
+    assert "validatingadmissionpolicy.admissionregistration.k8s.io/fg-agent-headers created" in out
     assert out.count("(server dry run)") == len(
         [d for d in yaml.safe_load_all(manifest.read_text()) if d])

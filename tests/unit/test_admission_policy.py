@@ -1,0 +1,179 @@
+"""The admission policy and review routing, as pure functions (property tests included)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fgentic_admission.policy import (
+    BindingView,
+    Code,
+    PolicyState,
+    ScopeView,
+    agent_denials,
+    consent_denials,
+    scope_denials,
+)
+from fgentic_admission.review import Lookups, Reviewer
+from tests.support import example
+
+SERVER = ("kagent.dev", "RemoteMCPServer", "ns", "knowledge")
+STATE = PolicyState(
+    bindings={("ns", "retriever"): [BindingView("ns", "b", ("ns", "retriever"), SERVER, "search")]},
+    scopes={("ns", "mem"): [ScopeView("ns", "s", ("ns", "mem"), "demo", 3, True)]},
+)
+SENTINEL = "SENTINEL-c0ffee"
+
+
+def agent(name: str = "retriever", headers: Any = None, **mcp: Any) -> dict[str, Any]:
+    doc = example("Agent")
+    doc["metadata"] = {"name": name, "namespace": "ns"}
+    ref = {"apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": "ns",
+           "name": "knowledge", "toolNames": ["search"], **mcp}
+    if headers is not None:
+        ref["allowedHeaders"] = headers
+    doc["spec"]["declarative"]["tools"] = [{"type": "McpServer", "mcpServer": ref}]
+    return doc
+
+
+def codes(doc: dict[str, Any], state: PolicyState = STATE) -> list[Code]:
+    return [d.code for d in agent_denials(doc, state)]
+
+
+header_names = st.text(alphabet=st.characters(codec="ascii"), min_size=1, max_size=40)
+
+
+@given(header_names)
+def test_every_name_but_the_carrier_is_forbidden(name: str) -> None:
+    result = codes(agent(headers=[name]))
+    if name.strip().lower() == "x-fgentic-identity":
+        assert result == []
+    else:
+        assert result == [Code.FORBIDDEN_HEADER]
+
+
+@given(st.sampled_from(["x-fgentic-identity", "X-FGENTIC-IDENTITY", " X-Fgentic-Identity "]))
+def test_the_carrier_needs_the_exact_binding(name: str) -> None:
+    assert codes(agent(headers=[name])) == []
+    assert codes(agent("other", headers=[name])) == [Code.IDENTITY_HEADER_UNBOUND]
+    assert codes(agent(headers=[name], name="elsewhere")) == [Code.IDENTITY_HEADER_UNBOUND]
+    assert codes(agent(headers=[name], toolNames=["search", "x"])) == [
+        Code.IDENTITY_TOOL_MISMATCH]
+
+
+def test_ambiguous_bindings_fail_closed() -> None:
+    twice = PolicyState(bindings={("ns", "retriever"): [*STATE.bindings[("ns", "retriever")]] * 2})
+    assert codes(agent(headers=["x-fgentic-identity"]), twice) == [Code.IDENTITY_HEADER_UNBOUND]
+
+
+def test_inactive_binding_admits_nothing() -> None:
+    view = BindingView("ns", "b", ("ns", "retriever"), SERVER, "search", active=False)
+    state = PolicyState(bindings={("ns", "retriever"): [view]})
+    assert codes(agent(headers=["x-fgentic-identity"]), state) == [Code.IDENTITY_HEADER_UNBOUND]
+
+
+@pytest.mark.parametrize(("memory", "scope", "expected"), [
+    ({"modelConfig": "e", "ttlDays": 3}, ("demo", 3, True), []),
+    ({"modelConfig": "e", "ttlDays": 4}, ("demo", 3, True), [Code.MEMORY_TTL_EXCEEDS_RETENTION]),
+    ({"modelConfig": "e"}, ("demo", 3, True), [Code.MEMORY_TTL_MISSING]),
+    ({"modelConfig": "e", "ttlDays": True}, ("demo", 3, True), [Code.MEMORY_TTL_MISSING]),
+    ({"modelConfig": "e", "ttlDays": 1}, ("demo", 3, False), [Code.MEMORY_UNGATED]),
+    ({"modelConfig": "e", "ttlDays": 1}, ("production", 3, True), [Code.MEMORY_UNGATED]),
+    ({}, ("demo", 3, True), [Code.MEMORY_TTL_MISSING]),
+])
+def test_memory_gates(memory: dict[str, Any], scope: tuple[str, int, bool],
+                      expected: list[Code]) -> None:
+    doc = example("Agent")
+    doc["metadata"] = {"name": "mem", "namespace": "ns"}
+    doc["spec"]["declarative"]["memory"] = memory
+    state = PolicyState(scopes={("ns", "mem"): [ScopeView("ns", "s", ("ns", "mem"), *scope)]})
+    assert codes(doc, state) == expected
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
+                                                                max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300)
+@given(json_values)
+def test_arbitrary_spec_never_crashes_the_policy(spec: Any) -> None:
+    doc = {"apiVersion": "kagent.dev/v1alpha2", "metadata": {"name": "a", "namespace": "ns"},
+           "spec": {"declarative": spec}}
+    denials = agent_denials(doc, STATE)
+    assert all(len(d.message()) < 200 for d in denials)
+
+
+@given(st.text(min_size=1, max_size=100))
+def test_denial_messages_never_echo_values(text: str) -> None:
+    value = f"{SENTINEL}{text}"
+    doc = agent(headers=[value])
+    doc["spec"]["declarative"]["tools"][0]["headersFrom"] = [{"name": value}]
+    doc["spec"]["declarative"]["memory"] = {"modelConfig": value, "ttlDays": value}
+    for denial in agent_denials(doc, PolicyState()):
+        assert SENTINEL not in denial.message()
+
+
+def test_cross_object_rules() -> None:
+    scope, consent = example("MemoryScope"), example("ConsentRecord")
+    assert consent_denials(consent, scope) == []
+    assert [d.code for d in consent_denials(consent, None)] == [Code.CONSENT_SCOPE_MISSING]
+    assert [d.code for d in consent_denials(consent, scope, offboarding=True)] == [
+        Code.OFFBOARDING_IN_PROGRESS]
+    scope["spec"]["subject"]["mxid"] = "@bob:fgentic.local"
+    assert [d.code for d in consent_denials(consent, scope)] == [Code.CONSENT_SUBJECT_MISMATCH]
+    assert scope_denials(example("MemoryScope"), "fgentic.local") == []
+    for home in ("", "other.example"):
+        assert [d.code for d in scope_denials(example("MemoryScope"), home)] == [
+            Code.FEDERATION_DENIED]
+
+
+def _review(doc: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+    return {"request": {"uid": "u-1", "operation": operation, "object": doc}}
+
+
+def _lookups(cached: PolicyState | None, live: PolicyState, fail: bool = False) -> Lookups:
+    async def live_state() -> PolicyState:
+        if fail:
+            raise RuntimeError(SENTINEL)
+        return live
+
+    async def none(*_: Any) -> None:
+        return None
+
+    async def empty() -> list[Any]:
+        return []
+
+    async def false(_: Any) -> bool:
+        return False
+
+    return Lookups(cached_state=lambda: cached, live_state=live_state, get_scope=none,
+                   list_bindings=empty, offboarding=false)
+
+
+async def test_lagging_cache_is_rechecked_live_before_denying() -> None:
+    reviewer = Reviewer(_lookups(PolicyState(), STATE), "fgentic.local")
+    out = await reviewer(_review(agent(headers=["x-fgentic-identity"])), webhook="agents")
+    assert out["response"] == {"uid": "u-1", "allowed": True}
+
+
+async def test_errors_deny_without_echoing() -> None:
+    reviewer = Reviewer(_lookups(None, STATE, fail=True), "fgentic.local")
+    out = await reviewer(_review(agent(headers=[SENTINEL])), webhook="agents")
+    assert out["response"]["allowed"] is False
+    assert SENTINEL not in str(out)
+    assert "POLICY_STATE_UNAVAILABLE" in out["response"]["status"]["message"]
+
+
+async def test_delete_and_unknown_routes() -> None:
+    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    allowed = await reviewer(_review(agent(headers=["Authorization"]), "DELETE"),
+                             webhook="agents")
+    assert allowed["response"]["allowed"] is True
+    unknown = await reviewer(_review(agent()), webhook="nope")
+    assert "UNSUPPORTED_KIND" in unknown["response"]["status"]["message"]
