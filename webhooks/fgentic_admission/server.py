@@ -142,5 +142,10 @@ def _in_cluster() -> client.ApiClient:
 def run_webhook(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    asyncio.run(serve(args))
+    try:  # uvloop roughly halves the per-review overhead of the event loop.
+        import uvloop
+
+        uvloop.run(serve(args))
+    except ImportError:
+        asyncio.run(serve(args))
     return 0
