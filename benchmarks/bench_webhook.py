@@ -42,7 +42,8 @@ def review(i: int) -> bytes:
                  "modelConfig": "m", "systemMessage": "s",
                  "tools": [{"type": "McpServer", "mcpServer": {
                      "apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "name": "tickets",
-                     "toolNames": ["list"], "allowedHeaders": ["Authorization"] if i % 2 else []}}]}}}
+                     "toolNames": ["list"],
+                     "allowedHeaders": ["Authorization"] if i % 2 else []}}]}}}
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": str(i), "operation": "CREATE", "object": agent}}
     return json.dumps(body).encode()
@@ -164,15 +165,16 @@ def main() -> None:
     report(throughput, capacity, busy, latencies, without, with_hook, args)
 
 
-def report(throughput: float, capacity: float, busy: float, latencies: list[float],
+def report(throughput: float, capacity: float, busy: float, latencies: list[float],  # noqa: PLR0917
            without: list[float], with_hook: list[float], args: Any) -> None:
     m0, m1 = statistics.median(without), statistics.median(with_hook)
     print("webhook benchmark (webhook pinned to CPU 0, client on CPU 1, TLS on loopback)")
     print(f"  AdmissionReview throughput, 16 connections, {args.seconds:.0f} s: "
           f"{throughput:,.0f} reviews/s with the webhook at {busy:.0%} of its core; "
           f"{capacity:,.0f} reviews per CPU-second of the webhook (target >= 2,000/s)")
-    print(f"  at {args.rate:.0f} reviews/s for {args.seconds:.0f} s: p50 {pct(latencies, .5):.2f} ms"
-          f", p99 {pct(latencies, .99):.2f} ms (target p99 <= 10 ms)")
+    print(f"  at {args.rate:.0f} reviews/s for {args.seconds:.0f} s: "
+          f"p50 {pct(latencies, .5):.2f} ms, p99 {pct(latencies, .99):.2f} ms "
+          "(target p99 <= 10 ms)")
     print(f"  real create, {args.creates} serial Agents: without webhook median {m0:.2f} ms "
           f"p99 {pct(without, .99):.2f} ms; with webhook median {m1:.2f} ms "
           f"p99 {pct(with_hook, .99):.2f} ms")
