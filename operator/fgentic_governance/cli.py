@@ -11,11 +11,14 @@ from fgentic_governance import paths
 
 
 def _crds(args: argparse.Namespace) -> int:
+    """CRDs and the contract's JSON Schemas: every artefact generated from the models."""
     from fgentic_governance.api import crdgen
+    from fgentic_governance.contract import schemagen
 
     dirs = [Path(d) for d in args.output] if args.output else paths.crd_dirs()
+    schemas = paths.repo_root() / "schemas"
     if args.check:
-        problems = crdgen.drift(dirs)
+        problems = crdgen.drift(dirs) + ([] if args.output else schemagen.drift(schemas))
         for problem in problems:
             print(f"drift: {problem}", file=sys.stderr)
         if problems:
@@ -25,6 +28,9 @@ def _crds(args: argparse.Namespace) -> int:
         return 0
     crdgen.write(dirs)
     print(f"wrote {len(crdgen.render_all())} CRDs to {', '.join(map(str, dirs))}")
+    if not args.output:
+        schemagen.write(schemas)
+        print(f"wrote the contract's JSON Schemas to {schemas}")
     return 0
 
 
@@ -46,6 +52,12 @@ def _render(args: argparse.Namespace) -> int:
     return int(run_render(args))
 
 
+def _offboard(args: argparse.Namespace) -> int:
+    from fgentic_governance.offboarding.cli import run_offboard
+
+    return int(run_offboard(args))
+
+
 def _dev(args: argparse.Namespace) -> int:
     from fgentic_governance.devenv.up import run_dev
 
@@ -56,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fgentic-governance", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    crds = sub.add_parser("crds", help="generate crds/ from the models, or --check for drift")
+    crds = sub.add_parser("crds", help="generate crds/ and schemas/ from the models, or --check")
     crds.add_argument("--check", action="store_true", help="fail if committed YAML differs")
     crds.add_argument("--output", action="append", help="directory (repeatable)")
     crds.set_defaults(func=_crds)
@@ -86,7 +98,26 @@ def _parser() -> argparse.ArgumentParser:
                      help="base https URL of the webhook (/agents and /governance are appended)")
     vwc.add_argument("--ca-file", type=Path, required=True, help="PEM CA that signed it")
     vwc.add_argument("--name", default="fgentic-governance")
+    rb = targets.add_parser("retrievalbinding",
+                            help="NetworkPolicies + agentgateway config of RetrievalBindings")
+    rb.add_argument("file", type=Path, help="YAML with one or more RetrievalBindings")
+    rb.add_argument("-o", "--output", type=Path, help="directory for one file per form")
+    rb.add_argument("--format", choices=["standalone", "kubernetes", "all"],
+                    help="default: all with -o, kubernetes on stdout")
+    rb.add_argument("--jwks-file", type=Path,
+                    help="the public route's JWKS (what the operator reads from jwksSecret)")
+    rb.add_argument("--cluster-domain", default="cluster.local")
+    rb.add_argument("--standalone-host", action="append", default=[], metavar="KEY=HOST:PORT",
+                    help="standalone address of projector, kagent or retrieval (repeatable)")
     render.set_defaults(func=_render)
+
+    off = sub.add_parser("offboard", help="request erasure of every memory scope of a principal")
+    off.add_argument("mxid", help="complete MXID of the deactivated user")
+    off.add_argument("--origin-kind", default="native-local")
+    off.add_argument("--kubeconfig", type=Path)
+    off.add_argument("--wait", type=float, default=0.0,
+                     help="seconds to wait for ReadyForDeactivation (0: do not wait)")
+    off.set_defaults(func=_offboard)
 
     dev = sub.add_parser("dev", help="local control plane + PostgreSQL + operator + webhook")
     dev.add_argument("action", choices=["up"], help="run the demo end to end")

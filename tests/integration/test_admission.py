@@ -253,6 +253,19 @@ def test_governance_cross_object_rules(stack: dict[str, Any]) -> None:
     second = _binding()
     second["metadata"]["name"] = "second-binding"
     assert "BINDING_DUPLICATE_AGENT" in _apply(cp, second, tmp)
+    offboarding = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "PrincipalOffboarding",
+                   "metadata": {"name": f"offboard-{uuid.uuid4().hex[:8]}"},
+                   "spec": {"principal": {"mxid": "@carol:fgentic.local",
+                                          "originKind": "native-local"}}}
+    assert _apply(cp, offboarding, tmp) == "allow"
+    carol = _scope("carol", "memory-agent",
+                   subject={"mxid": "@carol:fgentic.local", "originKind": "native-local"})
+    assert _apply(cp, carol, tmp) == "allow"
+    consent["metadata"]["name"] = "during-offboarding"
+    consent["spec"]["scopeRef"] = {"name": "carol"}
+    consent["spec"]["subject"] = carol["spec"]["subject"]
+    assert "OFFBOARDING_IN_PROGRESS" in _apply(cp, consent, tmp)
+    cp.kubectl("delete", "principaloffboarding", offboarding["metadata"]["name"])
     remote = _scope("remote", "memory-agent",
                     subject={"mxid": "@alice:remote.example", "originKind": "native-local"})
     assert "FEDERATION_DENIED" in _apply(cp, remote, tmp)

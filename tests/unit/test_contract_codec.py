@@ -207,12 +207,10 @@ def test_reordered_keys_are_not_canonical() -> None:
 
 
 def test_negative_zero_is_not_canonical() -> None:
-    raw = raw_with((b'"v":1', b'"v":1')).replace(b'"groups":[]', b'"groups":[]')
     doc = adr_doc("matrix_projection")
-    doc["iat"] = 0
-    doc["exp"] = 1
+    doc["iat"], doc["exp"] = 0, 1
     zero = jcs_text(doc).replace(b'"iat":0', b'"iat":-0')
-    assert raw != zero
+    assert b'"iat":-0,' in zero
     assert code_of(b64(zero)) == Code.NOT_CANONICAL
 
 

@@ -59,7 +59,13 @@ def caller_of(identity: MatrixProjection | BridgedMatrixProjection) -> Principal
     return MatrixPrincipal.model_construct(kind="matrix", principal=identity.principal)
 
 
-def check_audience(audience: Sequence[Principal], caller: Principal) -> None:
+def _caller_key(identity: MatrixProjection | BridgedMatrixProjection) -> SortKey:
+    # The caller's sort key without building a model: this runs on every retrieval call.
+    network = identity.network if isinstance(identity, BridgedMatrixProjection) else ""
+    return identity.kind.encode(), network.encode(), identity.principal.encode()
+
+
+def check_audience(audience: Sequence[Principal], caller: Principal | SortKey) -> None:
     """1-16 entries, byte-sorted, unique, one kind per MXID, and the caller among them."""
     keys = [sort_key(e) for e in audience]
     if not 1 <= len(keys) <= limits.MAX_AUDIENCE or not _strictly_increasing(keys):
@@ -67,7 +73,7 @@ def check_audience(audience: Sequence[Principal], caller: Principal) -> None:
     # An MXID resolves to exactly one kind; two typed entries for it would be contradictory.
     if len({key[2] for key in keys}) != len(keys):
         raise ContractError(Code.AUDIENCE_INVALID, "audience")
-    if sort_key(caller) not in keys:
+    if (caller if isinstance(caller, tuple) else sort_key(caller)) not in keys:
         raise ContractError(Code.AUDIENCE_INVALID, "audience")
 
 
@@ -109,7 +115,7 @@ def check_static(identity: AnyIdentity) -> None:
         _check_utf8_bytes(identity.client)
         check_partner_groups(identity.groups, identity.client.policy_id)
     else:
-        check_audience(identity.audience, caller_of(identity))
+        check_audience(identity.audience, _caller_key(identity))
 
 
 def check_identity(identity: AnyIdentity, *, now: int) -> None:
@@ -161,11 +167,14 @@ def audience_from_snapshot(snapshot: RoomSnapshot) -> tuple[Principal, ...]:
     check_snapshot(snapshot)
     audience: list[Principal] = []
     for member in snapshot.joined:
+        # model_construct: a joined entry and an audience entry share their field types, so
+        # these values are already validated (and no pydantic error can escape from here).
         if isinstance(member, JoinedBridged):
-            audience.append(BridgedPrincipal(kind="bridged_matrix", network=member.network,
-                                             principal=member.principal))
+            audience.append(BridgedPrincipal.model_construct(
+                kind="bridged_matrix", network=member.network, principal=member.principal))
         elif isinstance(member, JoinedMatrix):
-            audience.append(MatrixPrincipal(kind="matrix", principal=member.principal))
+            audience.append(MatrixPrincipal.model_construct(
+                kind="matrix", principal=member.principal))
     if not 1 <= len(audience) <= limits.MAX_AUDIENCE:
         raise ContractError(Code.AUDIENCE_INVALID, "audience")
     return tuple(audience)

@@ -42,7 +42,8 @@ def consents_by_scope(
             initial_delay=RESYNC_INTERVAL)
 async def reconcile_scope(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any], **_: Any,
+    patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
+    offboarding_principals: kopf.Index[Any, Any], **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
     previous = status.get("conditions")
@@ -53,8 +54,10 @@ async def reconcile_scope(
     if scope is None or any(c is None for c in consents):
         verdict = Verdict(Posture.FULLY_DISABLED, Reason.INVALID_SPEC)
     else:
+        principal = (scope.subject.mxid, scope.subject.origin_kind.value)
         verdict = evaluate(scope, [c for c in consents if c is not None], Environment(
-            local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None))
+            local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None,
+            offboarding=principal in offboarding_principals))
     if scope is None or ctx.store is None:
         _write(patch, generation, previous, ScopePhase.DISABLED, verdict.reason)
         return

@@ -462,3 +462,20 @@ class MemoryStore:
             id=uuid.uuid4().hex, kind=ErasureKind.ENTRY, generation=access.generation,
             result=ErasureResult.VERIFIED if left == 0 else ErasureResult.FAILED,
             reason=reason, time=_now(), deleted=deleted)
+
+    # -- offboarding (operator) ----------------------------------------------------------------
+
+    async def scopes_for_subject(self, subject_mxid: str, origin_kind: str) -> list[str]:
+        """Every scope key of one exact principal, as the store knows them.
+
+        Offboarding enumerates the CRs *and* the store, so a scope whose CR is gone (or was
+        never created by this operator) is still found and erased.
+        """
+        async def work(conn: Any) -> list[str]:
+            rows = await conn.fetch(
+                "SELECT scope_key FROM fgentic_memory.scope"
+                " WHERE subject_mxid = $1 AND origin_kind = $2 ORDER BY scope_key",
+                subject_mxid, origin_kind)
+            return [str(row["scope_key"]) for row in rows]
+
+        return await self._run("scopes_for_subject", work)

@@ -1,0 +1,1 @@
+"""Offboarding: erase every memory scope of one exact principal before deactivation."""

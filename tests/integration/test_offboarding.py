@@ -1,0 +1,164 @@
+"""Offboarding through the real operator and store: every scope of the exact principal is
+disabled, enumerated (CRs and store), erased and verified; other principals are untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from kubernetes import client
+
+from fgentic_governance.api.common import OriginKind, Principal
+from fgentic_governance.api.memory import MemoryScopeSpec
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, migrate
+from fgentic_governance.offboarding.cli import object_name
+from tests import processes
+from tests.integration.test_memory_operator import _until
+from tests.support import example
+
+pytestmark = pytest.mark.integration
+GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
+ALICE = "@alice:fgentic.local"
+
+
+@pytest.fixture
+async def store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=4)
+    async with pool.acquire() as conn:
+        await migrate(conn)
+    yield MemoryStore(pool)
+    await pool.close()
+
+
+@pytest.fixture
+def env(control_plane: Any, pg_dsn: str, store: MemoryStore, tmp_path: Path,
+        k8s_client: client.ApiClient) -> Iterator[dict[str, Any]]:
+    ns = f"offboard-{uuid.uuid4().hex[:8]}"
+    control_plane.ensure_namespace(ns)
+    (tmp_path / "dsn").write_text(pg_dsn)
+    args = ["operator", "--kubeconfig", str(control_plane.kubeconfig), "--local-homeserver",
+            "fgentic.local", "--store-dsn-file", str(tmp_path / "dsn")]
+    state: dict[str, Any] = {"ns": ns, "cp": control_plane, "args": args,
+                             "log": tmp_path / "op.log",
+                             "api": client.CustomObjectsApi(k8s_client)}
+    state["proc"] = processes.spawn_cli(args, state["log"])
+    yield state
+    processes.stop(state["proc"])
+    for principal in (ALICE, "@bob:fgentic.local"):
+        name = object_name(Principal(mxid=principal, origin_kind=OriginKind.NATIVE_LOCAL))
+        control_plane.kubectl("delete", "principaloffboarding", name, "--ignore-not-found")
+
+
+def _scope(ns: str, name: str, mxid: str, agent: str) -> dict[str, Any]:
+    obj = example("MemoryScope")
+    obj["metadata"] = {"name": name, "namespace": ns}
+    obj["spec"]["subject"]["mxid"] = mxid
+    obj["spec"]["agent"] = {"namespace": ns, "name": agent}
+    obj["spec"]["controlRoom"] = f"!{name}:fgentic.local"
+    return obj
+
+
+def _consent(ns: str, scope: str, mxid: str) -> dict[str, Any]:
+    obj = example("ConsentRecord")
+    obj["metadata"] = {"name": f"{scope}-grant", "namespace": ns}
+    obj["spec"]["scopeRef"] = {"name": scope}
+    obj["spec"]["subject"]["mxid"] = mxid
+    return obj
+
+
+async def _enabled_scope(env: dict[str, Any], store: MemoryStore, name: str, mxid: str,  # noqa: PLR0917
+                         agent: str, facts: int) -> str:
+    api, ns = env["api"], env["ns"]
+    scope = _scope(ns, name, mxid, agent)
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, "memoryscopes", scope)
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, "consentrecords",
+                                        _consent(ns, name, mxid))
+    obj = await _until_ns(env, name, lambda s: s.get("phase") == "Enabled")
+    record = ScopeRecord.from_spec(ns, name, MemoryScopeSpec.model_validate(scope["spec"]))
+    access = Access.for_scope(record, obj["status"]["consentGeneration"])
+    for i in range(facts):
+        await store.save(access, f"fact {i}")
+    return record.scope_key
+
+
+async def _until_ns(env: dict[str, Any], name: str, check: Any) -> dict[str, Any]:
+    import tests.integration.test_memory_operator as mem
+
+    mem.NS = env["ns"]
+    return await _until(env["api"], "memoryscopes", name, check)
+
+
+async def _store_only_scope(store: MemoryStore, facts: int) -> str:
+    """A scope the store knows but no CR names (its CR was lost, or another operator made it)."""
+    spec = MemoryScopeSpec.model_validate(_scope("elsewhere", "orphan", ALICE, "old-agent")["spec"])
+    record = ScopeRecord.from_spec("elsewhere", "orphan", spec)
+    await store.ensure_scope(record)
+    generation = await store.grant(record.scope_key)
+    for i in range(facts):
+        await store.save(Access.for_scope(record, generation), f"orphan fact {i}")
+    return record.scope_key
+
+
+def _offboard(env: dict[str, Any], mxid: str, wait: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fgentic_governance.cli", "offboard", mxid, "--kubeconfig",
+         str(env["cp"].kubeconfig), "--wait", str(wait)],
+        capture_output=True, text=True, timeout=wait + 30, check=False)
+
+
+def _status(env: dict[str, Any], mxid: str) -> dict[str, Any]:
+    name = object_name(Principal(mxid=mxid, origin_kind=OriginKind.NATIVE_LOCAL))
+    obj: Any = env["api"].get_cluster_custom_object(GROUP, VERSION, "principaloffboardings", name)
+    return dict(obj.get("status") or {})
+
+
+async def test_offboarding_erases_every_scope_of_the_exact_principal(
+    env: dict[str, Any], store: MemoryStore
+) -> None:
+    keys = [await _enabled_scope(env, store, "alice-docs", ALICE, "docs-agent", 3),
+            await _enabled_scope(env, store, "alice-code", ALICE, "code-agent", 2)]
+    bob = await _enabled_scope(env, store, "bob-docs", "@bob:fgentic.local", "docs-agent", 2)
+    keys.append(await _store_only_scope(store, 4))
+    result = await asyncio.to_thread(_offboard, env, ALICE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ReadyForDeactivation: 3 scope(s) erased" in result.stdout
+    status = _status(env, ALICE)
+    assert (status["scopesFound"], status["scopesErased"], status["scopesFailed"]) == (3, 3, 0)
+    assert sorted(f"{r['namespace']}/{r['scope']}" for r in status["results"]) == sorted(keys)
+    assert all(r["result"] == "Verified" and len(r["receiptId"]) == 32
+               for r in status["results"])
+    for key in keys:
+        state = await store.scope_state(key)
+        assert not state.enabled and state.entry_count == 0
+    assert (await store.scope_state(bob)).entry_count == 2  # Another principal is untouched.
+    assert ALICE not in str(status)  # Content-free: not even the MXID is echoed in status.
+    # The scope CRs follow: disabled, refusing re-enablement while offboarding stands.
+    await _until_ns(env, "alice-docs",
+                    lambda s: s.get("reasonCode") == "OFFBOARDING_IN_PROGRESS")
+
+
+async def test_restart_mid_offboarding_resumes(env: dict[str, Any], store: MemoryStore) -> None:
+    keys = [await _enabled_scope(env, store, "alice-a", ALICE, "agent-a", 2),
+            await _enabled_scope(env, store, "alice-b", ALICE, "agent-b", 2)]
+    processes.stop(env["proc"])
+    # The crash: step 1 (disable) ran for one scope, then the process died.
+    await store.disable_and_advance(keys[0])
+    created = await asyncio.to_thread(_offboard, env, ALICE, 0)
+    assert created.returncode == 0
+    env["proc"] = processes.spawn_cli(env["args"], env["log"])
+    result = await asyncio.to_thread(_offboard, env, ALICE, 30)  # Idempotent: already exists.
+    assert "already exists" in result.stdout and result.returncode == 0, result.stdout
+    for key in keys:
+        assert (await store.scope_state(key)).entry_count == 0
+
+
+def test_offboard_cli_refuses_a_localpart(env: dict[str, Any]) -> None:
+    result = _offboard(env, "alice", 0)
+    assert result.returncode == 2 and "INVALID_SPEC" in result.stderr
