@@ -133,8 +133,10 @@ def status_line(item: dict[str, Any]) -> str:
     """Kind, name, and the content-free status fields only."""
     status = item.get("status", {})
     name = "/".join(filter(None, [item["metadata"].get("namespace"), item["metadata"]["name"]]))
-    fields = {k: status[k] for k in ("phase", "reasonCode", "consentGeneration", "entryCount")
-              if k in status}
+    fields = {k: status[k] for k in ("phase", "reasonCode", "consentGeneration", "entryCount",
+                                     "scopesFound", "scopesErased") if k in status}
+    receipt = status.get("receipt") or {}
+    fields |= {f"receipt.{k}": receipt[k] for k in ("result", "generation") if k in receipt}
     conditions = ",".join(f"{c['type']}={c['status']}({c['reason']})"
                           for c in status.get("conditions", []))
     return f"{item['kind']:<22} {name:<40} {json.dumps(fields)} {conditions}"
