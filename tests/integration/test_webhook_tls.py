@@ -3,6 +3,7 @@ and the real API server calls it through our own ValidatingWebhookConfiguration.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,12 +28,12 @@ def webhook(control_plane: Any, tmp_path_factory: pytest.TempPathFactory,
     control_plane.ensure_namespace(NS)
     work: Path = tmp_path_factory.mktemp("webhook")
     _, _, ca_path = write_serving_bundle(work / "tls", ["127.0.0.1", "localhost"])
-    port = processes.free_port()
+    port, health_port = processes.free_port(), processes.free_port()
     log = work / "webhook.log"
     proc = processes.spawn_and_wait(
         ["webhook", "--kubeconfig", str(control_plane.kubeconfig), "--tls-dir",
          str(work / "tls"), "--host", "127.0.0.1", "--port", str(port),
-         "--health-port", str(processes.free_port())], log, port)
+         "--health-port", str(health_port), "--tls-reload-seconds", "0.5"], log, port)
     admission = client.AdmissionregistrationV1Api(k8s_client)
     name = f"fgentic-test-{uuid.uuid4().hex[:6]}"
     config = webhook_configuration(name, f"https://127.0.0.1:{port}", ca_path.read_bytes())
@@ -40,7 +41,8 @@ def webhook(control_plane: Any, tmp_path_factory: pytest.TempPathFactory,
     for hook in config["webhooks"]:
         hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": NS}}
     admission.create_validating_webhook_configuration(config)
-    yield {"proc": proc, "log": log}
+    yield {"proc": proc, "log": log, "port": port, "health_port": health_port,
+           "tls": work / "tls", "config": config}
     processes.stop(proc)
     admission.delete_validating_webhook_configuration(name)
 
@@ -71,6 +73,52 @@ def test_authorization_propagation_is_denied_through_the_api_server(
     assert info.value.status == 403
     assert 'admission webhook "agents.governance.fgentic.dev" denied the request' in message
     assert "FORBIDDEN_HEADER" in message and "authorization" in message
+
+
+def _served_certificate(port: int) -> bytes:
+    import ssl
+
+    pem = ssl.get_server_certificate(("127.0.0.1", port))
+    return pem.encode()
+
+
+def test_health_readiness_and_metrics(webhook: dict[str, Any],
+                                      k8s_client: client.ApiClient) -> None:
+    import urllib.request
+
+    base = f"http://127.0.0.1:{webhook['health_port']}"
+    assert urllib.request.urlopen(f"{base}/healthz", timeout=5).read() == b"ok"
+    assert urllib.request.urlopen(f"{base}/readyz", timeout=5).status == 200
+    with pytest.raises(ApiException):
+        _create(k8s_client, _agent(["Cookie"]))
+    metrics = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
+    assert 'fgentic_admission_decisions_total{allowed="false",reason="FORBIDDEN_HEADER",' \
+           'webhook="agents"}' in metrics
+    assert "fgentic_admission_review_seconds_bucket" in metrics
+    assert NS not in metrics and "agent-" not in metrics  # No object names in labels.
+
+
+def test_certificate_is_reloaded_when_the_files_change(webhook: dict[str, Any],
+                                                       k8s_client: client.ApiClient) -> None:
+    import time
+
+    before = _served_certificate(webhook["port"])
+    tls: Path = webhook["tls"]
+    _, _, ca = write_serving_bundle(tls, ["127.0.0.1", "localhost"])  # A new CA and leaf.
+    bundle = base64.b64encode(ca.read_bytes()).decode()
+    patch = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+             for i in range(len(webhook["config"]["webhooks"]))]
+    client.AdmissionregistrationV1Api(k8s_client).patch_validating_webhook_configuration(
+        webhook["config"]["metadata"]["name"], patch)
+    deadline = time.monotonic() + 20
+    while _served_certificate(webhook["port"]) == before:
+        assert time.monotonic() < deadline, "the renewed certificate was never served"
+        time.sleep(0.2)
+    assert _served_certificate(webhook["port"]) == (tls / "tls.crt").read_bytes()
+    # And the API server (trusting only the new CA) still reaches it.
+    with pytest.raises(ApiException) as info:
+        _create(k8s_client, _agent(["Authorization"]))
+    assert "FORBIDDEN_HEADER" in api_message(info.value)
 
 
 def test_stopped_webhook_fails_closed(
