@@ -1,4 +1,4 @@
-"""The `fgentic-governance` command: operator | webhook | render | crds | dev."""
+"""The `fgentic-governance` command: operator | webhook | render | crds | projector | dev."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from fgentic_governance import paths
 
@@ -58,13 +59,37 @@ def _offboard(args: argparse.Namespace) -> int:
     return int(run_offboard(args))
 
 
+def _projector(args: argparse.Namespace) -> int:
+    from fgentic_governance.retrieval.projector_server import run_projector
+
+    return int(run_projector(args))
+
+
 def _dev(args: argparse.Namespace) -> int:
     from fgentic_governance.devenv.up import run_dev
 
     return int(run_dev(args))
 
 
-def _parser() -> argparse.ArgumentParser:
+def _control_api(args: argparse.Namespace) -> int:
+    from fgentic_governance.control.server import run_control_api
+
+    return int(run_control_api(args))
+
+
+def _add_memory_commands(sub: Any) -> None:
+    """`memory status|list-scopes|erase-scope` and `control-api` (the memory control API)."""
+    from fgentic_governance import memory_cli
+    from fgentic_governance.control import server
+
+    memory = sub.add_parser("memory", help="content-free memory store status and erasure")
+    memory_cli.add_arguments(memory)
+    control = sub.add_parser("control-api", help="run the memory control API (!memory)")
+    server.add_arguments(control)
+    control.set_defaults(func=_control_api)
+
+
+def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of subcommands)
     parser = argparse.ArgumentParser(prog="fgentic-governance", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -89,6 +114,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="seconds between audits of existing Agents (0 disables)")
     wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
                     help="how often to check the certificate files for renewal")
+    boot = wh.add_argument_group("TLS bootstrap (cert-manager style; otherwise mount a Secret)")
+    boot.add_argument("--bootstrap-secret", help="Secret holding the generated CA and pair")
+    boot.add_argument("--bootstrap-namespace", default="fgentic-system")
+    boot.add_argument("--bootstrap-service", default="fgentic-governance-webhook")
+    boot.add_argument("--bootstrap-webhook-config", default="fgentic-governance",
+                      help="ValidatingWebhookConfiguration whose caBundle is injected")
+    boot.add_argument("--bootstrap-host", action="append",
+                      help="extra DNS name or IP for the serving certificate (repeatable)")
     wh.set_defaults(func=_webhook)
 
     render = sub.add_parser("render", help="render manifests offline, for GitOps")
@@ -119,12 +152,25 @@ def _parser() -> argparse.ArgumentParser:
                      help="seconds to wait for ReadyForDeactivation (0: do not wait)")
     off.set_defaults(func=_offboard)
 
+    _add_projector(sub)
+
     dev = sub.add_parser("dev", help="local control plane + PostgreSQL + operator + webhook")
     dev.add_argument("action", choices=["up"], help="run the demo end to end")
     dev.add_argument("--workdir", type=Path, default=Path(".run"))
     dev.add_argument("--hold", action="store_true", help="keep running until interrupted")
     dev.set_defaults(func=_dev)
+    _add_memory_commands(sub)
     return parser
+
+
+def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    proj = sub.add_parser("projector",
+                          help="run the retrieval identity projector (agentgateway ext-authz)")
+    proj.add_argument("--config", type=Path, required=True,
+                      help="projector configuration (JSON or YAML, see docs/projector.md)")
+    proj.add_argument("--port", type=int, default=9090)
+    proj.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
+    proj.set_defaults(func=_projector)
 
 
 def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:

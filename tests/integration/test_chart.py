@@ -73,6 +73,24 @@ def test_webhook_has_probes_and_knows_the_local_homeserver() -> None:
     assert "--local-homeserver=example.org" in container["args"]
 
 
+def test_bootstrap_mode_wires_the_webhook_to_manage_its_own_ca() -> None:
+    docs = _render("webhook.tls.mode=bootstrap")
+    assert not any(d["kind"] == "Secret" for d in docs)  # The webhook makes it at run time.
+    (webhook,) = [d for d in docs if d["kind"] == "Deployment"
+                  and d["metadata"]["name"] == "fg-webhook"]
+    pod = webhook["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert "--bootstrap-secret=fg-webhook-tls" in args
+    assert "--bootstrap-webhook-config=fg" in args
+    assert "emptyDir" in pod["volumes"][0]
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert {"get", "update"} <= {v for r in role["rules"] if r.get("resourceNames")
+                                 for v in r["verbs"]}
+    (inject,) = [d for d in docs if d["kind"] == "ClusterRole"
+                 and d["metadata"]["name"] == "fg-webhook-cainjection"]
+    assert inject["rules"][0]["resourceNames"] == ["fg"]
+
+
 def test_webhook_runs_two_replicas_behind_a_pdb() -> None:
     docs = _render()
     (webhook,) = [d for d in docs if d["kind"] == "Deployment"

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -25,7 +26,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from fgentic_admission import audit
+from fgentic_admission import audit, bootstrap
 from fgentic_admission.informer import Informer
 from fgentic_admission.policy import PolicyState
 from fgentic_admission.review import Lookups, Reviewer
@@ -112,12 +113,21 @@ def health_app(source: StateSource) -> web.Application:
 async def serve(args: argparse.Namespace) -> None:
     api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(args.kubeconfig)) if args.kubeconfig else _in_cluster()
+    tasks = []
+    if args.bootstrap_secret:
+        # cert-manager style: own CA in a Secret, files written for the listener, CA injected.
+        target = bootstrap.Target(namespace=args.bootstrap_namespace,
+                                  secret=args.bootstrap_secret, service=args.bootstrap_service,
+                                  webhook_config=args.bootstrap_webhook_config,
+                                  extra_hosts=tuple(args.bootstrap_host or ()))
+        await asyncio.to_thread(bootstrap.settle, api_client, target, Path(args.tls_dir))
+        tasks.append(asyncio.create_task(
+            bootstrap.keep_settled(api_client, target, Path(args.tls_dir))))
     source = StateSource(api_client)
     source.start()
     runner = web.AppRunner(health_app(source), handle_signals=False)
     await runner.setup()
     await web.TCPSite(runner, args.host, args.health_port).start()
-    tasks = []
     if args.audit_interval > 0:
         tasks.append(asyncio.create_task(audit.run(api_client, source.cached,
                                                    args.audit_interval)))

@@ -1,0 +1,79 @@
+"""cert-manager-style TLS bootstrap: the webhook makes its own CA, keeps it in a Secret,
+serves with it and injects it into our ValidatingWebhookConfiguration."""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from fgentic_governance.rendering.admission import webhook_configuration
+from tests import processes
+from tests.support import api_message, example
+
+pytestmark = pytest.mark.integration
+
+
+def _start(cp: Any, work: Path, ns: str, config_name: str, port: int) -> Any:
+    return processes.spawn_and_wait(
+        ["webhook", "--kubeconfig", str(cp.kubeconfig), "--tls-dir", str(work),
+         "--host", "127.0.0.1", "--port", str(port), "--health-port",
+         str(processes.free_port()), "--audit-interval", "0",
+         "--bootstrap-secret", "webhook-tls", "--bootstrap-namespace", ns,
+         "--bootstrap-webhook-config", config_name, "--bootstrap-host", "127.0.0.1"],
+        work.parent / f"{work.name}.log", port)
+
+
+def test_bootstrap_creates_adopts_and_renews(control_plane: Any, k8s_client: client.ApiClient,
+                                             tmp_path: Path) -> None:
+    ns = f"boot-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(ns)
+    core = client.CoreV1Api(k8s_client)
+    admission = client.AdmissionregistrationV1Api(k8s_client)
+    port = processes.free_port()
+    config = webhook_configuration(f"boot-{uuid.uuid4().hex[:6]}", f"https://127.0.0.1:{port}",
+                                   b"placeholder")
+    for hook in config["webhooks"]:
+        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    admission.create_validating_webhook_configuration(config)
+    name = config["metadata"]["name"]
+    first = _start(control_plane, tmp_path / "a", ns, name, port)
+    try:
+        secret = core.read_namespaced_secret("webhook-tls", ns)
+        ca = secret.data["ca.crt"]
+        hooks = admission.read_validating_webhook_configuration(name).webhooks
+        assert all(h.client_config.ca_bundle == ca for h in hooks)
+        agent = example("Agent")
+        agent["metadata"] = {"name": "leaky", "namespace": ns}
+        agent["spec"]["declarative"]["tools"][0]["mcpServer"]["allowedHeaders"] = ["Cookie"]
+        with pytest.raises(ApiException) as info:  # Served with the bootstrapped chain.
+            client.CustomObjectsApi(k8s_client).create_namespaced_custom_object(
+                "kagent.dev", "v1alpha2", ns, "agents", agent)
+        assert "FORBIDDEN_HEADER" in api_message(info.value)
+    finally:
+        processes.stop(first)
+    # A second replica adopts the stored pair instead of minting its own.
+    second = _start(control_plane, tmp_path / "b", ns, name, port)
+    processes.stop(second)
+    assert core.read_namespaced_secret("webhook-tls", ns).data["ca.crt"] == ca
+    assert (tmp_path / "b" / "ca.crt").read_bytes() == base64.b64decode(ca)
+    # A broken pair is renewed, and the new CA injected.
+    secret = core.read_namespaced_secret("webhook-tls", ns)
+    secret.data["tls.crt"] = base64.b64encode(b"not a certificate").decode()
+    core.replace_namespaced_secret("webhook-tls", ns, secret)
+    third = _start(control_plane, tmp_path / "c", ns, name, port)
+    processes.stop(third)
+    renewed = core.read_namespaced_secret("webhook-tls", ns).data["ca.crt"]
+    assert renewed != ca
+    deadline = time.monotonic() + 5
+    while any(h.client_config.ca_bundle != renewed
+              for h in admission.read_validating_webhook_configuration(name).webhooks):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    admission.delete_validating_webhook_configuration(name)
