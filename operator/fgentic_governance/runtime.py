@@ -25,8 +25,10 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     settings.watching.server_timeout = 60
     settings.watching.client_timeout = 90
     settings.watching.connect_timeout = 10
-    # Kopf logs object diffs at DEBUG; events are posted for warnings and errors only.
-    settings.posting.level = logging.WARNING
+    # Only our explicit, content-free kopf.event() calls become Kubernetes events; Kopf's own
+    # log records are never posted (loggers=False), and they log object diffs only at DEBUG.
+    settings.posting.loggers = False
+    settings.posting.level = logging.INFO
     settings.persistence.finalizer = "governance.fgentic.dev/finalizer"
     settings.execution.max_workers = 8
 

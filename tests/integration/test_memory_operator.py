@@ -248,3 +248,27 @@ async def test_restart_mid_erasure_resumes(
         "status"]
     assert status["phase"] == "Disabled"
     assert await store.entry_count(f"{NS}/{name}") == 0
+
+
+async def test_phase_changes_and_erasures_are_content_free_events(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore,
+    k8s_client: client.ApiClient,
+) -> None:
+    name = "events"
+    _create(api, "memoryscopes", _scope(name))
+    consent = _create(api, "consentrecords", _consent(name))
+    await _until(api, "memoryscopes", name, _phase("Enabled"))
+    _withdraw(api, consent)
+    await _until(api, "memoryscopes", name, lambda s: "lastErasure" in s)
+    core = client.CoreV1Api(k8s_client)
+    deadline = time.monotonic() + 20
+    reasons: set[str] = set()
+    while time.monotonic() < deadline and not {"Enabled", "ErasureVerified"} <= reasons:
+        events = core.list_namespaced_event(NS).items
+        mine = [e for e in events if e.involved_object.name == name]
+        reasons = {e.reason for e in mine}
+        await asyncio.sleep(0.3)
+    assert {"Disabled", "Enabled", "ErasureVerified"} <= reasons, reasons
+    for event in mine:
+        assert "@alice" not in event.message and "!alice" not in event.message
+        assert event.message.startswith(("reason ", "receipt "))

@@ -42,7 +42,7 @@ def consents_by_scope(
             initial_delay=RESYNC_INTERVAL)
 async def reconcile_scope(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
+    body: kopf.Body, patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
     offboarding_principals: kopf.Index[Any, Any], **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
@@ -58,8 +58,15 @@ async def reconcile_scope(
         verdict = evaluate(scope, [c for c in consents if c is not None], Environment(
             local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None,
             offboarding=principal in offboarding_principals))
-    if scope is None or ctx.store is None:
+    if scope is None:
         _write(patch, generation, previous, ScopePhase.DISABLED, verdict.reason)
+        _announce(body, status, ScopePhase.DISABLED, verdict.reason)
+        return
+    if ctx.store is None:
+        # Without the store nothing is fenced, and an earlier enablement may still stand
+        # there: report a failure, not a disabled scope.
+        _write(patch, generation, previous, ScopePhase.FAILED, Reason.STORE_UNAVAILABLE)
+        _announce(body, status, ScopePhase.FAILED, Reason.STORE_UNAVAILABLE)
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
@@ -67,8 +74,16 @@ async def reconcile_scope(
             outcome = await flow.reconcile(ctx.store, record, verdict)
     except StoreRefusal as refusal:
         _write(patch, generation, previous, ScopePhase.FAILED, refusal.reason)
+        _announce(body, status, ScopePhase.FAILED, refusal.reason)
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
     _write_outcome(patch, generation, previous, outcome)
+    _announce(body, status, outcome.phase, outcome.reason)
+    if outcome.erasure is not None:
+        receipt = outcome.erasure
+        kopf.event(body, type="Normal" if receipt.verified else "Warning",
+                   reason="ErasureVerified" if receipt.verified else "ErasureFailed",
+                   message=f"receipt {receipt.id} generation {receipt.generation} "
+                           f"reason {receipt.reason.value}")
     if records and (outcome.granted or outcome.erasure is not None):
         await _receipt(namespace, records[-1][1], outcome)
     if outcome.phase is ScopePhase.FAILED:
@@ -92,6 +107,14 @@ async def erase_on_delete(
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
     if outcome.phase is ScopePhase.FAILED:
         raise kopf.TemporaryError(outcome.reason.value, delay=RETRY_DELAY)
+
+
+def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: Reason) -> None:
+    """One Kubernetes event per phase change; the message is the reason code only."""
+    if status.get("phase") == phase.value and status.get("reasonCode") == reason.value:
+        return
+    kopf.event(body, type="Warning" if phase is ScopePhase.FAILED else "Normal",
+               reason=phase.value, message=f"reason {reason.value}")
 
 
 def _write(

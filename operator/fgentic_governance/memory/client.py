@@ -24,6 +24,7 @@ from fgentic_governance.memory.model import (
     Envelope,
     ErasureReceipt,
     Operation,
+    vector_literal,
 )
 from fgentic_governance.memory.store import MemoryStore
 from fgentic_governance.memory.write_policy import MetadataValue
@@ -34,6 +35,10 @@ Embedder = Callable[[str], Awaitable[Sequence[float]]]
 
 MAX_QUERY_BYTES: Final = 512
 """UTF-8 bytes of one search or prefetch query (ADR 0023 §42)."""
+
+
+MAX_FACT_BYTES_CEILING: Final = 512
+"""ADR 0023 §41: no stored fact is larger, whatever a scope's own cap."""
 
 
 class MemoryClient:
@@ -65,6 +70,13 @@ class MemoryClient:
     ) -> str:
         """Store one fact; returns its opaque id."""
         write_policy.enforce(content, metadata)  # refuse before spending any budget
+        # No scope may store more than the ADR's ceiling: refuse before any embedding work
+        # (a smaller per-scope cap is enforced by the database).
+        size = _utf8_size(content)
+        if size is None:  # lone surrogates: not storable text (and the error would quote it)
+            raise StoreRefusal(Reason.INVALID_SPEC)
+        if size > MAX_FACT_BYTES_CEILING:
+            raise StoreRefusal(Reason.FACT_TOO_LARGE)
         items = {Operation.SAVE: 1}
         if self._embedder is not None:
             items[Operation.EMBEDDING] = 1
@@ -77,7 +89,10 @@ class MemoryClient:
         """Semantic recall; ``prefetch`` marks an automatic session-start subquery."""
         if self._embedder is None:
             raise StoreRefusal(Reason.INVALID_SPEC)
-        if len(query.encode()) > MAX_QUERY_BYTES:
+        size = _utf8_size(query)
+        if size is None:
+            raise StoreRefusal(Reason.INVALID_SPEC)
+        if size > MAX_QUERY_BYTES:
             raise StoreRefusal(Reason.FACT_TOO_LARGE)
         operation = Operation.PREFETCH if prefetch else Operation.LOAD
         await self._gate.admit(self._access, {operation: 1, Operation.EMBEDDING: 1},
@@ -103,4 +118,16 @@ class MemoryClient:
             failed = True
         if failed:
             raise StoreRefusal(Reason.STORE_UNAVAILABLE)
+        # A missing or malformed vector is refused before the insert, not stored as a row
+        # that search can never find (vector_literal checks shape and every component).
+        if vector is None:
+            raise StoreRefusal(Reason.INVALID_SPEC)
+        vector_literal(vector)
         return vector
+
+
+def _utf8_size(text: str) -> int | None:
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError:
+        return None

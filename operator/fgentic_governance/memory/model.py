@@ -223,13 +223,27 @@ class ErasureReceipt:
 
 
 def vector_literal(values: Sequence[float]) -> str:
-    """pgvector's text form; refuses a wrong dimension or a non-finite component."""
-    if len(values) != EMBEDDING_DIMENSIONS:
+    """pgvector's text form; refuses a wrong shape, a non-number or a non-finite component.
+
+    A provider's malformed output may echo the fact or query it embedded, and Python's own
+    error text would quote it: the refusal is raised outside the except block, so the
+    original error is neither chained nor kept as context.
+    """
+    parts: list[str] | None = None
+    try:
+        if len(values) == EMBEDDING_DIMENSIONS and not isinstance(values, str | bytes):
+            parts = [_component(value) for value in values]
+    except (TypeError, ValueError, OverflowError):
+        parts = None
+    if parts is None:
         raise StoreRefusal(Reason.INVALID_SPEC)
-    parts = []
-    for value in values:
-        number = float(value)
-        if not math.isfinite(number):
-            raise StoreRefusal(Reason.INVALID_SPEC)
-        parts.append(repr(number))
     return "[" + ",".join(parts) + "]"
+
+
+def _component(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError  # no text: strings that parse as numbers are refused too
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError
+    return repr(number)

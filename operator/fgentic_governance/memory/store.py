@@ -479,3 +479,15 @@ class MemoryStore:
             return [str(row["scope_key"]) for row in rows]
 
         return await self._run("scopes_for_subject", work)
+
+    # -- platform CLI (operator; content-free) -------------------------------------------------
+
+    async def scope_states(self, subject_mxid: str | None = None) -> list[ScopeState]:
+        """Content-free state of every scope (or of one exact subject's), by scope key."""
+        async def work(conn: Any) -> list[ScopeState]:
+            rows = await conn.fetch(
+                "SELECT scope_key FROM fgentic_memory.scope"
+                " WHERE $1::text IS NULL OR subject_mxid = $1 ORDER BY scope_key", subject_mxid)
+            return [await self._state(conn, str(row["scope_key"])) for row in rows]
+
+        return await self._run("scope_states", work)
