@@ -39,6 +39,9 @@ class ClassificationCeiling(StrEnum):
     APPROVED_NON_PUBLIC = "approved_non_public"
 
 
+HttpPath = Annotated[str, Field(max_length=256, pattern=r"^/[A-Za-z0-9/_.-]*$")]
+
+
 class McpServerRef(Model):
     """The exact RemoteMCPServer and the one tool it may serve."""
 
@@ -48,8 +51,11 @@ class McpServerRef(Model):
     name: DnsLabel
     tool: ToolName
     """The single tool the retrieval Agent may list and call."""
-    path: Annotated[str, Field(max_length=256, pattern=r"^/[A-Za-z0-9/_.-]*$")] = "/mcp"
+    path: HttpPath = "/mcp"
     """Exact MCP path on the gateway."""
+    api_key_secret: DnsLabel = "fgentic-retrieval-agent-api-keys"
+    """Secret (in the proxy namespace) with the Agent's MCP API key; its metadata must carry
+    `workload: agent:<namespace>/<name>` of this binding's Agent."""
 
 
 class Workload(Model):
@@ -60,11 +66,60 @@ class Workload(Model):
     port: Port
 
 
+class RetrievalService(Workload):
+    """The knowledge-retrieval pods and the Service the MCP backend reaches them by."""
+
+    service: DnsLabel = "knowledge-retrieval"
+    """Service name in the same namespace."""
+    service_port: Port | None = None
+    """Service port; defaults to the pods' port."""
+    mcp_path: HttpPath = "/mcp"
+    """The service's own Streamable HTTP MCP path."""
+
+
 class WorkloadIdentity(Model):
     """A Kubernetes workload identity: its ServiceAccount."""
 
     namespace: DnsLabel
     service_account: DnsLabel
+    api_key_secret: DnsLabel = "fgentic-bridge-api-keys"
+    """Secret (in the proxy namespace) with the bridge's A2A API key; its metadata must carry
+    `workload: serviceaccount:<namespace>/<serviceAccount>`."""
+
+
+class KagentEndpoint(Model):
+    """The kagent controller Service that serves A2A at /api/a2a/<namespace>/<name>/."""
+
+    namespace: DnsLabel = "kagent"
+    service: DnsLabel = "kagent-controller"
+    port: Port = 8083
+
+
+class Projector(Model):
+    """The identity projector (HTTP ext-authz): a Service in the proxy namespace."""
+
+    service: DnsLabel = "fgentic-identity-projector"
+    port: Port = 9090
+
+
+class GatewayListeners(Model):
+    """Listener names (Gateway sectionNames) of the three routes."""
+
+    local: DnsLabel = "local-a2a"
+    """The bridge's A2A listener; its port is `proxy.port`."""
+    public: DnsLabel = "public-a2a"
+    mcp: DnsLabel = "mcp"
+
+
+class GatewaySpec(Model):
+    """The agentgateway Gateway (in the proxy namespace) the rendered routes attach to."""
+
+    name: DnsLabel = "agentgateway"
+    listeners: GatewayListeners = GatewayListeners()
+    mcp_port: Port = 8090
+    """Port of the MCP listener (the standalone form binds it)."""
+    public_port: Port = 8443
+    """Port of the public A2A listener (the standalone form binds it with TLS)."""
 
 
 class PartnerEntry(Model):
@@ -88,8 +143,9 @@ class PublicRoute(Model):
 
     issuer: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^https://")]
     audience: Annotated[str, Field(min_length=1, max_length=255)]
-    jwks_secret: DnsLabel
-    """Secret (in the proxy namespace) holding the issuer's JWKS under key `jwks.json`."""
+    jwks_config_map: DnsLabel
+    """ConfigMap (in the proxy namespace) holding the issuer's public JWKS under key
+    `jwks.json`. Public key material: a ConfigMap, so the operator needs no Secret access."""
     public_retrieval_timeout_seconds: Annotated[int, Field(ge=1, le=60)] = 30
     partners: Annotated[
         list[PartnerEntry],
@@ -109,10 +165,13 @@ class Peers(Model):
 class RetrievalBindingSpec(Model):
     agent: Annotated[AgentRef, Field(json_schema_extra=immutable("agent"))]
     mcp_server: McpServerRef
-    retrieval_service: Workload
+    retrieval_service: RetrievalService
     peers: Peers
     proxy: Workload
-    """The agentgateway proxy pods and their listener port."""
+    """The agentgateway proxy pods; port is the local A2A listener (the bridge's)."""
+    gateway: GatewaySpec = GatewaySpec()
+    projector: Projector = Projector()
+    kagent: KagentEndpoint = KagentEndpoint()
     bridge_identity: WorkloadIdentity
     public_route: PublicRoute | None = None
     classification_ceiling: ClassificationCeiling = ClassificationCeiling.PUBLIC

@@ -36,3 +36,50 @@ async def _call(fn: Any, *args: Any) -> None:
     except ApiException as exc:
         if exc.status != 404:  # A vanished object needs nothing more.
             raise kopf.TemporaryError(f"api {exc.status}", delay=5) from None
+
+
+# -- server-side apply of rendered objects (RetrievalBinding) ---------------------------------
+
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def _group_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+async def server_side_apply(obj: dict[str, Any], plural: str, field_manager: str) -> None:
+    """Apply ``obj`` as ``field_manager`` with force: fields it owns are reset on every call,
+    which is what corrects drift. Raises ApiException (the caller reports APPLY_FAILED)."""
+    group, version = _group_version(obj["apiVersion"])
+    meta = obj["metadata"]
+    await asyncio.to_thread(
+        _api().patch_namespaced_custom_object, group, version, meta["namespace"], plural,
+        meta["name"], obj, field_manager=field_manager, force=True,
+        field_validation="Strict", _content_type=APPLY_PATCH)
+
+
+async def list_labelled(api_version: str, plural: str, selector: str) -> list[dict[str, Any]]:
+    """Every object of a kind, in all namespaces, matching a label selector."""
+    group, version = _group_version(api_version)
+    found: dict[str, Any] = await asyncio.to_thread(
+        _api().list_cluster_custom_object, group, version, plural, label_selector=selector)
+    return list(found.get("items", []))
+
+
+async def delete_object(api_version: str, plural: str, namespace: str, name: str) -> None:
+    group, version = _group_version(api_version)
+    await _call(_api().delete_namespaced_custom_object, group, version, namespace, plural, name)
+
+
+async def read_config_map_value(namespace: str, name: str, key: str) -> str | None:
+    """One entry of a ConfigMap, or None when the ConfigMap or the entry is missing."""
+    try:
+        config_map = await asyncio.to_thread(
+            client.CoreV1Api(context().api_client).read_namespaced_config_map, name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise kopf.TemporaryError(f"api {exc.status}", delay=5) from None
+    value = (config_map.data or {}).get(key)
+    return str(value) if value else None

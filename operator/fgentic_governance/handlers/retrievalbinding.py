@@ -1,46 +1,142 @@
-"""RetrievalBinding registrations: validate, and flag two bindings claiming one Agent."""
+"""RetrievalBinding registrations: render (pure, `retrieval.render`), server-side apply, prune,
+correct drift on a timer, and report content-free status.
+
+Two bindings for one Agent: the earliest (creationTimestamp, then namespace/name) keeps it; every
+later one reports `Conflict`, applies nothing and removes what it may have applied before.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.common import API_VERSION, GROUP, VERSION
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
+from fgentic_governance.handlers import kube
 from fgentic_governance.handlers.common import condition, merge_conditions, parse
 from fgentic_governance.reasons import Reason
+from fgentic_governance.retrieval import render_apply
+from fgentic_governance.retrieval.render import Rendered, RenderError, render
+from fgentic_governance.retrieval.render_names import FIELD_MANAGER, KINDS, BindingId
+from fgentic_governance.runtime_context import scope_lock
+
+KIND = "RetrievalBinding"
+PLURAL = "retrievalbindings"
+JWKS_KEY = "jwks.json"
+RETRY_DELAY = 10
+# Reapply on a timer: server-side apply with force resets any field we own that someone edited.
+RESYNC_INTERVAL = float(os.environ.get("FGENTIC_BINDING_RESYNC_SECONDS", "60"))
 
 
-@kopf.index(GROUP, VERSION, "retrievalbindings")  # type: ignore[arg-type]
+@kopf.index(GROUP, VERSION, PLURAL)  # type: ignore[arg-type]
 def bindings_by_agent(
-    namespace: str, name: str, spec: kopf.Spec, **_: Any
-) -> dict[tuple[str, str], str]:
+    namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """(Agent namespace, Agent name) → (creationTimestamp, binding namespace/name)."""
     agent = spec.get("agent", {})
-    return {(str(agent.get("namespace")), str(agent.get("name"))): f"{namespace}/{name}"}
+    key = (str(agent.get("namespace")), str(agent.get("name")))
+    return {key: (str(meta.get("creationTimestamp", "")), f"{namespace}/{name}")}
 
 
-@kopf.on.resume(GROUP, VERSION, "retrievalbindings")
-@kopf.on.create(GROUP, VERSION, "retrievalbindings")
-@kopf.on.update(GROUP, VERSION, "retrievalbindings")
-def reconcile_binding(
+def _holder(claims: list[tuple[str, str]], mine: tuple[str, str]) -> str:
+    """The binding that keeps the Agent: the earliest claim (self included, the index may lag)."""
+    return min({*claims, mine})[1]
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL, initial_delay=RESYNC_INTERVAL)
+async def reconcile_binding(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
     patch: kopf.Patch, bindings_by_agent: kopf.Index[Any, Any], **_: Any,
 ) -> None:
-    generation = int(meta.get("generation", 0))
-    previous = status.get("conditions")
-    binding = parse(RetrievalBindingSpec, spec)
-    if binding is None:
-        valid = condition("Valid", False, Reason.INVALID_SPEC, generation, previous)
-        patch.status["conditions"] = merge_conditions(previous, valid)
-        patch.status["observedGeneration"] = generation
+    binding = BindingId(namespace, name)
+    report = _Report(patch, int(meta.get("generation", 0)), status.get("conditions"))
+    parsed = parse(RetrievalBindingSpec, spec)
+    if parsed is None:
+        report.done(valid=False, rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
         return
-    claims = set(bindings_by_agent.get((binding.agent.namespace, binding.agent.name), []))
-    conflict = len(claims | {f"{namespace}/{name}"}) > 1
-    patch.status["observedGeneration"] = generation
-    patch.status["conditions"] = merge_conditions(
-        previous,
-        condition("Valid", True, Reason.OK, generation, previous),
-        condition("Conflict", conflict,
-                  Reason.BINDING_CONFLICT if conflict else Reason.OK, generation, previous),
-    )
+    mine = (str(meta.get("creationTimestamp", "")), f"{namespace}/{name}")
+    claims = list(bindings_by_agent.get((parsed.agent.namespace, parsed.agent.name), []))
+    async with scope_lock(f"retrievalbinding:{namespace}/{name}"):  # timer vs. update
+        if _holder(claims, mine) != mine[1]:
+            await _prune(binding, [])
+            report.done(conflict=True, rendered=Reason.BINDING_CONFLICT,
+                        applied=Reason.BINDING_CONFLICT)
+            return
+        jwks = None
+        if parsed.public_route is not None:
+            jwks = await kube.read_config_map_value(
+                parsed.proxy.namespace, parsed.public_route.jwks_config_map, JWKS_KEY)
+            if jwks is None:  # Without keys the public route could only deny; say so.
+                report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
+                raise kopf.TemporaryError("jwks missing", delay=RETRY_DELAY)
+        try:
+            rendered = render(namespace, name, parsed, jwks=jwks)
+        except RenderError:
+            report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
+            return
+        owner = render_apply.Owner(API_VERSION, KIND, namespace, name, str(meta.get("uid")))
+        try:
+            await _apply(rendered, owner)
+            await _prune(binding, rendered.objects)
+        except ApiException as exc:
+            report.done(rendered=Reason.OK, applied=Reason.APPLY_FAILED, result=rendered)
+            raise kopf.TemporaryError(f"apply failed: {exc.status}", delay=RETRY_DELAY) from None
+        report.done(rendered=Reason.OK, applied=Reason.OK, result=rendered)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+async def remove_rendered(*, namespace: str, name: str, **_: Any) -> None:
+    """Cross-namespace objects have no owner reference; delete everything labelled for us."""
+    await _prune(BindingId(namespace, name), [])
+
+
+async def _apply(rendered: Rendered, owner: render_apply.Owner) -> None:
+    for obj in render_apply.with_owner(rendered.objects, owner):
+        await kube.server_side_apply(obj, render_apply.plural(obj), FIELD_MANAGER)
+
+
+async def _prune(binding: BindingId, keep: list[dict[str, Any]]) -> None:
+    existing: list[dict[str, Any]] = []
+    for (api_version, kind), plural in KINDS.items():
+        for item in await _listed(api_version, plural, render_apply.selector(binding)):
+            existing.append({**item, "apiVersion": api_version, "kind": kind})  # lists omit them
+    for api_version, kind, obj_namespace, obj_name in render_apply.stale(existing, keep, binding):
+        await kube.delete_object(api_version, KINDS[(api_version, kind)], obj_namespace, obj_name)
+
+
+async def _listed(api_version: str, plural: str, selector: str) -> list[dict[str, Any]]:
+    try:
+        return await kube.list_labelled(api_version, plural, selector)
+    except ApiException as exc:
+        raise kopf.TemporaryError(f"list failed: {exc.status}", delay=RETRY_DELAY) from None
+
+
+class _Report:
+    """Writes status: conditions Valid, Rendered, Applied, Conflict, and the rendered summary."""
+
+    def __init__(self, patch: kopf.Patch, generation: int,
+                 previous: list[dict[str, Any]] | None) -> None:
+        self.patch, self.generation, self.previous = patch, generation, previous
+
+    def done(self, *, rendered: Reason, applied: Reason, valid: bool = True,
+             conflict: bool = False, result: Rendered | None = None) -> None:
+        def cond(kind: str, ok: bool, reason: Reason) -> dict[str, Any]:
+            return condition(kind, ok, reason, self.generation, self.previous)
+
+        status = self.patch.status
+        status["observedGeneration"] = self.generation
+        status["conditions"] = merge_conditions(
+            self.previous,
+            cond("Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC),
+            cond("Rendered", rendered is Reason.OK, rendered),
+            cond("Applied", applied is Reason.OK, applied),
+            cond("Conflict", conflict, Reason.BINDING_CONFLICT if conflict else Reason.OK))
+        status["renderedDigest"] = result.digest if result else None
+        status["renderedObjects"] = len(result.objects) if result and applied is Reason.OK else 0
+        status["unenforceable"] = list(result.unenforceable) if result else []

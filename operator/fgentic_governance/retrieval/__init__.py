@@ -1,0 +1,1 @@
+"""Permission-aware retrieval (ADR 0017): the RetrievalBinding renderer and its helpers."""

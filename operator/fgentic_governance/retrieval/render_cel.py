@@ -1,0 +1,90 @@
+"""CEL fragments for agentgateway v1.3.1 policies.
+
+Every rule the renderer emits is a `require` (or a conditional/metadata expression): in v1.3.1
+a `deny` rule whose expression fails to evaluate lets the request through, while a failing
+`require` denies. Expressions are therefore written so that a missing header, a body that is
+not JSON, or an absent field makes them fail or evaluate to false.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+BODY = "json(request.body)"
+"""The parsed request body; referencing it makes agentgateway buffer the body first."""
+
+
+def lit(value: str) -> str:
+    """A CEL string literal. JSON's escapes (with ASCII output) are a subset of CEL's."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+def lit_list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(lit(v) for v in values) + "]"
+
+
+def raw(header: str) -> str:
+    """Every value of a request header, as a list (absent header: evaluation error)."""
+    return f"request.headers.raw()[{lit(header)}]"
+
+
+def count(header: str) -> str:
+    """The number of values of a request header, as a string (absent header: error)."""
+    return f"string(size({raw(header)}))"
+
+
+def exactly_one(header: str) -> str:
+    return f"size({raw(header)}) == 1"
+
+
+def exactly(header: str, value: str) -> str:
+    """Exactly one value, equal to ``value``."""
+    return f"{raw(header)} == [{lit(value)}]"
+
+
+def only_reserved(prefix: str, allowed: Iterable[str]) -> str:
+    """No header under ``prefix`` other than ``allowed`` (names are lowercase in CEL)."""
+    return (f"!request.headers.exists(h, h.startsWith({lit(prefix)}) && "
+            f"!(h in {lit_list(allowed)}))")
+
+
+def none_reserved(prefix: str) -> str:
+    return f"!request.headers.exists(h, h.startsWith({lit(prefix)}))"
+
+
+def body_method_is(method: str) -> str:
+    return f"{BODY}.method == {lit(method)}"
+
+
+def body_method_in(methods: Iterable[str]) -> str:
+    return f"{BODY}.method in {lit_list(methods)}"
+
+
+def no_task_references() -> str:
+    """The message starts a fresh context: no contextId, taskId or referenceTaskIds at all
+    (an empty value is present too). A missing `params.message` is an error, so it fails."""
+    message = f"{BODY}.params.message"
+    return " && ".join(f"!has({message}.{field})"
+                       for field in ("contextId", "taskId", "referenceTaskIds"))
+
+
+def not_return_immediately() -> str:
+    """`configuration.returnImmediately` absent or false: the call is synchronous."""
+    config = f"{BODY}.params.configuration"
+    return (f"!has({BODY}.params.configuration) || "
+            f"!has({config}.returnImmediately) || {config}.returnImmediately == false")
+
+
+def implies(condition: str, then: str) -> str:
+    """`condition → then`. If ``condition`` fails to evaluate, the result is ``then`` or an
+    error, so a `require` built from it still fails closed."""
+    return f"!({condition}) || ({then})"
+
+
+def either(first: str, second: str) -> str:
+    return f"({first}) || ({second})"
+
+
+def all_of(*expressions: str) -> str:
+    return " && ".join(f"({e})" for e in expressions)

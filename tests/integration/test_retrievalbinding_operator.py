@@ -1,0 +1,220 @@
+"""RetrievalBinding through the real operator process and kube-apiserver: render, server-side
+apply with owner references or binding labels, drift correction on the timer, pruning, conflict
+between two bindings for one Agent, and cleanup on delete."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from fgentic_governance.api.retrieval import RetrievalBindingSpec
+from fgentic_governance.retrieval import render_apply
+from fgentic_governance.retrieval import render_names as n
+from fgentic_governance.retrieval.render import render
+from tests import processes
+from tests.support import example
+from tests.unit.test_render import JWKS
+
+pytestmark = pytest.mark.integration
+GROUP, VERSION, PLURAL = "governance.fgentic.dev", "v1alpha1", "retrievalbindings"
+
+
+class Env:
+    """One test's namespaces: the binding and proxy in `ns`, retrieval pods in `retrieval`."""
+
+    def __init__(self) -> None:
+        suffix = uuid.uuid4().hex[:8]
+        self.ns = f"rbop-{suffix}"
+        self.retrieval = f"rbop-retrieval-{suffix}"
+
+    def binding(self, name: str, **changes: Any) -> dict[str, Any]:
+        obj = example("RetrievalBinding")
+        obj["metadata"] = {"name": name, "namespace": self.ns}
+        spec = obj["spec"]
+        spec["proxy"]["namespace"] = self.ns
+        spec["peers"]["embeddings"]["namespace"] = self.ns
+        spec["retrievalService"]["namespace"] = self.retrieval
+        spec["peers"]["database"]["namespace"] = self.retrieval
+        spec["peers"]["observability"] = []
+        spec.update(changes)
+        return obj
+
+
+@pytest.fixture
+def env(control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path) -> Iterator[Env]:
+    e = Env()
+    control_plane.ensure_namespace(e.ns)
+    control_plane.ensure_namespace(e.retrieval)
+    client.CoreV1Api(k8s_client).create_namespaced_config_map(e.ns, {
+        "metadata": {"name": "partner-jwks"}, "data": {"jwks.json": JWKS}})
+    os.environ["FGENTIC_BINDING_RESYNC_SECONDS"] = "1"
+    log = tmp_path / "operator.log"
+    proc = processes.spawn_cli(["operator", "--kubeconfig", str(control_plane.kubeconfig),
+                                "--namespace", e.ns], log)
+    yield e
+    processes.stop(proc)
+
+
+@pytest.fixture(scope="module")
+def api(k8s_client: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(k8s_client)
+
+
+def _get(api: client.CustomObjectsApi, env: Env, name: str) -> dict[str, Any]:
+    return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
+        GROUP, VERSION, env.ns, PLURAL, name)
+
+
+def _condition(status: dict[str, Any], kind: str) -> str | None:
+    return next((c["status"] for c in status.get("conditions", []) if c["type"] == kind), None)
+
+
+async def _until(check: Callable[[], Any], what: str, timeout: float = 45) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = await asyncio.to_thread(check)
+        except ApiException as exc:
+            last = exc.status
+        else:
+            if last:
+                return last
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"{what} never happened; last: {last}")
+
+
+async def _applied(api: client.CustomObjectsApi, env: Env, name: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        status = _get(api, env, name).get("status", {})
+        return status if _condition(status, "Applied") == "True" else None
+
+    result: dict[str, Any] = await _until(check, f"{name} Applied")
+    return result
+
+
+def _labelled(api: client.CustomObjectsApi, label: str) -> list[tuple[str, str, str]]:
+    found = []
+    for (api_version, kind), plural in n.KINDS.items():
+        group, _, version = api_version.rpartition("/")
+        items = api.list_cluster_custom_object(group, version, plural,
+                                               label_selector=f"{n.BINDING_LABEL}={label}")
+        found += [(kind, i["metadata"]["namespace"], i["metadata"]["name"])
+                  for i in items["items"]]
+    return sorted(found)
+
+
+def _object(api: client.CustomObjectsApi, obj: dict[str, Any]) -> dict[str, Any]:
+    group, _, version = obj["apiVersion"].rpartition("/")
+    meta = obj["metadata"]
+    return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
+        group, version, meta["namespace"], render_apply.plural(obj), meta["name"])
+
+
+def _expected(env: Env, name: str, **changes: Any) -> Any:
+    obj = env.binding(name, **changes)
+    return render(env.ns, name, RetrievalBindingSpec.model_validate(obj["spec"]), jwks=JWKS)
+
+
+async def test_binding_renders_and_applies_with_owner_references(
+    env: Env, api: client.CustomObjectsApi
+) -> None:
+    created = api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL,
+                                                  env.binding("docs"))
+    status = await _applied(api, env, "docs")
+    expected = _expected(env, "docs")
+    assert status["renderedDigest"] == expected.digest
+    assert status["renderedObjects"] == len(expected.objects) == 12
+    assert status["unenforceable"] == list(expected.unenforceable)
+    assert _condition(status, "Rendered") == "True"
+    assert _condition(status, "Conflict") == "False"
+    uid = created["metadata"]["uid"]
+    for obj in expected.objects:
+        live = await asyncio.to_thread(_object, api, obj)
+        assert live["metadata"]["labels"][n.BINDING_LABEL] == f"{env.ns}.docs"
+        refs = live["metadata"].get("ownerReferences", [])
+        if obj["metadata"]["namespace"] == env.ns:
+            assert [(r["kind"], r["name"], r["uid"], r["controller"]) for r in refs] == [
+                ("RetrievalBinding", "docs", uid, True)]
+        else:  # Cross-namespace: no owner reference, only the label.
+            assert refs == []
+        managers = {m["manager"] for m in live["metadata"]["managedFields"]}
+        assert managers == {n.FIELD_MANAGER}
+
+
+async def test_manual_edits_are_corrected_and_deleted_objects_come_back(
+    env: Env, api: client.CustomObjectsApi
+) -> None:
+    api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("drift"))
+    await _applied(api, env, "drift")
+    expected = {o["metadata"]["name"].rsplit(".", 1)[1]: o
+                for o in _expected(env, "drift").objects}
+    policy = expected["retrieval-service"]
+    meta = policy["metadata"]
+    api.patch_namespaced_custom_object(
+        "networking.k8s.io", "v1", meta["namespace"], "networkpolicies", meta["name"],
+        {"spec": {"ingress": [{"ports": [{"protocol": "TCP", "port": 9999}]}]}})
+    assert _object(api, policy)["spec"]["ingress"][0]["ports"][0]["port"] == 9999
+    route = expected["local"]
+    api.delete_namespaced_custom_object("gateway.networking.k8s.io", "v1", env.ns, "httproutes",
+                                        route["metadata"]["name"])
+
+    def corrected() -> bool:
+        live = _object(api, policy)["spec"]["ingress"]
+        return bool(live == policy["spec"]["ingress"] and _object(api, route))
+
+    await _until(corrected, "drift correction")
+
+
+async def test_second_binding_for_the_same_agent_conflicts_and_applies_nothing(
+    env: Env, api: client.CustomObjectsApi
+) -> None:
+    api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("first"))
+    await _applied(api, env, "first")
+    api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("second"))
+
+    def conflicted() -> dict[str, Any] | None:
+        status = _get(api, env, "second").get("status", {})
+        return status if _condition(status, "Conflict") == "True" else None
+
+    status = await _until(conflicted, "Conflict on the second binding")
+    assert _condition(status, "Applied") == "False"
+    assert status.get("renderedObjects") == 0 and "renderedDigest" not in status
+    await asyncio.sleep(2.5)  # a few resync rounds: still nothing applied
+    assert _labelled(api, f"{env.ns}.second") == []
+    first = _get(api, env, "first")["status"]
+    assert _condition(first, "Conflict") == "False" and _condition(first, "Applied") == "True"
+    assert len(_labelled(api, f"{env.ns}.first")) == 12
+
+
+async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
+    env: Env, api: client.CustomObjectsApi
+) -> None:
+    api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("gone"))
+    await _applied(api, env, "gone")
+    api.patch_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, "gone",
+                                       {"spec": {"publicRoute": None}})
+
+    def pruned() -> bool:
+        return len(_labelled(api, f"{env.ns}.gone")) == 10
+
+    await _until(pruned, "public route objects pruned")
+    status = _get(api, env, "gone")["status"]
+    assert status["renderedDigest"] == _expected(env, "gone", publicRoute=None).digest
+    api.delete_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, "gone")
+
+    def cleaned() -> bool:
+        # No garbage collector runs in this control plane, so only what the operator
+        # deletes disappears: the cross-namespace NetworkPolicies prove the delete handler.
+        return not [o for o in _labelled(api, f"{env.ns}.gone") if o[1] == env.retrieval]
+
+    await _until(cleaned, "cross-namespace objects removed")

@@ -1,0 +1,88 @@
+"""The Kubernetes form of a rendered RetrievalBinding in the real kube-apiserver with the pinned
+agentgateway v1.3.1 and Gateway API v1.6.0 CRDs: every object is accepted with strict field
+validation (an unknown field would fail, not be dropped) and reads back as rendered."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from fgentic_governance.retrieval import render_apply
+from fgentic_governance.retrieval.render import Rendered, render
+from tests.unit.test_render import JWKS, binding
+
+pytestmark = pytest.mark.integration
+
+
+def _rendered_in_fresh_namespaces(control_plane: Any, public: bool) -> Rendered:
+    suffix = uuid.uuid4().hex[:6]
+    spaces = {role: f"rb-{role}-{suffix}" for role in ("proxy", "retrieval", "obs")}
+    for namespace in spaces.values():
+        control_plane.ensure_namespace(namespace)
+    changes: dict[str, Any] = {
+        "proxy": {"namespace": spaces["proxy"], "selector": {"app": "agw"}, "port": 8080},
+        "retrievalService": {"namespace": spaces["retrieval"],
+                             "selector": {"app": "retrieval"}, "port": 8080},
+        "peers": {
+            "database": {"namespace": spaces["retrieval"], "selector": {"app": "db"},
+                         "port": 5432},
+            "embeddings": {"namespace": spaces["proxy"], "selector": {"app": "agw"},
+                           "port": 8443},
+            "observability": [{"namespace": spaces["obs"], "selector": {"app": "otel"},
+                               "port": 4317}]},
+    }
+    if not public:
+        changes["publicRoute"] = None
+    namespace, name, spec = binding(**changes)
+    return render(spaces["proxy"], name, spec, jwks=JWKS)
+
+
+def _group_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+@pytest.mark.parametrize("public", [True, False])
+def test_kubernetes_form_is_accepted_by_the_api_server(
+    control_plane: Any, k8s_client: client.ApiClient, public: bool
+) -> None:
+    api = client.CustomObjectsApi(k8s_client)
+    rendered = _rendered_in_fresh_namespaces(control_plane, public)
+    assert len(rendered.objects) == (12 if public else 10)
+    for obj in rendered.objects:
+        group, version = _group_version(obj["apiVersion"])
+        meta = obj["metadata"]
+        created = api.create_namespaced_custom_object(
+            group, version, meta["namespace"], render_apply.plural(obj), obj,
+            field_validation="Strict")
+        for key, value in obj["spec"].items():
+            assert _subset(value, created["spec"][key]), f"{obj['kind']} {key} changed"
+        assert created["metadata"]["labels"] == meta["labels"]
+
+
+def test_server_side_apply_dry_run_of_the_whole_set(
+    control_plane: Any, k8s_client: client.ApiClient
+) -> None:
+    api = client.CustomObjectsApi(k8s_client)
+    rendered = _rendered_in_fresh_namespaces(control_plane, True)
+    for obj in rendered.objects:
+        group, version = _group_version(obj["apiVersion"])
+        meta = obj["metadata"]
+        api.patch_namespaced_custom_object(
+            group, version, meta["namespace"], render_apply.plural(obj), meta["name"], obj,
+            dry_run="All", field_manager="fgentic-governance", force=True,
+            field_validation="Strict", _content_type="application/apply-patch+yaml")
+
+
+def _subset(want: Any, got: Any) -> bool:
+    """``want`` is contained in ``got`` (the server may add defaults, never drop or change)."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(k in got and _subset(v, got[k])
+                                              for k, v in want.items())
+    if isinstance(want, list):
+        return (isinstance(got, list) and len(want) == len(got)
+                and all(_subset(w, g) for w, g in zip(want, got, strict=True)))
+    return bool(want == got)

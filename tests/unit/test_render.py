@@ -1,0 +1,387 @@
+"""The RetrievalBinding renderer (ADR 0017): properties of both forms, checked as data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import rfc8785
+
+from fgentic_governance.api.retrieval import RetrievalBindingSpec
+from fgentic_governance.cli import main
+from fgentic_governance.devenv.binaries import upstream_dir
+from fgentic_governance.retrieval import render_apply
+from fgentic_governance.retrieval import render_names as n
+from fgentic_governance.retrieval.render import (
+    Rendered,
+    RenderError,
+    digest,
+    render,
+    validate_jwks,
+)
+from fgentic_governance.retrieval.render_rules import UNENFORCEABLE
+from tests.support import example
+
+JWKS = json.dumps({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "use": "sig",
+                             "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+                             "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]})
+FORBIDDEN_TO_PROJECTOR = {"authorization", "proxy-authorization", "cookie", n.IDENTITY}
+
+
+def binding(**changes: Any) -> tuple[str, str, RetrievalBindingSpec]:
+    doc = example("RetrievalBinding")
+    doc["spec"].update(changes)
+    return (doc["metadata"]["namespace"], doc["metadata"]["name"],
+            RetrievalBindingSpec.model_validate(doc["spec"]))
+
+
+def rendered(**changes: Any) -> Rendered:
+    namespace, name, spec = binding(**changes)
+    return render(namespace, name, spec, jwks=JWKS)
+
+
+def walk(node: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) pair in a nested document."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from walk(value)
+
+
+def of_kind(r: Rendered, kind: str) -> list[dict[str, Any]]:
+    return [o for o in r.objects if o["kind"] == kind]
+
+
+def standalone_routes(r: Rendered) -> dict[str, dict[str, Any]]:
+    routes = [route for bind in r.standalone["binds"] for listener in bind["listeners"]
+              for route in listener["routes"]]
+    return {route["name"].rsplit(".", 1)[1]: route for route in routes}
+
+
+def k8s_policy(r: Rendered, key: str) -> dict[str, Any]:
+    name = n.BindingId("fgentic-demo", "docs-agent-retrieval").object_name(key)
+    return next(o for o in of_kind(r, "AgentgatewayPolicy") if o["metadata"]["name"] == name)
+
+
+def ext_authz_blocks(r: Rendered) -> list[tuple[list[str], dict[str, Any], list[str]]]:
+    """(request allowlist, CEL-added headers, response headers) of every ext-authz, both
+    forms."""
+    blocks = []
+    for route in standalone_routes(r).values():
+        ext = route["policies"].get("extAuthz")
+        for entry in (ext or {}).get("conditional", [ext] if ext else []):
+            http = entry["protocol"]["http"]
+            blocks.append((entry["includeRequestHeaders"], http["addRequestHeaders"],
+                           http["includeResponseHeaders"]))
+    for policy in of_kind(r, "AgentgatewayPolicy"):
+        ext = policy["spec"].get("traffic", {}).get("extAuth")
+        for entry in (ext or {}).get("conditional", [{"policy": ext}] if ext else []):
+            http = entry["policy"]["http"]
+            blocks.append((http["allowedRequestHeaders"], http["addRequestHeaders"],
+                           http["allowedResponseHeaders"]))
+    return blocks
+
+
+# -- standalone schema ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def config_schema() -> jsonschema.Draft202012Validator:
+    path = upstream_dir() / "agentgateway-v1.3.1" / "schema" / "config.json"
+    return jsonschema.Draft202012Validator(json.loads(path.read_text()))
+
+
+@pytest.mark.parametrize("public", [True, False])
+def test_standalone_config_validates_against_the_release_schema(
+    config_schema: jsonschema.Draft202012Validator, public: bool
+) -> None:
+    r = rendered() if public else rendered(publicRoute=None)
+    errors = [f"{list(e.absolute_path)}: {e.message[:200]}"
+              for e in config_schema.iter_errors(r.standalone)]
+    assert errors == []
+
+
+# -- ext-authz -----------------------------------------------------------------------------
+
+
+def test_every_ext_authz_has_an_explicit_allowlist_without_credentials_or_identity() -> None:
+    blocks = ext_authz_blocks(rendered())
+    assert len(blocks) == 4  # local + public, both forms
+    for allowlist, added, _ in blocks:
+        assert allowlist, "an empty list would forward Authorization"
+        assert not FORBIDDEN_TO_PROJECTOR & {h.lower() for h in allowlist}
+        assert not FORBIDDEN_TO_PROJECTOR & {h.lower() for h in added}
+        assert all(h.startswith("x-fgentic-authz-") for h in added)
+
+
+def test_projector_response_headers_are_exactly_identity_and_user_id() -> None:
+    for _, _, response in ext_authz_blocks(rendered()):
+        assert response == [n.IDENTITY, n.USER_ID]
+
+
+def test_local_check_carries_value_counts_from_the_original_request() -> None:
+    local = standalone_routes(rendered())["local"]["policies"]["extAuthz"]["conditional"][0]
+    added = local["protocol"]["http"]["addRequestHeaders"]
+    assert added[n.CHECK_USER_ID_COUNT] == 'string(size(request.headers.raw()["x-user-id"]))'
+    assert added[n.CHECK_ROOM_CONTEXT_COUNT] == (
+        'string(size(request.headers.raw()["x-fgentic-room-context"]))')
+    assert added[n.CHECK_WORKLOAD] == "apiKey.workload"
+    assert local["condition"] == 'json(request.body).method == "SendMessage"'
+    assert local["failureMode"] == "deny"
+
+
+def test_public_check_carries_validated_jwt_metadata_and_the_timeout() -> None:
+    r = rendered(publicRoute={**example("RetrievalBinding")["spec"]["publicRoute"],
+                              "publicRetrievalTimeoutSeconds": 17})
+    http = standalone_routes(r)["public"]["policies"]["extAuthz"]["protocol"]["http"]
+    added = http["addRequestHeaders"]
+    assert added[n.CHECK_ISSUER] == "jwt.iss" and added[n.CHECK_AZP] == "jwt.azp"
+    assert added[n.CHECK_AUDIENCE] == '"fgentic-a2a"'
+    assert added[n.CHECK_TIMEOUT] == '"17"'
+
+
+def test_no_request_body_reaches_the_projector() -> None:
+    r = rendered()
+    keys = {k for k, _ in walk(r.standalone)} | {k for k, _ in walk(r.objects)}
+    assert not {"includeRequestBody", "forwardBody"} & keys
+
+
+# -- authentication and authorization -----------------------------------------------------
+
+
+def test_authentication_is_strict_in_both_forms() -> None:
+    r = rendered()
+    modes = [v["mode"] for k, v in walk(r.standalone) if k in {"apiKey", "jwtAuth"}]
+    assert modes == ["strict", "strict", "strict"]
+    modes = [v["mode"] for k, v in walk(r.objects)
+             if k in {"apiKeyAuthentication", "jwtAuthentication"}]
+    assert modes == ["Strict", "Strict", "Strict"]
+
+
+def test_authorization_is_written_only_as_require_rules() -> None:
+    r = rendered()
+    for key, value in walk(r.standalone):
+        if key in {"authorization", "mcpAuthorization"}:
+            assert value["rules"] and all(list(rule) == ["require"] for rule in value["rules"])
+    actions = [v["action"] for k, v in walk(r.objects) if k == "authorization"]
+    assert actions == ["Require"] * 4  # local, public, mcp traffic + mcp tools
+    assert not {"deny", "allow", "Deny", "Allow"} & {k for k, _ in walk(r.standalone)}
+
+
+def test_both_forms_require_the_same_expressions() -> None:
+    r = rendered()
+    routes = standalone_routes(r)
+    for key in ("local", "public", "mcp"):
+        standalone = [rule["require"] for rule in routes[key]["policies"]["authorization"]["rules"]]
+        k8s = k8s_policy(r, key)["spec"]["traffic"]["authorization"]["policy"]["matchExpressions"]
+        assert standalone == k8s
+
+
+def test_projected_headers_need_exactly_one_value_and_unknown_reserved_names_fail() -> None:
+    routes = standalone_routes(rendered())
+    rules = {key: [r["require"] for r in route["policies"]["authorization"]["rules"]]
+             for key, route in routes.items()}
+    one = 'size(request.headers.raw()["{}"]) == 1'
+    for key in ("local", "public"):
+        text = " ".join(rules[key])
+        assert one.format(n.IDENTITY) in text and one.format(n.USER_ID) in text
+        assert "extauthz.identity_projected == true" in text
+    assert one.format(n.ROOM_CONTEXT) in " ".join(rules["local"])
+    assert ('!request.headers.exists(h, h.startsWith("x-fgentic-") && '
+            '!(h in ["x-fgentic-identity", "x-fgentic-room-context"]))') in rules["local"]
+    assert ('!request.headers.exists(h, h.startsWith("x-fgentic-") && '
+            '!(h in ["x-fgentic-identity"]))') in rules["public"]
+    assert rules["mcp"][1:3] == [one.format(n.IDENTITY),
+                                 '!request.headers.exists(h, h.startsWith("x-fgentic-") && '
+                                 '!(h in ["x-fgentic-identity"]))']
+
+
+def test_a2a_body_rules_reject_task_references_and_limit_methods() -> None:
+    routes = standalone_routes(rendered())
+    local = [r["require"] for r in routes["local"]["policies"]["authorization"]["rules"]]
+    public = [r["require"] for r in routes["public"]["policies"]["authorization"]["rules"]]
+    for field in ("contextId", "taskId", "referenceTaskIds"):
+        assert any(f"!has(json(request.body).params.message.{field})" in r for r in local)
+        assert any(f"!has(json(request.body).params.message.{field})" in r for r in public)
+    assert 'json(request.body).method in ["SendMessage", "GetTask", "CancelTask"]' in local
+    assert 'json(request.body).method == "SendMessage"' in public
+    assert any("returnImmediately == false" in r for r in public)
+
+
+def test_the_bridge_and_the_agent_are_identified_by_key_metadata() -> None:
+    routes = standalone_routes(rendered())
+    local, mcp = routes["local"]["policies"], routes["mcp"]["policies"]
+    bridge = "serviceaccount:matrix/matrix-a2a-bridge"
+    assert local["apiKey"]["keys"] == [{"key": "${FGENTIC_BRIDGE_API_KEY}",
+                                        "metadata": {"workload": bridge}}]
+    assert local["authorization"]["rules"][0] == {"require": f'apiKey.workload == "{bridge}"'}
+    agent = "agent:fgentic-demo/docs-agent"
+    assert mcp["authorization"]["rules"][0] == {"require": f'apiKey.workload == "{agent}"'}
+
+
+def test_room_context_and_credentials_are_removed_after_authorization() -> None:
+    r = rendered()
+    credentials = ["authorization", "proxy-authorization", "cookie"]
+    for key in ("local", "public", "mcp"):
+        removed = ([n.ROOM_CONTEXT] if key != "mcp" else []) + credentials
+        policies = standalone_routes(r)[key]["policies"]
+        assert policies["requestHeaderModifier"] == {"remove": removed}
+        order = list(policies)
+        assert order.index("authorization") < order.index("requestHeaderModifier")
+        traffic = k8s_policy(r, key)["spec"]["traffic"]
+        assert traffic["headerModifiers"] == {"request": {"remove": removed}}
+
+
+@pytest.mark.parametrize("seconds", [1, 30, 60])
+def test_public_timeout_is_derived_from_the_platform_setting(seconds: int) -> None:
+    public = {**example("RetrievalBinding")["spec"]["publicRoute"],
+              "publicRetrievalTimeoutSeconds": seconds}
+    r = rendered(publicRoute=public)
+    assert standalone_routes(r)["public"]["policies"]["timeout"] == {
+        "requestTimeout": f"{seconds}s"}
+    route = next(o for o in of_kind(r, "HTTPRoute") if o["metadata"]["name"].endswith("public"))
+    assert route["spec"]["rules"][0]["timeouts"] == {"request": f"{seconds}s"}
+
+
+def test_mcp_route_has_its_own_backend_exact_path_one_tool_and_no_ext_authz() -> None:
+    r = rendered()
+    mcp = standalone_routes(r)["mcp"]
+    assert mcp["matches"] == [{"path": {"exact": "/mcp/knowledge"}}]
+    assert "extAuthz" not in mcp["policies"]
+    assert mcp["policies"]["mcpAuthorization"] == {
+        "rules": [{"require": 'mcp.tool.name == "search_knowledge"'}]}
+    target = mcp["backends"][0]["mcp"]["targets"][0]
+    assert target["mcp"] == {"host": "knowledge-retrieval.fgentic-retrieval.svc.cluster.local",
+                             "port": 8080, "path": "/mcp"}
+    backends = {o["metadata"]["name"].rsplit(".", 1)[1]: o["spec"]
+                for o in of_kind(r, "AgentgatewayBackend")}
+    assert set(backends) == {"a2a", "mcp"}
+    tools = k8s_policy(r, "mcp-tools")["spec"]
+    assert tools["targetRefs"][0]["kind"] == "AgentgatewayBackend"
+    assert tools["backend"]["mcp"]["authorization"]["policy"]["matchExpressions"] == [
+        'mcp.tool.name == "search_knowledge"']
+
+
+# -- NetworkPolicies -----------------------------------------------------------------------
+
+
+def test_network_policies_default_deny_and_admit_only_the_declared_paths() -> None:
+    policies = {o["metadata"]["name"].rsplit(".", 1)[1]: o for o in of_kind(rendered(),
+                                                                           "NetworkPolicy")}
+    deny = policies["retrieval-default-deny"]
+    assert deny["metadata"]["namespace"] == "fgentic-retrieval"
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    service = policies["retrieval-service"]["spec"]
+    [ingress] = service["ingress"]
+    assert ingress["from"] == [{
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":
+                                              "agentgateway-system"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "agentgateway-proxy"}}}]
+    egress = [(rule["to"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+               [(p["protocol"], p["port"]) for p in rule["ports"]]) for rule in service["egress"]]
+    assert egress == [("kube-system", [("UDP", 53), ("TCP", 53)]),
+                      ("fgentic-retrieval", [("TCP", 5432)]),
+                      ("agentgateway-system", [("TCP", 8443)]),
+                      ("observability", [("TCP", 4317)])]
+    database = policies["retrieval-database"]["spec"]
+    assert database["policyTypes"] == ["Ingress"]
+    assert database["ingress"][0]["from"][0]["podSelector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "knowledge-retrieval"}}
+
+
+# -- unenforceable, digest, names ----------------------------------------------------------
+
+
+def test_unenforceable_rules_are_stated_in_both_forms() -> None:
+    r = rendered()
+    assert r.unenforceable == tuple(UNENFORCEABLE)
+    for obj in r.objects:
+        assert obj["metadata"]["annotations"][n.UNENFORCEABLE_ANNOTATION] == ",".join(
+            r.unenforceable)
+    text = r.standalone_yaml()
+    assert all(f"#   {code}: " in text for code in r.unenforceable)
+    assert "PUBLIC_NONTERMINAL_RESULT" not in rendered(publicRoute=None).unenforceable
+
+
+def test_digest_is_sha256_of_the_jcs_object_set() -> None:
+    r = rendered()
+    import hashlib
+
+    assert r.digest == hashlib.sha256(rfc8785.dumps(r.objects)).hexdigest()
+    assert r.digest == rendered().digest  # deterministic
+    assert r.digest != rendered(publicRoute=None).digest
+    assert digest({"b": 1, "a": [2]}) == hashlib.sha256(b'{"a":[2],"b":1}').hexdigest()
+
+
+def test_no_credentials_in_either_form() -> None:
+    r = rendered()
+    text = r.standalone_yaml() + r.kubernetes_yaml()
+    assert "${FGENTIC_BRIDGE_API_KEY}" in text and "${FGENTIC_AGENT_MCP_API_KEY}" in text
+    assert "secretRef" in r.kubernetes_yaml()
+    assert '"d":' not in text
+
+
+def test_jwks_is_inlined_and_private_keys_are_refused() -> None:
+    r = rendered()
+    provider = k8s_policy(r, "public")["spec"]["traffic"]["jwtAuthentication"]["providers"][0]
+    assert json.loads(provider["jwks"]["inline"]) == json.loads(JWKS)
+    assert provider["audiences"] == ["fgentic-a2a"]
+    private = json.dumps({"keys": [{**json.loads(JWKS)["keys"][0], "d": "secret"}]})
+    for bad in (private, "not json", '{"keys": "x"}', '{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}'):
+        with pytest.raises(RenderError):
+            validate_jwks(bad)
+
+
+def test_a_dollar_in_a_value_is_refused_for_the_standalone_form() -> None:
+    public = {**example("RetrievalBinding")["spec"]["publicRoute"], "audience": "a$HOME"}
+    namespace, name, spec = binding(publicRoute=public)
+    with pytest.raises(RenderError):
+        render(namespace, name, spec)
+
+
+def test_long_names_stay_within_kubernetes_limits() -> None:
+    long = n.BindingId("a" * 63, "b" * 253)
+    assert len(long.label) <= 63 and len(long.object_name("retrieval-default-deny")) <= 253
+    assert long.label != n.BindingId("a" * 63, "b" * 252 + "c").label
+    assert n.BindingId("ns", "x").object_name("local") == "ns.x.local"
+
+
+def test_owner_references_only_in_the_binding_namespace_and_stale_objects() -> None:
+    r = rendered()
+    owner = render_apply.Owner("governance.fgentic.dev/v1alpha1", "RetrievalBinding",
+                               "agentgateway-system", "docs-agent-retrieval", "uid-1")
+    owned = render_apply.with_owner(r.objects, owner)
+    for obj in owned:
+        refs = obj["metadata"].get("ownerReferences")
+        assert bool(refs) == (obj["metadata"]["namespace"] == "agentgateway-system")
+    assert "ownerReferences" not in r.objects[0]["metadata"]  # the input is not modified
+    smaller = rendered(publicRoute=None)
+    stale = render_apply.stale(r.objects, smaller.objects, r.binding)
+    assert [k[3].rsplit(".", 1)[1] for k in stale] == ["public", "public"]
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def test_cli_renders_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(JWKS)
+    source = Path(__file__).resolve().parents[2] / "examples" / "30-retrievalbinding.yaml"
+    out = tmp_path / "out"
+    code = main(["render", "retrievalbinding", str(source), "-o", str(out), "--jwks-file",
+                 str(jwks), "--standalone-host", "projector=127.0.0.1:9"])
+    assert code == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["fgentic-demo.docs-agent-retrieval.kubernetes.yaml",
+                     "fgentic-demo.docs-agent-retrieval.standalone.yaml"]
+    assert "host: 127.0.0.1:9" in (out / files[1]).read_text()
+    assert rendered().digest in capsys.readouterr().err
+    assert main(["render", "retrievalbinding", str(source), "--format", "all"]) == 2
+    assert main(["render", "retrievalbinding", str(source), "--standalone-host", "x=y"]) == 2
