@@ -91,6 +91,27 @@ def test_bootstrap_mode_wires_the_webhook_to_manage_its_own_ca() -> None:
     assert inject["rules"][0]["resourceNames"] == ["fg"]
 
 
+def test_control_api_is_reachable_only_from_the_bridge() -> None:
+    docs = _render("controlApi.enabled=true", "store.dsnSecret.name=store",
+                   "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org")
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    (peer,) = policy["spec"]["ingress"][0]["from"]
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "matrix"}
+    assert peer["podSelector"]["matchLabels"]
+    (deploy,) = [d for d in docs if d["metadata"]["name"] == "fg-control-api"
+                 and d["kind"] == "Deployment"]
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--token-file=/var/run/fgentic/token/token" in args
+    assert deploy["spec"]["replicas"] == 1
+
+
+def test_control_api_refuses_to_render_without_its_secrets() -> None:
+    result = subprocess.run([str(binary("helm")), "template", "fg", str(CHART), "--set",
+                             "controlApi.enabled=true"], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode != 0 and "controlApi needs" in result.stderr
+
+
 def test_webhook_runs_two_replicas_behind_a_pdb() -> None:
     docs = _render()
     (webhook,) = [d for d in docs if d["kind"] == "Deployment"
@@ -122,7 +143,10 @@ def test_rendered_manifests_pass_server_side_dry_run(control_plane: Any, tmp_pat
     manifest = tmp_path / "chart.yaml"
     manifest.write_text(_helm("template", "fg", str(CHART), "--namespace", NS,
                               "--set", "localHomeserver=example.org",
-                              "--set", "store.dsnSecret.name=store"))
+                              "--set", "store.dsnSecret.name=store",
+                              "--set", "controlApi.enabled=true",
+                              "--set", "controlApi.tokenSecret.name=bridge-token",
+                              "--set", "controlApi.botMxid=@bot:example.org"))
     out = control_plane.kubectl("apply", "--dry-run=server", "-n", NS, "-f", str(manifest))
     assert "validatingwebhookconfiguration.admissionregistration.k8s.io/fg created" in out
     assert "validatingadmissionpolicy.admissionregistration.k8s.io/fg-agent-headers created" in out
