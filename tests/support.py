@@ -39,3 +39,30 @@ def api_message(exc: Exception) -> str:
         return str(json.loads(body).get("message", body))
     except ValueError:
         return str(body)
+
+
+def api_prefix(api_version: str) -> str:
+    """``/api/v1`` for the core group, ``/apis/<group>/<version>`` otherwise."""
+    return f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+
+
+def object_path(obj: dict[str, Any], plural: str, *, named: bool = True) -> str:
+    meta = obj["metadata"]
+    path = f"{api_prefix(obj['apiVersion'])}/namespaces/{meta['namespace']}/{plural}"
+    return f"{path}/{meta['name']}" if named else path
+
+
+def raw_request(api_client: Any, method: str, path: str, body: Any = None,
+                content_type: str = "application/json", **query: str) -> Any:
+    """One call to any API path (core or not) with plain JSON in and out; raises ApiException."""
+    from kubernetes.client.exceptions import ApiException
+
+    params = api_client.param_serialize(
+        method=method, resource_path=path, query_params=list(query.items()),
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        body=body, auth_settings=["BearerToken"])
+    response = api_client.call_api(*params)
+    data = response.read()
+    if response.status >= 400:
+        raise ApiException(status=response.status, reason=response.reason, body=data)
+    return json.loads(data)

@@ -138,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     rb.add_argument("--format", choices=["standalone", "kubernetes", "all"],
                     help="default: all with -o, kubernetes on stdout")
     rb.add_argument("--jwks-file", type=Path,
-                    help="the public route's JWKS (what the operator reads from jwksSecret)")
+                    help="the public route's JWKS (what the operator reads from jwksConfigMap)")
     rb.add_argument("--cluster-domain", default="cluster.local")
     rb.add_argument("--standalone-host", action="append", default=[], metavar="KEY=HOST:PORT",
                     help="standalone address of projector, kagent or retrieval (repeatable)")

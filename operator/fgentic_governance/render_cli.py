@@ -57,6 +57,10 @@ def _retrieval_bindings(args: argparse.Namespace) -> int:
                   "empty and rejects every token", file=sys.stderr)
         _emit(args.output, f"{namespace}.{name}", fmt, rendered.kubernetes_yaml(),
               rendered.standalone_yaml())
+        if args.output is not None and fmt != "kubernetes":
+            # A standalone proxy's projector reads the same configuration from a file.
+            (args.output / f"{namespace}.{name}.projector.json").write_text(
+                rendered.projector_config)
         print(f"{namespace}/{name}: {len(rendered.objects)} objects, digest {rendered.digest}, "
               f"unenforceable {','.join(rendered.unenforceable)}", file=sys.stderr)
     return 0

@@ -4,6 +4,7 @@ rejects a bad object with a clear message."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from tests.support import api_message, example, set_path
 pytestmark = pytest.mark.integration
 
 GROUP, VERSION, NS = "governance.fgentic.dev", "v1alpha1", "crd-tests"
+CLEANUP = "test.fgentic.dev/crd-validation"
 PLURALS = {
     "MemoryScope": "memoryscopes",
     "ConsentRecord": "consentrecords",
@@ -24,9 +26,11 @@ PLURALS = {
 
 
 @pytest.fixture(scope="module")
-def api(control_plane: Any, k8s_client: client.ApiClient) -> client.CustomObjectsApi:
+def api(control_plane: Any, k8s_client: client.ApiClient) -> Iterator[client.CustomObjectsApi]:
     control_plane.ensure_namespace(NS)
-    return client.CustomObjectsApi(k8s_client)
+    yield client.CustomObjectsApi(k8s_client)
+    control_plane.kubectl("delete", "principaloffboardings", "-l", f"{CLEANUP}=true",
+                          "--ignore-not-found")
 
 
 def _fresh(kind: str) -> dict[str, Any]:
@@ -34,6 +38,11 @@ def _fresh(kind: str) -> dict[str, Any]:
     obj["metadata"]["name"] = f"{kind.lower()}-{uuid.uuid4().hex[:8]}"
     if kind != "PrincipalOffboarding":
         obj["metadata"]["namespace"] = NS
+    else:
+        # Cluster-scoped and indexed by principal by the operator: a unique principal keeps
+        # these objects from putting a real test principal "in offboarding" for the session.
+        obj["spec"]["principal"]["mxid"] = f"@crd-{uuid.uuid4().hex[:8]}:fgentic.local"
+        obj["metadata"]["labels"] = {CLEANUP: "true"}
     return obj
 
 

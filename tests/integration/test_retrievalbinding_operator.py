@@ -21,7 +21,7 @@ from fgentic_governance.retrieval import render_apply
 from fgentic_governance.retrieval import render_names as n
 from fgentic_governance.retrieval.render import render
 from tests import processes
-from tests.support import example
+from tests.support import api_prefix, example, object_path, raw_request
 from tests.unit.test_render import JWKS
 
 pytestmark = pytest.mark.integration
@@ -102,22 +102,22 @@ async def _applied(api: client.CustomObjectsApi, env: Env, name: str) -> dict[st
     return result
 
 
+def _raw_get(api: client.CustomObjectsApi, path: str, **query: str) -> dict[str, Any]:
+    return dict(raw_request(api.api_client, "GET", path, **query))
+
+
 def _labelled(api: client.CustomObjectsApi, label: str) -> list[tuple[str, str, str]]:
     found = []
     for (api_version, kind), plural in n.KINDS.items():
-        group, _, version = api_version.rpartition("/")
-        items = api.list_cluster_custom_object(group, version, plural,
-                                               label_selector=f"{n.BINDING_LABEL}={label}")
+        items = _raw_get(api, f"{api_prefix(api_version)}/{plural}",
+                         labelSelector=f"{n.BINDING_LABEL}={label}")
         found += [(kind, i["metadata"]["namespace"], i["metadata"]["name"])
                   for i in items["items"]]
     return sorted(found)
 
 
 def _object(api: client.CustomObjectsApi, obj: dict[str, Any]) -> dict[str, Any]:
-    group, _, version = obj["apiVersion"].rpartition("/")
-    meta = obj["metadata"]
-    return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
-        group, version, meta["namespace"], render_apply.plural(obj), meta["name"])
+    return _raw_get(api, object_path(obj, render_apply.plural(obj)))
 
 
 def _expected(env: Env, name: str, **changes: Any) -> Any:
@@ -133,7 +133,7 @@ async def test_binding_renders_and_applies_with_owner_references(
     status = await _applied(api, env, "docs")
     expected = _expected(env, "docs")
     assert status["renderedDigest"] == expected.digest
-    assert status["renderedObjects"] == len(expected.objects) == 12
+    assert status["renderedObjects"] == len(expected.objects) == 13
     assert status["unenforceable"] == list(expected.unenforceable)
     assert _condition(status, "Rendered") == "True"
     assert _condition(status, "Conflict") == "False"
@@ -193,7 +193,7 @@ async def test_second_binding_for_the_same_agent_conflicts_and_applies_nothing(
     assert _labelled(api, f"{env.ns}.second") == []
     first = _get(api, env, "first")["status"]
     assert _condition(first, "Conflict") == "False" and _condition(first, "Applied") == "True"
-    assert len(_labelled(api, f"{env.ns}.first")) == 12
+    assert len(_labelled(api, f"{env.ns}.first")) == 13
 
 
 async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
@@ -205,9 +205,17 @@ async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
                                        {"spec": {"publicRoute": None}})
 
     def pruned() -> bool:
-        return len(_labelled(api, f"{env.ns}.gone")) == 10
+        return len(_labelled(api, f"{env.ns}.gone")) == 11
 
     await _until(pruned, "public route objects pruned")
+    [config_map] = [o for o in _expected(env, "gone", publicRoute=None).objects
+                    if o["kind"] == "ConfigMap"]
+
+    def reconfigured() -> bool:  # The projector's configuration loses its public route too.
+        data = _object(api, config_map)["data"]
+        return bool(data == config_map["data"] and '"public"' not in data["projector.json"])
+
+    await _until(reconfigured, "projector ConfigMap updated")
     status = _get(api, env, "gone")["status"]
     assert status["renderedDigest"] == _expected(env, "gone", publicRoute=None).digest
     api.delete_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, "gone")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pydantic
 import pytest
 import rfc8785
 
@@ -16,6 +17,7 @@ from fgentic_governance.cli import main
 from fgentic_governance.devenv.binaries import upstream_dir
 from fgentic_governance.retrieval import render_apply
 from fgentic_governance.retrieval import render_names as n
+from fgentic_governance.retrieval.projector_config import dump_config, parse_config
 from fgentic_governance.retrieval.render import (
     Rendered,
     RenderError,
@@ -367,6 +369,22 @@ def test_owner_references_only_in_the_binding_namespace_and_stale_objects() -> N
     assert [k[3].rsplit(".", 1)[1] for k in stale] == ["public", "public"]
 
 
+def test_projector_config_map_carries_the_binding_configuration() -> None:
+    slack = {"network": "slack", "userRegex": "@slack_.*:fgentic\\.local"}
+    r = rendered(appserviceNamespaces=[slack])
+    [config_map] = [o for o in r.objects if o["kind"] == "ConfigMap"]
+    assert config_map["metadata"]["namespace"] == r.objects[-1]["metadata"]["namespace"]
+    config = parse_config(config_map["data"]["projector.json"])
+    assert [a.network for a in config.local.appservice_namespaces] == ["slack"]
+    assert config.local.workload.startswith("serviceaccount:")
+    assert config.public is not None and config.public.timeout_seconds == 30
+
+
+def test_invalid_appservice_regex_is_refused_by_the_model() -> None:
+    with pytest.raises(pydantic.ValidationError, match="userRegex"):
+        rendered(appserviceNamespaces=[{"network": "slack", "userRegex": "(unclosed"}])
+
+
 # -- CLI -------------------------------------------------------------------------------------
 
 
@@ -380,8 +398,13 @@ def test_cli_renders_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert code == 0
     files = sorted(p.name for p in out.iterdir())
     assert files == ["fgentic-demo.docs-agent-retrieval.kubernetes.yaml",
+                     "fgentic-demo.docs-agent-retrieval.projector.json",
                      "fgentic-demo.docs-agent-retrieval.standalone.yaml"]
-    assert "host: 127.0.0.1:9" in (out / files[1]).read_text()
+    assert "host: 127.0.0.1:9" in (out / files[2]).read_text()
+    # The projector file is the rendered ConfigMap's entry, and a loadable configuration.
+    config = parse_config((out / files[1]).read_text())
+    assert config.local.agent.name == "docs-agent"
+    assert dump_config(config) == rendered().projector_config
     assert rendered().digest in capsys.readouterr().err
     assert main(["render", "retrievalbinding", str(source), "--format", "all"]) == 2
     assert main(["render", "retrievalbinding", str(source), "--standalone-host", "x=y"]) == 2

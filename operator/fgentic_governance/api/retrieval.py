@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fgentic_governance.api.common import (
     AgentRef,
@@ -85,6 +86,28 @@ class WorkloadIdentity(Model):
     api_key_secret: DnsLabel = "fgentic-bridge-api-keys"
     """Secret (in the proxy namespace) with the bridge's A2A API key; its metadata must carry
     `workload: serviceaccount:<namespace>/<serviceAccount>`."""
+
+
+class AppserviceNamespace(Model):
+    """A bridged network or external appservice namespace, from trusted bridge configuration.
+
+    The projector checks the sender kind the bridge asserts against these (ADR 0017 Matrix rule
+    1): an MXID in a namespace must be `bridged_matrix` with that network, and a
+    `bridged_matrix` principal must be in its network's namespace.
+    """
+
+    network: DnsLabel
+    user_regex: Annotated[str, Field(min_length=1, max_length=1024)]
+    """Full-match regular expression over the complete MXID (as in an appservice
+    registration's `namespaces.users[].regex`)."""
+
+    @model_validator(mode="after")
+    def _compiles(self) -> AppserviceNamespace:
+        try:
+            re.compile(self.user_regex)
+        except re.error:
+            raise ValueError("userRegex is not a valid regular expression") from None
+        return self
 
 
 class KagentEndpoint(Model):
@@ -173,6 +196,12 @@ class RetrievalBindingSpec(Model):
     projector: Projector = Projector()
     kagent: KagentEndpoint = KagentEndpoint()
     bridge_identity: WorkloadIdentity
+    appservice_namespaces: Annotated[
+        list[AppserviceNamespace],
+        Field(max_length=64, json_schema_extra={
+            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["network"]}),
+    ] = []
+    """The bridge's appservice namespaces; empty: the bridge's sender kinds are taken as given."""
     public_route: PublicRoute | None = None
     classification_ceiling: ClassificationCeiling = ClassificationCeiling.PUBLIC
 

@@ -48,26 +48,49 @@ def _group_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
+def _core() -> client.CoreV1Api:
+    return client.CoreV1Api(context().api_client)
+
+
+def _is_config_map(api_version: str, plural: str) -> bool:
+    # The one core-group kind we render (the projector's configuration); the custom-object
+    # API only addresses /apis/<group>/..., so core objects take the typed client.
+    return api_version == "v1" and plural == "configmaps"
+
+
 async def server_side_apply(obj: dict[str, Any], plural: str, field_manager: str) -> None:
     """Apply ``obj`` as ``field_manager`` with force: fields it owns are reset on every call,
     which is what corrects drift. Raises ApiException (the caller reports APPLY_FAILED)."""
-    group, version = _group_version(obj["apiVersion"])
     meta = obj["metadata"]
+    options: dict[str, Any] = {"field_manager": field_manager, "force": True,
+                               "field_validation": "Strict", "_content_type": APPLY_PATCH}
+    if _is_config_map(obj["apiVersion"], plural):
+        await asyncio.to_thread(_core().patch_namespaced_config_map, meta["name"],
+                                meta["namespace"], obj, **options)
+        return
+    group, version = _group_version(obj["apiVersion"])
     await asyncio.to_thread(
         _api().patch_namespaced_custom_object, group, version, meta["namespace"], plural,
-        meta["name"], obj, field_manager=field_manager, force=True,
-        field_validation="Strict", _content_type=APPLY_PATCH)
+        meta["name"], obj, **options)
 
 
 async def list_labelled(api_version: str, plural: str, selector: str) -> list[dict[str, Any]]:
     """Every object of a kind, in all namespaces, matching a label selector."""
-    group, version = _group_version(api_version)
-    found: dict[str, Any] = await asyncio.to_thread(
-        _api().list_cluster_custom_object, group, version, plural, label_selector=selector)
+    if _is_config_map(api_version, plural):
+        typed = await asyncio.to_thread(_core().list_config_map_for_all_namespaces,
+                                        label_selector=selector)
+        found: dict[str, Any] = context().api_client.sanitize_for_serialization(typed)
+    else:
+        group, version = _group_version(api_version)
+        found = await asyncio.to_thread(
+            _api().list_cluster_custom_object, group, version, plural, label_selector=selector)
     return list(found.get("items", []))
 
 
 async def delete_object(api_version: str, plural: str, namespace: str, name: str) -> None:
+    if _is_config_map(api_version, plural):
+        await _call(_core().delete_namespaced_config_map, name, namespace)
+        return
     group, version = _group_version(api_version)
     await _call(_api().delete_namespaced_custom_object, group, version, namespace, plural, name)
 

@@ -21,6 +21,11 @@ import yaml
 
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.retrieval import render_names as n
+from fgentic_governance.retrieval.projector_config import (
+    ProjectorConfigError,
+    dump_config,
+    projector_config,
+)
 from fgentic_governance.retrieval.render_k8s import KubernetesFormError, gateway_objects
 from fgentic_governance.retrieval.render_netpol import network_policies
 from fgentic_governance.retrieval.render_rules import UNENFORCEABLE, gateway_rules
@@ -61,6 +66,14 @@ class Rendered:
     unenforceable: tuple[str, ...]
     digest: str
 
+    @property
+    def projector_config(self) -> str:
+        """The projector's configuration file (the rendered ConfigMap's one entry)."""
+        for obj in self.objects:
+            if obj["kind"] == "ConfigMap":
+                return str(obj["data"][n.PROJECTOR_CONFIG_KEY])
+        raise LookupError("no projector ConfigMap")  # render() always emits one
+
     def standalone_yaml(self) -> str:
         reasons = {code: UNENFORCEABLE[code] for code in self.unenforceable}
         body = yaml.safe_dump(self.standalone, sort_keys=False, width=_NO_WRAP)
@@ -100,6 +113,16 @@ def _stamp(obj: dict[str, Any], binding: n.BindingId, codes: tuple[str, ...]) ->
     return obj
 
 
+def _projector_config_map(binding: n.BindingId, spec: RetrievalBindingSpec,
+                          namespace: str) -> dict[str, Any]:
+    """The projector's configuration for this binding, to mount at `--config` (docs/projector.md).
+    It holds names, issuers and the partner registry: no credential and no content."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": binding.object_name(n.PROJECTOR_CONFIG_SUFFIX),
+                         "namespace": namespace},
+            "data": {n.PROJECTOR_CONFIG_KEY: dump_config(projector_config(spec))}}
+
+
 def render(namespace: str, name: str, spec: RetrievalBindingSpec, *, jwks: str | None = None,
            options: RenderOptions | None = None) -> Rendered:
     """Both forms of one binding. ``jwks`` is the public route's key set (None: an empty set,
@@ -109,10 +132,11 @@ def render(namespace: str, name: str, spec: RetrievalBindingSpec, *, jwks: str |
     rules = gateway_rules(spec, validate_jwks(jwks) if jwks is not None else None)
     try:
         objects = [*network_policies(binding, spec),
+                   _projector_config_map(binding, spec, rules.proxy_namespace),
                    *gateway_objects(binding, rules, opts.cluster_domain)]
         standalone = standalone_config(binding, rules, opts.cluster_domain,
                                        opts.standalone_hosts)
-    except (KubernetesFormError, StandaloneFormError) as exc:
+    except (KubernetesFormError, StandaloneFormError, ProjectorConfigError) as exc:
         raise RenderError(str(exc)) from None
     objects = [_stamp(obj, binding, rules.unenforceable) for obj in objects]
     return Rendered(binding, objects, standalone, rules.unenforceable, digest(objects))

@@ -42,6 +42,9 @@ CHECK_TOKEN_EXP = "x-fgentic-authz-token-exp"
 CHECK_TIMEOUT = "x-fgentic-authz-timeout-seconds"
 PROJECT_LOCAL_PATH = "/v1/project/local"
 PROJECT_PUBLIC_PATH = "/v1/project/public"
+# The rendered ConfigMap (proxy namespace) holding the projector's configuration, and its key.
+PROJECTOR_CONFIG_SUFFIX = "projector"
+PROJECTOR_CONFIG_KEY = "projector.json"
 
 # Environment variables the standalone form reads its secrets and files from (agentgateway
 # shell-expands the config), so the rendered text never holds a credential.
@@ -100,6 +103,7 @@ def kagent_a2a_path(namespace: str, name: str) -> str:
 # The kinds a binding renders: (apiVersion, kind) → plural, in apply order. The operator lists
 # and prunes exactly these.
 KINDS: dict[tuple[str, str], str] = {
+    ("v1", "ConfigMap"): "configmaps",
     ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
     ("agentgateway.dev/v1alpha1", "AgentgatewayBackend"): "agentgatewaybackends",
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): "httproutes",
