@@ -25,7 +25,10 @@ from tests.support import example
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
-ALICE = "@alice:fgentic.local"
+# Unique per run: offboarding enumerates every scope of the principal cluster-wide (CRs and
+# store), so a shared name would also find the scopes other test modules create.
+ALICE = f"@alice-{uuid.uuid4().hex[:8]}:fgentic.local"
+BOB = f"@bob-{uuid.uuid4().hex[:8]}:fgentic.local"
 
 
 @pytest.fixture
@@ -51,7 +54,7 @@ def env(control_plane: Any, pg_dsn: str, store: MemoryStore, tmp_path: Path,
     state["proc"] = processes.spawn_cli(args, state["log"])
     yield state
     processes.stop(state["proc"])
-    for principal in (ALICE, "@bob:fgentic.local"):
+    for principal in (ALICE, BOB):
         name = object_name(Principal(mxid=principal, origin_kind=OriginKind.NATIVE_LOCAL))
         control_plane.kubectl("delete", "principaloffboarding", name, "--ignore-not-found")
 
@@ -124,7 +127,7 @@ async def test_offboarding_erases_every_scope_of_the_exact_principal(
 ) -> None:
     keys = [await _enabled_scope(env, store, "alice-docs", ALICE, "docs-agent", 3),
             await _enabled_scope(env, store, "alice-code", ALICE, "code-agent", 2)]
-    bob = await _enabled_scope(env, store, "bob-docs", "@bob:fgentic.local", "docs-agent", 2)
+    bob = await _enabled_scope(env, store, "bob-docs", BOB, "docs-agent", 2)
     keys.append(await _store_only_scope(store, 4))
     result = await asyncio.to_thread(_offboard, env, ALICE)
     assert result.returncode == 0, result.stdout + result.stderr
