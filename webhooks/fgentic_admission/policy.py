@@ -17,6 +17,8 @@ RESERVED_PREFIX = "x-fgentic-"
 # Never set on the retrieval server by headersFrom: credentials, attribution, our carriers.
 RETRIEVAL_FORBIDDEN_SET = frozenset({"authorization", "x-user-id"})
 MCP_GROUP, MCP_KIND = "kagent.dev", "RemoteMCPServer"
+# RFC 9110 §5.6.2 tchar, lower case: anything else is not a header name at all.
+_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
 
 
 class Code(StrEnum):
@@ -150,7 +152,10 @@ def _tool_denials(
     retrieval = server is not None and _is_retrieval_server(server, state)
     for position, entry in enumerate(tool.get("headersFrom") or []):
         name = str((entry or {}).get("name", "")).strip().lower()
-        if name.startswith(RESERVED_PREFIX) or (retrieval and name in RETRIEVAL_FORBIDDEN_SET):
+        # A name that is not an HTTP token (a confusable such as a Cyrillic or fullwidth
+        # letter, or a zero-width joiner) cannot be compared reliably: fail closed.
+        if name.startswith(RESERVED_PREFIX) or (retrieval and name in RETRIEVAL_FORBIDDEN_SET) \
+                or not _is_token(name):
             denials.append(Denial(Code.FORBIDDEN_HEADERS_FROM, f"{path}.headersFrom[{position}]",
                                   _safe_name(name)))
     return denials
@@ -195,6 +200,10 @@ def _memory_denials(
     if ttl > min(s.max_retention_days for s in scopes):
         return [Denial(Code.MEMORY_TTL_EXCEEDS_RETENTION, f"{path}.ttlDays")]
     return []
+
+
+def _is_token(name: str) -> bool:
+    return bool(name) and all(c in _TCHAR for c in name)
 
 
 def _safe_name(name: str) -> str:
@@ -244,7 +253,10 @@ def binding_denials(
 
 def scope_denials(scope: Mapping[str, Any], local_homeserver: str) -> list[Denial]:
     """No MemoryScope for a non-local principal (the schema cannot know the local server)."""
-    subject = (scope.get("spec") or {}).get("subject") or {}
+    spec = scope.get("spec")
+    subject = spec.get("subject") if isinstance(spec, Mapping) else None
+    if not isinstance(subject, Mapping):  # fail closed with a bounded code, never raise
+        return [Denial(Code.FEDERATION_DENIED, "spec.subject")]
     mxid = str(subject.get("mxid", ""))
     server = mxid.split(":", 1)[1] if ":" in mxid else ""
     if subject.get("originKind") != "native-local" or not local_homeserver \

@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from fgentic_governance.api.common import (
     AgentRef,
@@ -41,25 +41,25 @@ class Posture(StrEnum):
 
 
 class PrefetchPolicy(Model):
-    max_subqueries: Annotated[int, Field(ge=0, le=8)] = 8
+    max_subqueries: Annotated[StrictInt, Field(ge=0, le=8)] = 8
     """Prefetch subqueries per new session (at most 8)."""
-    max_subquery_bytes: Annotated[int, Field(ge=1, le=512)] = 512
+    max_subquery_bytes: Annotated[StrictInt, Field(ge=1, le=512)] = 512
     """UTF-8 bytes per prefetch subquery (at most 512)."""
 
 
 class ExplicitOperationsPolicy(Model):
-    per_minute: Annotated[int, Field(ge=1, le=6)] = 6
+    per_minute: Annotated[StrictInt, Field(ge=1, le=6)] = 6
     """Explicit load/save operations per minute per sender and Agent (at most 6)."""
-    burst: Annotated[int, Field(ge=1, le=3)] = 3
+    burst: Annotated[StrictInt, Field(ge=1, le=3)] = 3
     """Burst size of the explicit-operation bucket (at most 3)."""
 
 
 class AutomaticSavePolicy(Model):
-    min_user_turns: Annotated[int, Field(ge=5, le=1000)] = 5
+    min_user_turns: Annotated[StrictInt, Field(ge=5, le=1000)] = 5
     """User turns between automatic saves (at least 5)."""
-    max_input_bytes: Annotated[int, Field(ge=1, le=16384)] = 16384
+    max_input_bytes: Annotated[StrictInt, Field(ge=1, le=16384)] = 16384
     """Summarizer input ceiling in bytes (at most 16 KiB)."""
-    max_facts: Annotated[int, Field(ge=0, le=10)] = 10
+    max_facts: Annotated[StrictInt, Field(ge=0, le=10)] = 10
     """Facts one automatic save may store (at most 10)."""
 
 
@@ -67,16 +67,16 @@ class MemoryPolicy(Model):
     """Hard caps and cost ceilings; each bound is a ceiling the scope cannot raise."""
 
     max_retention_days: Annotated[
-        int, Field(ge=1, le=7, json_schema_extra=immutable("maxRetentionDays"))
+        StrictInt, Field(ge=1, le=7, json_schema_extra=immutable("maxRetentionDays"))
     ] = 7
     """Strict maximum retention in days (at most 7); immutable once set."""
-    entry_cap: Annotated[int, Field(ge=1, le=100)] = 100
+    entry_cap: Annotated[StrictInt, Field(ge=1, le=100)] = 100
     """Hard per-scope entry cap (at most 100)."""
-    max_fact_bytes: Annotated[int, Field(ge=1, le=512)] = 512
+    max_fact_bytes: Annotated[StrictInt, Field(ge=1, le=512)] = 512
     """UTF-8 bytes per stored fact (at most 512)."""
     prefetch: PrefetchPolicy = PrefetchPolicy()
     explicit_operations: ExplicitOperationsPolicy = ExplicitOperationsPolicy()
-    hourly_operation_ceiling: Annotated[int, Field(ge=1, le=60)] = 60
+    hourly_operation_ceiling: Annotated[StrictInt, Field(ge=1, le=60)] = 60
     """Memory operations per scope per hour, all kinds together (at most 60)."""
     automatic_save: AutomaticSavePolicy = AutomaticSavePolicy()
 

@@ -6,7 +6,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictInt, model_validator
 
 from fgentic_governance.api.common import (
     AgentRef,
@@ -28,7 +28,7 @@ Selector = Annotated[
     Field(min_length=1, max_length=16,
           json_schema_extra=validations(cel("size(self) >= 1", "a selector must not be empty"))),
 ]
-Port = Annotated[int, Field(ge=1, le=65535)]
+Port = Annotated[StrictInt, Field(ge=1, le=65535)]
 ToolName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")]
 Classification = Literal["public", "approved_non_public"]
 
@@ -169,7 +169,7 @@ class PublicRoute(Model):
     jwks_config_map: DnsLabel
     """ConfigMap (in the proxy namespace) holding the issuer's public JWKS under key
     `jwks.json`. Public key material: a ConfigMap, so the operator needs no Secret access."""
-    public_retrieval_timeout_seconds: Annotated[int, Field(ge=1, le=60)] = 30
+    public_retrieval_timeout_seconds: Annotated[StrictInt, Field(ge=1, le=60)] = 30
     partners: Annotated[
         list[PartnerEntry],
         Field(min_length=1, max_length=64, json_schema_extra={

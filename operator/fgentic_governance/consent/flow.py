@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from fgentic_governance import faults
 from fgentic_governance.api.memory import LastErasure, Posture, ScopePhase
 from fgentic_governance.consent.gates import Verdict
 from fgentic_governance.memory import ErasureReceipt, ScopeRecord, ScopeState, StoreRefusal
@@ -49,12 +50,23 @@ class Outcome:
         return self.erasure.last_erasure() if self.erasure else None
 
 
-async def reconcile(store: ScopeStore, record: ScopeRecord, verdict: Verdict) -> Outcome:
-    """Bring the store's scope record to ``verdict``; raises StoreRefusal if the store refuses."""
+async def reconcile(
+    store: ScopeStore, record: ScopeRecord, verdict: Verdict,
+    recorded_generation: int | None = None,
+) -> Outcome:
+    """Bring the store's scope record to ``verdict``; raises StoreRefusal if the store refuses.
+
+    ``recorded_generation`` is the consent generation the scope's status last recorded. A
+    store generation past it is a change that was made but never recorded (the operator died
+    in between): a withdrawal is then re-run, idempotently, so that its verified receipt is
+    minted and recorded after all.
+    """
     state = await store.ensure_scope(record)
     if verdict.enabled:
         return await _enable(store, state, verdict.posture)
-    return await _disable(store, state, verdict.reason)
+    unrecorded = (recorded_generation is not None
+                  and state.consent_generation > recorded_generation)
+    return await _disable(store, state, verdict.reason, force=unrecorded)
 
 
 async def erase_for_deletion(store: ScopeStore, record: ScopeRecord) -> Outcome:
@@ -86,7 +98,9 @@ async def _disable(
 ) -> Outcome:
     if not (force or state.enabled or state.entry_count):
         return Outcome(ScopePhase.DISABLED, reason, state.consent_generation, 0)
+    faults.point("withdraw.before_fence")
     receipt = await store.withdraw(state.scope_key)
+    faults.point("withdraw.after_verify")
     if not receipt.verified:
         return Outcome(ScopePhase.FAILED, receipt.reason, receipt.generation,
                        state.entry_count, erasure=receipt)

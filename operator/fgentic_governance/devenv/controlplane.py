@@ -56,6 +56,7 @@ class LocalControlPlane:
         self._admin: KeyPair | None = None
         self._etcd_url = ""
         self._procs: list[subprocess.Popen[bytes]] = []
+        self._apiserver: subprocess.Popen[bytes] | None = None
         # Runs on garbage collection and at interpreter exit, so servers never outlive us.
         self._finalizer = weakref.finalize(self, _stop_all, self._procs)
 
@@ -76,6 +77,16 @@ class LocalControlPlane:
     def stop(self) -> None:
         """SIGTERM the apiserver, then etcd (reverse start order); SIGKILL stragglers."""
         _stop_all(self._procs)
+
+    def restart_apiserver(self) -> None:
+        """SIGTERM kube-apiserver and start it again on the same port; etcd (and so every
+        object) stays as it was."""
+        if self._apiserver is None:
+            raise RuntimeError("control plane not started")
+        self._procs.remove(self._apiserver)
+        terminate(self._apiserver)
+        self._apiserver = None
+        self._start_apiserver()
 
     def __enter__(self) -> LocalControlPlane:
         return self.start()
@@ -182,7 +193,8 @@ class LocalControlPlane:
                    timeout=self.startup_timeout)
 
     def _start_apiserver(self) -> None:
-        port = free_port()
+        # The same port on a restart: kubeconfigs already handed out stay valid.
+        port = int(self.server.rsplit(":", 1)[1]) if self.server else free_port()
         self.server = f"https://127.0.0.1:{port}"
         proc, log = self._spawn("kube-apiserver", [
             str(binary("kube-apiserver")),
@@ -204,6 +216,7 @@ class LocalControlPlane:
             "--allow-privileged=true",
             "--profiling=false",
         ])
+        self._apiserver = proc
         context = _client_context(self._pki("ca.crt"), self._pki("admin.crt"),
                                   self._pki("admin.key"))
         readyz = f"{self.server}/readyz"

@@ -107,6 +107,18 @@ class LocalPostgres:
         """Fast shutdown (SIGINT: abort sessions, checkpoint, exit), then drop the data dir."""
         self._finalizer()
 
+    def stop_server(self) -> None:
+        """Fast shutdown of the server only; the data dir and port stay for `start_server`."""
+        while self._proc:
+            terminate(self._proc.pop(), sig=signal.SIGINT, timeout=15.0)
+
+    def start_server(self) -> LocalPostgres:
+        """Start the server again on the same data dir and port (after `stop_server`)."""
+        if self.datadir is None or self._proc:
+            raise RuntimeError("start_server needs a started, then stopped, server")
+        self._run_server()
+        return self
+
     def __enter__(self) -> LocalPostgres:
         return self.start()
 
@@ -194,7 +206,7 @@ class LocalPostgres:
 
     def _run_server(self) -> None:
         assert self.datadir is not None
-        self.port = free_port()
+        self.port = self.port or free_port()  # the same port on a restart
         log = self.workdir / "postgres.log"
         with log.open("ab") as out:
             proc = subprocess.Popen(

@@ -71,7 +71,8 @@ async def reconcile_scope(
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
         async with scope_lock(record.scope_key):  # The timer and change handlers may overlap.
-            outcome = await flow.reconcile(ctx.store, record, verdict)
+            outcome = await flow.reconcile(ctx.store, record, verdict,
+                                           _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
         _write(patch, generation, previous, ScopePhase.FAILED, refusal.reason)
         _announce(body, status, ScopePhase.FAILED, refusal.reason)
@@ -107,6 +108,10 @@ async def erase_on_delete(
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
     if outcome.phase is ScopePhase.FAILED:
         raise kopf.TemporaryError(outcome.reason.value, delay=RETRY_DELAY)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) else None
 
 
 def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: Reason) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from fgentic_governance import faults
 from fgentic_governance.api.common import Principal
 from fgentic_governance.api.memory import ErasureResult
 from fgentic_governance.memory import ErasureReceipt, StoreRefusal
@@ -44,19 +45,24 @@ async def offboard(
     stored = await store.scopes_for_subject(principal.mxid, principal.origin_kind.value)
     keys = sorted(set(scopes_from_crs) | set(stored))
     missing = {key for key in keys if key not in stored}  # Never reached the store.
+    faults.point("offboard.after_enumerate")
     failures: dict[str, Reason] = {}
     for key in keys:  # 1. Disable everything first.
         if key not in missing:
             try:
                 await store.disable_and_advance(key)
+                faults.point("offboard.after_disable")
             except StoreRefusal as refusal:
                 failures[key] = refusal.reason
+    faults.point("offboard.after_disable_all")
     outcomes = []
     for key in keys:  # 2. Erase and verify each.
         if key in missing:
             outcomes.append(ScopeOutcome(key, True, Reason.OK))
             continue
         outcomes.append(await _erase(store, key, failures.get(key)))
+        faults.point("offboard.after_erase")
+    faults.point("offboard.before_record")
     return outcomes
 
 

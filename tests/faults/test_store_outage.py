@@ -1,0 +1,135 @@
+"""PostgreSQL stopped mid-flow, then started again on the same data dir and port.
+
+Each test has its own PostgreSQL (the session one is untouched). While the store is down no
+MemoryScope may report Enabled: it reports STORE_UNAVAILABLE. When the store returns, the
+operator converges on the right state without losing or recreating anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from fgentic_governance.api.common import OriginKind, Principal
+from fgentic_governance.devenv.controlplane import LocalControlPlane
+from fgentic_governance.devenv.postgres import LocalPostgres
+from fgentic_governance.memory import Access, MemoryStore, migrate
+from fgentic_governance.offboarding.cli import object_name
+from tests.faults.harness import (
+    Cluster,
+    Operator,
+    assert_fenced,
+    enabled_condition,
+    enabled_scope,
+    new_namespace,
+    new_principal,
+    phase,
+    record_of,
+    scope_obj,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def own_store(own_dsn: str) -> AsyncIterator[MemoryStore]:
+    pool = await asyncpg.create_pool(own_dsn, min_size=1, max_size=4)
+    async with pool.acquire() as conn:
+        await migrate(conn)
+    yield MemoryStore(pool)
+    pool.terminate()
+
+
+@pytest.fixture
+def env(control_plane: LocalControlPlane, own_dsn: str, own_store: MemoryStore,
+        cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Operator, str, str]]:
+    """(clusterwide operator on the test's own PostgreSQL, namespace, principal)."""
+    ns = new_namespace("fault-store")
+    control_plane.ensure_namespace(ns)
+    principal = new_principal()
+    op = Operator(control_plane.kubeconfig, own_dsn, tmp_path)
+    op.start()
+    yield op, ns, principal
+    op.stop()
+    op.assert_content_free()
+    cluster.delete_offboarding(object_name(Principal(mxid=principal,
+                                                     origin_kind=OriginKind.NATIVE_LOCAL)))
+
+
+def _unavailable(status: dict[str, object]) -> bool:
+    return (status.get("reasonCode") == "STORE_UNAVAILABLE" and status.get("phase") != "Enabled"
+            and enabled_condition(dict(status)) == "False")
+
+
+async def test_outage_fails_closed_and_recovers_the_grant(
+    env: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
+    own_postgres: LocalPostgres,
+) -> None:
+    _, ns, alice = env
+    scope = scope_obj(ns, "granted", alice)
+    key = record_of(scope).scope_key
+    _, g1 = await enabled_scope(cluster, own_store, scope, alice, 2)
+    own_postgres.stop_server()
+    status = (await cluster.until("memoryscopes", ns, "granted", _unavailable))["status"]
+    assert status["phase"] == "Failed"  # Not "Disabled": the store may still say enabled.
+    own_postgres.start_server()
+    status = (await cluster.until("memoryscopes", ns, "granted", phase("Enabled", "OK")))[
+        "status"]
+    # Nothing lost, nothing re-granted: the same generation, the same two facts.
+    assert status["consentGeneration"] == g1
+    assert (await cluster.until("memoryscopes", ns, "granted",
+                                lambda s: s.get("entryCount") == 2))["status"]["phase"] == "Enabled"
+    state = await own_store.scope_state(key)
+    assert (state.enabled, state.consent_generation, state.entry_count) == (True, g1, 2)
+    await own_store.save(Access.for_scope(record_of(scope), g1), "after the outage")
+    assert await own_store.entry_count(key) == 3
+
+
+async def test_withdrawal_during_outage_completes_when_the_store_returns(
+    env: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
+    own_postgres: LocalPostgres,
+) -> None:
+    _, ns, alice = env
+    scope = scope_obj(ns, "withdrawn", alice)
+    key = record_of(scope).scope_key
+    consent, g1 = await enabled_scope(cluster, own_store, scope, alice, 3)
+    own_postgres.stop_server()
+    cluster.withdraw(consent)
+    await cluster.until("memoryscopes", ns, "withdrawn", _unavailable)
+    own_postgres.start_server()
+    status = (await cluster.until(
+        "memoryscopes", ns, "withdrawn",
+        lambda s: phase("Disabled", "CONSENT_WITHDRAWN")(s)
+        and s.get("lastErasure", {}).get("result") == "Verified"))["status"]
+    assert status["entryCount"] == 0 and status["consentGeneration"] > g1
+    state = await own_store.scope_state(key)
+    assert not state.enabled and state.entry_count == 0
+    receipt = (await cluster.until(
+        "consentrecords", ns, consent["metadata"]["name"],
+        lambda s: s.get("receipt", {}).get("generation", 0) > g1))["status"]["receipt"]
+    assert (receipt["result"], receipt["reasonCode"]) == ("Applied", "CONSENT_WITHDRAWN")
+    await asyncio.sleep(3)  # More resync rounds re-enable and recreate nothing.
+    await assert_fenced(own_store, scope, g1)
+
+
+async def test_offboarding_during_outage_completes_when_the_store_returns(
+    env: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
+    own_postgres: LocalPostgres,
+) -> None:
+    _, ns, alice = env
+    scope = scope_obj(ns, "offboarded", alice)
+    _, g1 = await enabled_scope(cluster, own_store, scope, alice, 2)
+    own_postgres.stop_server()
+    name = cluster.offboard(alice)
+    await cluster.until_offboarded(name, phase("Failed", "STORE_UNAVAILABLE"))
+    await cluster.until("memoryscopes", ns, "offboarded", _unavailable)
+    own_postgres.start_server()
+    status = await cluster.until_offboarded(name, phase("ReadyForDeactivation", "OK"))
+    assert (status["scopesFound"], status["scopesErased"], status["scopesFailed"]) == (1, 1, 0)
+    await cluster.until("memoryscopes", ns, "offboarded",
+                        phase("Disabled", "OFFBOARDING_IN_PROGRESS"))
+    await assert_fenced(own_store, scope, g1)
