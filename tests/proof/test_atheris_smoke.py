@@ -1,6 +1,6 @@
 """The atheris harnesses in fuzz/ start, fuzz a fixed number of inputs and find nothing.
 
-A short smoke run per harness (the long runs and their figures are in tests/proof/README.md).
+A short smoke run per harness (the long runs and their figures are in docs/reliability.md).
 Crash artifacts, if any, go to a temporary directory, never into the checkout.
 """
 

@@ -201,7 +201,7 @@ def test_integers_are_not_coerced(value: Any, accepted: bool) -> None:
 
 
 @pytest.mark.xfail(strict=True, reason="populate_by_name: the models also accept snake_case "
-                   "field names, which the API server prunes as unknown (see README)")
+                   "field names, which the API server prunes as unknown (see docs/reliability.md)")
 def test_snake_case_names_are_refused() -> None:
     kind = KINDS[0]
     spec = example(kind.kind)["spec"]

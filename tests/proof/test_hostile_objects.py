@@ -324,14 +324,14 @@ def test_the_plain_carrier_is_admitted_when_bound() -> None:
 
 
 @pytest.mark.xfail(strict=True, reason="str.strip() also removes Unicode spaces and C0 "
-                   "separators, so a padded carrier name is admitted (see README)")
+                   "separators, so a padded carrier name is admitted (see docs/reliability.md)")
 @pytest.mark.parametrize("name", [CARRIER + "\u3000", "\u2003" + CARRIER, CARRIER + "\x1f"])
 def test_unicode_padded_carrier_is_refused(name: str) -> None:
     assert [d.code for d in agent_denials(agent([name]), BOUND)] == [Code.FORBIDDEN_HEADER]
 
 
 @pytest.mark.xfail(strict=True, reason="_safe_name uses str.isalnum(), which echoes Cyrillic "
-                   "and fullwidth confusables into the message (see README)")
+                   "and fullwidth confusables into the message (see docs/reliability.md)")
 @pytest.mark.parametrize("name", ["x-fgentic-identit\u0443", "\uff58-fgentic-identity"])
 def test_confusables_are_not_echoed(name: str) -> None:
     (denial,) = agent_denials(agent([name]), BOUND)

@@ -316,7 +316,7 @@ async def test_randomized_interleavings_keep_every_invariant(
     assert await runtime.readable_count(ACCESS.at(regrant)) == 0
     assert await probe.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
 
-    print(f"interleavings: {tally}, fill rounds {fills}")  # figures for the README (-s)
+    print(f"interleavings: {tally}, fill rounds {fills}")  # figures for docs/reliability.md (-s)
     # Non-vacuity: every operation kind ran, and each interesting outcome occurred.
     assert min(tally.ops[k] for k in ("grant", "withdraw", "forget", "save")) >= 10, tally.ops
     assert fills >= 3
