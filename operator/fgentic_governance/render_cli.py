@@ -47,7 +47,7 @@ def _retrieval_bindings(args: argparse.Namespace) -> int:
         meta = doc.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "default")), str(meta.get("name", ""))
         try:
-            spec = RetrievalBindingSpec.model_validate(doc.get("spec") or {})
+            spec = RetrievalBindingSpec.from_wire(doc.get("spec") or {})
             rendered = render(namespace, name, spec, jwks=jwks, options=options)
         except (pydantic.ValidationError, RenderError) as exc:
             print(f"{namespace}/{name}: {exc}", file=sys.stderr)

@@ -151,7 +151,7 @@ def _tool_denials(
                                   f"{path}.mcpServer.requireApproval"))
     retrieval = server is not None and _is_retrieval_server(server, state)
     for position, entry in enumerate(tool.get("headersFrom") or []):
-        name = str((entry or {}).get("name", "")).strip().lower()
+        name = _header_name((entry or {}).get("name", ""))
         # A name that is not an HTTP token (a confusable such as a Cyrillic or fullwidth
         # letter, or a zero-width joiner) cannot be compared reliably: fail closed.
         if name.startswith(RESERVED_PREFIX) or (retrieval and name in RETRIEVAL_FORBIDDEN_SET) \
@@ -168,7 +168,7 @@ def _header_denials(
     denials = []
     for position, header in enumerate(mcp.get("allowedHeaders") or []):
         where = f"{path}.allowedHeaders[{position}]"
-        name = str(header).strip().lower()
+        name = _header_name(header)
         if name != IDENTITY_HEADER:
             denials.append(Denial(Code.FORBIDDEN_HEADER, where, _safe_name(name)))
         elif not bound or binding is None:
@@ -202,14 +202,21 @@ def _memory_denials(
     return []
 
 
+def _header_name(raw: Any) -> str:
+    """Trim optional whitespace (SP / HTAB only, RFC 9110 OWS) and fold ASCII case only:
+    str.strip() would also drop Unicode spaces and C0 separators, and str.lower() folds some
+    non-ASCII letters (KELVIN SIGN) into ASCII ones."""
+    name = str(raw).strip(" \t")
+    return name.lower() if name.isascii() else name
+
+
 def _is_token(name: str) -> bool:
     return bool(name) and all(c in _TCHAR for c in name)
 
 
 def _safe_name(name: str) -> str:
     """A header name is echoed only when it looks like one (bounded token characters)."""
-    ok = 0 < len(name) <= 64 and all(c.isalnum() or c in "-_*" for c in name)
-    return name if ok else "<invalid header name>"
+    return name if len(name) <= 64 and _is_token(name) else "<invalid header name>"
 
 
 def header_denials(agent: Mapping[str, Any]) -> list[Denial]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -46,6 +46,12 @@ class Model(BaseModel):
         use_attribute_docstrings=True,
         frozen=True,
     )
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Self:
+        """Parse an object as Kubernetes stores it: camelCase only. The API server prunes a
+        snake_case key as unknown, so accepting it offline would validate what it drops."""
+        return cls.model_validate(data, by_alias=True, by_name=False)
 
     def wire(self) -> dict[str, Any]:
         """The object as Kubernetes stores it: camelCase, unset optionals omitted."""

@@ -32,14 +32,14 @@ def _view(obj: dict[str, Any]) -> ScopeView | None:
     if meta.get("deletionTimestamp"):
         return None  # Being erased by the operator's finalizer: no more commands.
     try:
-        spec = MemoryScopeSpec.model_validate(obj.get("spec") or {})
+        spec = MemoryScopeSpec.from_wire(obj.get("spec") or {})
     except pydantic.ValidationError:
         return None
     last: LastErasure | None = None
     raw = (obj.get("status") or {}).get("lastErasure")
     if raw:
         try:
-            last = LastErasure.model_validate(raw)
+            last = LastErasure.from_wire(raw)
         except pydantic.ValidationError:
             last = None
     return ScopeView(str(meta.get("namespace", "")), str(meta.get("name", "")), spec, last)

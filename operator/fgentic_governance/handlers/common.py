@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import pydantic
-from pydantic import BaseModel
 
+from fgentic_governance.api.common import Model
 from fgentic_governance.reasons import Reason
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=Model)
 
 
 def now() -> str:
@@ -21,7 +21,7 @@ def now() -> str:
 def parse(model: type[M], spec: Mapping[str, Any]) -> M | None:
     """The validated spec, or None; the validation error is dropped since it may echo values."""
     try:
-        return model.model_validate(dict(spec))
+        return model.from_wire(dict(spec))
     except pydantic.ValidationError:
         return None
 

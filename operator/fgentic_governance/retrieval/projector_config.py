@@ -190,7 +190,7 @@ def parse_config(text: str) -> ProjectorConfig:
     if not isinstance(doc, dict):
         raise ProjectorConfigError("the configuration must be a mapping")
     try:
-        return ProjectorConfig.model_validate(doc)
+        return ProjectorConfig.from_wire(doc)
     except ValidationError as exc:
         raise ProjectorConfigError(_first_error(exc)) from None
 
