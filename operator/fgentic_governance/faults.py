@@ -7,13 +7,22 @@ blocks, no status written, exactly like an OOM kill or a node loss. Unset (produ
 typo cannot silently turn a crash test into a plain run.
 
 The steps form a closed set (``STEPS``); each is called at one boundary of
-``consent.flow`` (consent withdrawal / erasure) or ``offboarding.flow``:
+``consent.flow`` (grant, consent withdrawal / erasure), the store's erasure (withdrawals
+only) or ``offboarding.flow``:
 
 withdraw.before_fence
     the gates said "disable" and the scope has something to erase; the store is unchanged.
+withdraw.after_fence
+    inside the store's erasure: the fence (disabled + generation advanced) is committed on its
+    own; no row is deleted yet.
+withdraw.after_delete
+    inside the store's erasure: fenced and the DELETE committed; not verified yet.
 withdraw.after_verify
     the store fenced (disabled + generation advanced, so every older read/write is refused),
     deleted and verified; nothing is recorded yet (no status, event or consent receipt).
+grant.after_store
+    the store enabled the scope at a new generation; nothing is recorded yet (no status,
+    event or consent receipt).
 offboard.after_enumerate
     the principal's scopes were enumerated (CRs + store); none is disabled yet.
 offboard.after_disable
@@ -34,7 +43,10 @@ from typing import Final
 
 ENV: Final = "FGENTIC_FAULT_KILL_AT"
 STEPS: Final = frozenset({
+    "grant.after_store",
     "withdraw.before_fence",
+    "withdraw.after_fence",
+    "withdraw.after_delete",
     "withdraw.after_verify",
     "offboard.after_enumerate",
     "offboard.after_disable",

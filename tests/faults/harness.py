@@ -139,11 +139,15 @@ def phase(expected: str, reason: str | None = None) -> Check:
                                                      or s.get("reasonCode") == reason)
 
 
-def enabled_condition(status: dict[str, Any]) -> str | None:
+def condition_status(status: dict[str, Any], kind: str) -> str | None:
     for cond in status.get("conditions") or []:
-        if cond.get("type") == "Enabled":
+        if cond.get("type") == kind:
             return str(cond.get("status"))
     return None
+
+
+def enabled_condition(status: dict[str, Any]) -> str | None:
+    return condition_status(status, "Enabled")
 
 
 class Cluster:

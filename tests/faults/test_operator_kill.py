@@ -27,6 +27,7 @@ from tests.faults.harness import (
     Operator,
     assert_fenced,
     assert_status_content_free,
+    consent_obj,
     enabled_condition,
     enabled_scope,
     new_namespace,
@@ -50,7 +51,7 @@ OFFBOARD_CRASH_STATE = {
 
 
 def test_every_step_is_covered() -> None:
-    assert set(WITHDRAW_STEPS) | set(OFFBOARD_CRASH_STATE) == STEPS
+    assert set(WITHDRAW_STEPS) | set(OFFBOARD_CRASH_STATE) | {"grant.after_store"} == STEPS
 
 
 @pytest.fixture
@@ -110,12 +111,53 @@ async def test_kill_during_withdrawal_then_restart(
     state = await store.scope_state(key)
     if step == "withdraw.before_fence":
         assert (state.enabled, state.consent_generation, state.entry_count) == (True, g1, 3)
-    else:  # withdraw.after_verify: fenced, deleted, verified; nothing recorded.
-        assert not state.enabled and state.consent_generation > g1 and state.entry_count == 0
+    else:  # Fenced; deleted after the fence; verified after the delete; nothing recorded.
+        left = 3 if step == "withdraw.after_fence" else 0
+        assert not state.enabled and state.consent_generation > g1
+        assert state.entry_count == left
+        if left:
+            await assert_fenced_only(store, scope, g1)  # Fenced although not yet erased.
         status = (await asyncio.to_thread(cluster.get, "memoryscopes", ns, "withdrawn"))["status"]
         assert status["phase"] == "Enabled"  # The status write died with the process.
     op.start()
     await _withdrawn_and_verified(cluster, store, op, scope, consent, g1=g1)
+
+
+async def test_kill_after_grant_then_restart(
+    namespaced_operator: tuple[Operator, str], cluster: Cluster, store: MemoryStore
+) -> None:
+    """The store enabled the scope, then the operator died before status and receipt: the
+    restart records the grant (status and receipt) without granting a second time."""
+    op, ns = namespaced_operator
+    op.start(kill_at="grant.after_store")
+    scope = scope_obj(ns, "granted", new_principal())
+    key = record_of(scope).scope_key
+    cluster.create("memoryscopes", scope)
+    consent = cluster.create("consentrecords", consent_obj(
+        ns, "granted", scope["spec"]["subject"]["mxid"]))
+    op.wait_killed()
+    state = await store.scope_state(key)
+    assert state.enabled and state.entry_count == 0
+    granted_at = state.consent_generation
+    status = (await asyncio.to_thread(cluster.get, "memoryscopes", ns, "granted")).get(
+        "status", {})
+    assert status.get("phase") != "Enabled"  # The status write died with the process.
+    name = consent["metadata"]["name"]
+    assert "receipt" not in (await asyncio.to_thread(
+        cluster.get, "consentrecords", ns, name)).get("status", {})
+    op.start()
+    status = (await cluster.until("memoryscopes", ns, "granted", phase("Enabled", "OK")))[
+        "status"]
+    assert status["consentGeneration"] == granted_at  # Recorded, not granted again.
+    receipt = (await cluster.until("consentrecords", ns, name,
+                                   lambda s: "receipt" in s))["status"]["receipt"]
+    assert (receipt["result"], receipt["reasonCode"], receipt["generation"]) == (
+        "Applied", "OK", granted_at)
+    await asyncio.sleep(3)  # More resync rounds grant nothing more.
+    state = await store.scope_state(key)
+    assert (state.enabled, state.consent_generation) == (True, granted_at)
+    await store.save(Access.for_scope(record_of(scope), granted_at), "after the restart")
+    assert await store.entry_count(key) == 1
 
 
 async def test_kill_mid_delete_then_restart(

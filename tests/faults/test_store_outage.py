@@ -23,6 +23,7 @@ from tests.faults.harness import (
     Cluster,
     Operator,
     assert_fenced,
+    condition_status,
     enabled_condition,
     enabled_scope,
     new_namespace,
@@ -62,7 +63,8 @@ def env(control_plane: LocalControlPlane, own_dsn: str, own_store: MemoryStore,
 
 def _unavailable(status: dict[str, object]) -> bool:
     return (status.get("reasonCode") == "STORE_UNAVAILABLE" and status.get("phase") != "Enabled"
-            and enabled_condition(dict(status)) == "False")
+            and enabled_condition(dict(status)) == "False"
+            and condition_status(dict(status), "StoreReady") == "False")
 
 
 async def test_outage_fails_closed_and_recovers_the_grant(
@@ -79,6 +81,7 @@ async def test_outage_fails_closed_and_recovers_the_grant(
     own_postgres.start_server()
     status = (await cluster.until("memoryscopes", ns, "granted", phase("Enabled", "OK")))[
         "status"]
+    assert condition_status(status, "StoreReady") == "True"
     # Nothing lost, nothing re-granted: the same generation, the same two facts.
     assert status["consentGeneration"] == g1
     assert (await cluster.until("memoryscopes", ns, "granted",

@@ -63,7 +63,11 @@ async def reconcile(
     """
     state = await store.ensure_scope(record)
     if verdict.enabled:
-        return await _enable(store, state, verdict.posture)
+        # An enabled store the status never recorded is a grant whose receipt died with the
+        # operator: report it as granted again (the store is not re-granted).
+        unrecorded = state.enabled and (recorded_generation is None
+                                        or state.consent_generation > recorded_generation)
+        return await _enable(store, state, verdict.posture, unrecorded=unrecorded)
     unrecorded = (recorded_generation is not None
                   and state.consent_generation > recorded_generation)
     return await _disable(store, state, verdict.reason, force=unrecorded)
@@ -80,17 +84,21 @@ async def erase_for_deletion(store: ScopeStore, record: ScopeRecord) -> Outcome:
     return await _disable(store, state, Reason.CONSENT_WITHDRAWN, force=True)
 
 
-async def _enable(store: ScopeStore, state: ScopeState, posture: Posture) -> Outcome:
+async def _enable(
+    store: ScopeStore, state: ScopeState, posture: Posture, *, unrecorded: bool = False
+) -> Outcome:
     granted = not state.enabled
     if granted:
         generation = await store.grant(state.scope_key, posture)
+        faults.point("grant.after_store")
     elif state.posture is not posture:
         generation = await store.set_posture(state.scope_key, posture)
     else:
         generation = state.consent_generation
     fresh = await store.scope_state(state.scope_key)
     return Outcome(ScopePhase.ENABLED, Reason.OK, generation, fresh.entry_count,
-                   hard_expiry=await store.latest_expiry(state.scope_key), granted=granted)
+                   hard_expiry=await store.latest_expiry(state.scope_key),
+                   granted=granted or unrecorded)
 
 
 async def _disable(

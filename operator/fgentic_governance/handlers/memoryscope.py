@@ -128,6 +128,8 @@ def _write(
 ) -> None:
     """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version."""
     enabled = phase is ScopePhase.ENABLED
+    # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected once.
+    store_ready = context().store is not None and reason is not Reason.STORE_UNAVAILABLE
     SCOPE_TRANSITIONS.labels(phase=phase.value, reason=reason.value).inc()
     patch.status["phase"] = phase.value
     patch.status["reasonCode"] = reason.value
@@ -136,9 +138,8 @@ def _write(
     patch.status["conditions"] = merge_conditions(
         previous,
         condition("Enabled", enabled, reason, generation, previous),
-        condition("StoreReady", context().store is not None,
-                  Reason.OK if context().store else Reason.STORE_UNAVAILABLE, generation,
-                  previous),
+        condition("StoreReady", store_ready,
+                  Reason.OK if store_ready else Reason.STORE_UNAVAILABLE, generation, previous),
         # The scope record exists in the store's fence: every read and write is generation-
         # checked by the database from here on.
         condition("ConsentGated", gated, Reason.OK if gated else Reason.STORE_UNAVAILABLE,

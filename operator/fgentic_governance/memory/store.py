@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
+from fgentic_governance import faults
 from fgentic_governance.api.memory import ErasureResult, Posture
 from fgentic_governance.memory import write_policy
 from fgentic_governance.memory.errors import StoreRefusal, guarded
@@ -277,10 +278,15 @@ class MemoryStore:
             f"{operation}_fence",
             lambda conn: self._fence(conn, scope_key, kind is ErasureKind.WITHDRAWAL))
         deleted = 0
+        withdrawal = kind is ErasureKind.WITHDRAWAL
+        if withdrawal:
+            faults.point("withdraw.after_fence")
         try:
             # 2. Delete everything stamped before the fence.
             deleted = await guarded(self._with_conn(
                 lambda conn: self._delete_scope_rows(conn, scope_key, fence)))
+            if withdrawal:
+                faults.point("withdraw.after_delete")
             # 3. Read back through the table and the runtime's view.
             left = await guarded(self._with_conn(
                 lambda conn: self._remaining(conn, scope_key, fence)))
