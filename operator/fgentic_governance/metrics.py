@@ -12,3 +12,8 @@ SCOPE_TRANSITIONS = Counter(
     "MemoryScope reconciliations by resulting phase and reason code.",
     ["phase", "reason"],
 )
+SCOPE_STATUS_WRITES = Counter(
+    "fgentic_scope_status_writes_total",
+    "MemoryScope reconciliations that wrote the status, or found it already as computed.",
+    ["result"],
+)

@@ -76,6 +76,7 @@ def run_operator(args: argparse.Namespace) -> int:
     configure(local_homeserver=args.local_homeserver, api_client=api_client)
 
     from fgentic_governance.handlers import (  # noqa: F401  (registration by import)
+        diffbase,
         memoryscope,
         offboarding,
         retrievalbinding,
@@ -86,6 +87,7 @@ def run_operator(args: argparse.Namespace) -> int:
     @kopf.on.startup()
     async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         _settings(settings)
+        settings.persistence.diffbase_storage = diffbase.DIFFBASE
         if args.metrics_port:
             from prometheus_client import start_http_server
 

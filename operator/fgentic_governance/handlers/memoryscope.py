@@ -16,7 +16,7 @@ from fgentic_governance.consent.gates import Environment, Verdict, evaluate
 from fgentic_governance.handlers import kube
 from fgentic_governance.handlers.common import condition, merge_conditions, now, parse
 from fgentic_governance.memory import ScopeRecord, StoreRefusal
-from fgentic_governance.metrics import SCOPE_TRANSITIONS
+from fgentic_governance.metrics import SCOPE_STATUS_WRITES, SCOPE_TRANSITIONS
 from fgentic_governance.reasons import Reason
 from fgentic_governance.runtime_context import context, scope_lock
 
@@ -38,9 +38,24 @@ def consents_by_scope(
 @kopf.on.resume(GROUP, VERSION, "memoryscopes")
 @kopf.on.create(GROUP, VERSION, "memoryscopes")
 @kopf.on.update(GROUP, VERSION, "memoryscopes")
+async def reconcile_scope(**kwargs: Any) -> None:
+    await _reconcile(**kwargs)
+
+
 @kopf.timer(GROUP, VERSION, "memoryscopes", interval=RESYNC_INTERVAL,
             initial_delay=RESYNC_INTERVAL)
-async def reconcile_scope(
+async def resync_scope(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
+    """Periodic re-evaluation (the store may come back, entries expire, counts change).
+
+    A scope whose current generation no change handler has finished yet is left to them: with a
+    backlog, a timer run would reconcile it again before its first turn and add to the queue.
+    """
+    if status.get("observedGeneration") != meta.get("generation"):
+        return
+    await _reconcile(status=status, meta=meta, **kwargs)
+
+
+async def _reconcile(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
     body: kopf.Body, patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
     offboarding_principals: kopf.Index[Any, Any], **_: Any,
@@ -59,13 +74,15 @@ async def reconcile_scope(
             local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None,
             offboarding=principal in offboarding_principals))
     if scope is None:
-        _write(patch, generation, previous, ScopePhase.DISABLED, verdict.reason)
+        _commit(patch, status, _status(generation, previous, ScopePhase.DISABLED,
+                                       verdict.reason))
         _announce(body, status, ScopePhase.DISABLED, verdict.reason)
         return
     if ctx.store is None:
         # Without the store nothing is fenced, and an earlier enablement may still stand
         # there: report a failure, not a disabled scope.
-        _write(patch, generation, previous, ScopePhase.FAILED, Reason.STORE_UNAVAILABLE)
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED,
+                                       Reason.STORE_UNAVAILABLE))
         _announce(body, status, ScopePhase.FAILED, Reason.STORE_UNAVAILABLE)
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
@@ -74,10 +91,10 @@ async def reconcile_scope(
             outcome = await flow.reconcile(ctx.store, record, verdict,
                                            _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
-        _write(patch, generation, previous, ScopePhase.FAILED, refusal.reason)
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason))
         _announce(body, status, ScopePhase.FAILED, refusal.reason)
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
-    _write_outcome(patch, generation, previous, outcome)
+    _commit(patch, status, _outcome_status(generation, previous, outcome))
     _announce(body, status, outcome.phase, outcome.reason)
     if outcome.erasure is not None:
         receipt = outcome.erasure
@@ -122,42 +139,56 @@ def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: R
                reason=phase.value, message=f"reason {reason.value}")
 
 
-def _write(
-    patch: kopf.Patch, generation: int, previous: list[dict[str, Any]] | None,
-    phase: ScopePhase, reason: Reason, *, gated: bool = False,
-) -> None:
+def _status(
+    generation: int, previous: list[dict[str, Any]] | None, phase: ScopePhase, reason: Reason,
+    *, gated: bool = False,
+) -> dict[str, Any]:
     """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version."""
     enabled = phase is ScopePhase.ENABLED
     # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected once.
     store_ready = context().store is not None and reason is not Reason.STORE_UNAVAILABLE
     SCOPE_TRANSITIONS.labels(phase=phase.value, reason=reason.value).inc()
-    patch.status["phase"] = phase.value
-    patch.status["reasonCode"] = reason.value
-    patch.status["observedGeneration"] = generation
-    patch.status["storeSchemaVersion"] = context().store_schema_version
-    patch.status["conditions"] = merge_conditions(
-        previous,
-        condition("Enabled", enabled, reason, generation, previous),
-        condition("StoreReady", store_ready,
-                  Reason.OK if store_ready else Reason.STORE_UNAVAILABLE, generation, previous),
-        # The scope record exists in the store's fence: every read and write is generation-
-        # checked by the database from here on.
-        condition("ConsentGated", gated, Reason.OK if gated else Reason.STORE_UNAVAILABLE,
-                  generation, previous),
-    )
+    return {
+        "phase": phase.value,
+        "reasonCode": reason.value,
+        "observedGeneration": generation,
+        "storeSchemaVersion": context().store_schema_version,
+        "conditions": merge_conditions(
+            previous,
+            condition("Enabled", enabled, reason, generation, previous),
+            condition("StoreReady", store_ready,
+                      Reason.OK if store_ready else Reason.STORE_UNAVAILABLE, generation,
+                      previous),
+            # The scope record exists in the store's fence: every read and write is
+            # generation-checked by the database from here on.
+            condition("ConsentGated", gated, Reason.OK if gated else Reason.STORE_UNAVAILABLE,
+                      generation, previous),
+        ),
+    }
 
 
-def _write_outcome(
-    patch: kopf.Patch, generation: int, previous: list[dict[str, Any]] | None,
-    outcome: flow.Outcome,
-) -> None:
-    _write(patch, generation, previous, outcome.phase, outcome.reason, gated=True)
-    patch.status["consentGeneration"] = outcome.generation
-    patch.status["entryCount"] = outcome.entry_count
-    patch.status["hardExpiry"] = (outcome.hard_expiry.strftime("%Y-%m-%dT%H:%M:%SZ")
-                                  if outcome.hard_expiry else None)
+def _outcome_status(
+    generation: int, previous: list[dict[str, Any]] | None, outcome: flow.Outcome,
+) -> dict[str, Any]:
+    fields = _status(generation, previous, outcome.phase, outcome.reason, gated=True)
+    fields["consentGeneration"] = outcome.generation
+    fields["entryCount"] = outcome.entry_count
+    fields["hardExpiry"] = (outcome.hard_expiry.strftime("%Y-%m-%dT%H:%M:%SZ")
+                            if outcome.hard_expiry else None)
     if outcome.last_erasure is not None:
-        patch.status["lastErasure"] = outcome.last_erasure.wire()
+        fields["lastErasure"] = outcome.last_erasure.wire()
+    return fields
+
+
+def _commit(patch: kopf.Patch, status: kopf.Status, fields: dict[str, Any]) -> None:
+    """Write the status only when it changes: a resync that finds everything as recorded costs
+    a store round trip and no API write (the API server would decode, validate and compare a
+    no-op PATCH all the same)."""
+    if all(status.get(key) == value for key, value in fields.items()):
+        SCOPE_STATUS_WRITES.labels(result="unchanged").inc()
+        return
+    SCOPE_STATUS_WRITES.labels(result="written").inc()
+    patch.status.update(fields)
 
 
 async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:

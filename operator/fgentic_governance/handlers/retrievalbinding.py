@@ -49,13 +49,25 @@ def _holder(claims: list[tuple[str, str]], mine: tuple[str, str]) -> str:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
+async def reconcile_binding(**kwargs: Any) -> None:
+    await _reconcile(**kwargs)
+
+
 @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL, initial_delay=RESYNC_INTERVAL)
-async def reconcile_binding(
+async def resync_binding(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
+    """Drift correction: re-apply what is rendered. A binding whose current generation no
+    change handler has finished yet is left to them (see `memoryscope.resync_scope`)."""
+    if status.get("observedGeneration") != meta.get("generation"):
+        return
+    await _reconcile(status=status, meta=meta, resync=True, **kwargs)
+
+
+async def _reconcile(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    patch: kopf.Patch, bindings_by_agent: kopf.Index[Any, Any], **_: Any,
+    patch: kopf.Patch, bindings_by_agent: kopf.Index[Any, Any], resync: bool = False, **_: Any,
 ) -> None:
     binding = BindingId(namespace, name)
-    report = _Report(patch, int(meta.get("generation", 0)), status.get("conditions"))
+    report = _Report(patch, status, int(meta.get("generation", 0)))
     parsed = parse(RetrievalBindingSpec, spec)
     if parsed is None:
         report.done(valid=False, rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
@@ -83,7 +95,10 @@ async def reconcile_binding(
         owner = render_apply.Owner(API_VERSION, KIND, namespace, name, str(meta.get("uid")))
         try:
             await _apply(rendered, owner)
-            await _prune(binding, rendered.objects)
+            # A resync that renders what was last applied and pruned has nothing new to prune:
+            # skip the cluster-wide label LISTs (5 per binding and round otherwise).
+            if not (resync and _applied(status, rendered.digest)):
+                await _prune(binding, rendered.objects)
         except ApiException as exc:
             report.done(rendered=Reason.OK, applied=Reason.APPLY_FAILED, result=rendered)
             raise kopf.TemporaryError(f"apply failed: {exc.status}", delay=RETRY_DELAY) from None
@@ -117,19 +132,27 @@ async def _listed(api_version: str, plural: str, selector: str) -> list[dict[str
         raise kopf.TemporaryError(f"list failed: {exc.status}", delay=RETRY_DELAY) from None
 
 
-class _Report:
-    """Writes status: conditions Valid, Rendered, Applied, Conflict, and the rendered summary."""
+def _applied(status: kopf.Status, digest: str) -> bool:
+    """The status records this exact rendering as applied (and so pruned against)."""
+    applied = [c for c in status.get("conditions") or [] if c.get("type") == "Applied"]
+    return (status.get("renderedDigest") == digest and len(applied) == 1
+            and applied[0].get("status") == "True")
 
-    def __init__(self, patch: kopf.Patch, generation: int,
-                 previous: list[dict[str, Any]] | None) -> None:
-        self.patch, self.generation, self.previous = patch, generation, previous
+
+class _Report:
+    """Writes status: conditions Valid, Rendered, Applied, Conflict, and the rendered summary;
+    only when something changed (a resync that finds everything as recorded writes nothing)."""
+
+    def __init__(self, patch: kopf.Patch, current: kopf.Status, generation: int) -> None:
+        self.patch, self.current, self.generation = patch, current, generation
+        self.previous = current.get("conditions")
 
     def done(self, *, rendered: Reason, applied: Reason, valid: bool = True,
              conflict: bool = False, result: Rendered | None = None) -> None:
         def cond(kind: str, ok: bool, reason: Reason) -> dict[str, Any]:
             return condition(kind, ok, reason, self.generation, self.previous)
 
-        status = self.patch.status
+        status: dict[str, Any] = {}
         status["observedGeneration"] = self.generation
         status["conditions"] = merge_conditions(
             self.previous,
@@ -140,3 +163,5 @@ class _Report:
         status["renderedDigest"] = result.digest if result else None
         status["renderedObjects"] = len(result.objects) if result and applied is Reason.OK else 0
         status["unenforceable"] = list(result.unenforceable) if result else []
+        if any(self.current.get(key) != value for key, value in status.items()):
+            self.patch.status.update(status)

@@ -1,0 +1,51 @@
+"""Kopf's diff base ("last handled configuration") kept in the operator's memory.
+
+Kopf's default writes the last handled essence of every object into an annotation: one extra
+PATCH of the object after every create and update handler (about a quarter of the API writes
+per MemoryScope + ConsentRecord pair at scale, docs/load.md). Nothing here needs that diff to
+survive a restart: every registration is level-based and is also a resume handler, so after a
+restart every object is reconciled once anyway (with no stored base, Kopf sees a creation).
+The cost is one compact JSON essence per live object in memory, forgotten on deletion.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import kopf
+
+from fgentic_governance.api.common import GROUP, VERSION
+
+
+class MemoryDiffBase(kopf.DiffBaseStorage):
+    """uid → the essence (compact JSON) Kopf last handled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._essences: dict[str, str] = {}
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        encoded = self._essences.get(str(body.metadata.uid))
+        return cast(kopf.BodyEssence, json.loads(encoded)) if encoded is not None else None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        self._essences[str(body.metadata.uid)] = json.dumps(essence, separators=(",", ":"))
+
+    def forget(self, uid: str) -> None:
+        self._essences.pop(uid, None)
+
+    def __len__(self) -> int:
+        return len(self._essences)
+
+
+DIFFBASE = MemoryDiffBase()
+
+
+def _forget_deleted(event: kopf.RawEvent, **_: Any) -> None:
+    if event.get("type") == "DELETED":
+        DIFFBASE.forget(str(event.get("object", {}).get("metadata", {}).get("uid", "")))
+
+
+for _plural in ("memoryscopes", "consentrecords", "retrievalbindings", "principaloffboardings"):
+    kopf.on.event(GROUP, VERSION, _plural, id="forget-diff-base")(_forget_deleted)
