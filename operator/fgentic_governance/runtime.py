@@ -12,11 +12,12 @@ from typing import Any
 
 import kopf
 
-from fgentic_governance import kube_login  # noqa: F401  (registers the login handler)
+from fgentic_governance import kube_login  # (also registers the login handler)
 from fgentic_governance.runtime_context import configure, context
 
 log = logging.getLogger("fgentic_governance")
 STORE_RETRY = 10.0
+WORKER_LIMIT = int(os.environ.get("FGENTIC_WORKER_LIMIT", "32"))
 CLEANUP_INTERVAL = 3600.0  # Expired rows are unreadable at once; deletion follows within 24 h.
 
 
@@ -31,6 +32,10 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     settings.posting.level = logging.INFO
     settings.persistence.finalizer = "governance.fgentic.dev/finalizer"
     settings.execution.max_workers = 8
+    # Bound the objects handled at once: with 1,000 new objects an unbounded burst holds every
+    # handler's state at the same time (the resident peak, never returned to the OS) and
+    # completes them all together; bounded, they complete in arrival order at the same rate.
+    settings.queueing.worker_limit = WORKER_LIMIT
 
 
 async def open_store(dsn_file: Path) -> None:
@@ -104,6 +109,7 @@ def run_operator(args: argparse.Namespace) -> int:
             await pool.close()
 
     namespaces = args.namespace or []
+    kube_login.expect_namespaces(len(namespaces))
     asyncio.run(kopf.operator(clusterwide=not namespaces, namespaces=namespaces,
                               standalone=True))
     return 0
