@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fgentic_governance.devenv.controlplane import LocalControlPlane
+from fgentic_governance.handlers.memoryscope import POKE
 from fgentic_governance.memory import MemoryStore
 from tests.faults.harness import (
     Cluster,
@@ -53,6 +54,11 @@ async def test_changes_made_while_the_operator_is_down_are_reconciled(
     withdrawn = scope_obj(ns, "withdrawn", new_principal())
     consent, g1 = await enabled_scope(cluster, store, withdrawn,
                                       withdrawn["spec"]["subject"]["mxid"], 2)
+    steady = scope_obj(ns, "steady", new_principal())
+    _, g_steady = await enabled_scope(cluster, store, steady,
+                                      steady["spec"]["subject"]["mxid"], 1)
+    poked = (await asyncio.to_thread(cluster.get, "memoryscopes", ns, "steady"))["metadata"][
+        "annotations"][POKE]
     # No diff base, no progress left on the object: nothing for the next process to trust.
     meta = (await asyncio.to_thread(cluster.get, "memoryscopes", ns, "withdrawn"))["metadata"]
     assert not [k for k in meta.get("annotations") or {} if k.startswith(KOPF_ANNOTATION_PREFIX)]
@@ -74,3 +80,7 @@ async def test_changes_made_while_the_operator_is_down_are_reconciled(
     status = (await cluster.until("memoryscopes", ns, "fresh", phase("Enabled", "OK")))["status"]
     state = await store.scope_state(record_of(fresh).scope_key)
     assert state.enabled and state.consent_generation == status["consentGeneration"]
+    # The unchanged pair: reconciled from the index at start-up, not poked, not re-granted.
+    obj = await asyncio.to_thread(cluster.get, "memoryscopes", ns, "steady")
+    assert obj["metadata"]["annotations"][POKE] == poked
+    assert (obj["status"]["phase"], obj["status"]["consentGeneration"]) == ("Enabled", g_steady)

@@ -208,16 +208,26 @@ async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
 @kopf.on.update(GROUP, VERSION, "consentrecords")
 @kopf.on.resume(GROUP, VERSION, "consentrecords")
 async def reconcile_consent(
-    *, namespace: str, spec: kopf.Spec, meta: kopf.Meta, patch: kopf.Patch, **_: Any
+    *, namespace: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
+    **_: Any,
 ) -> None:
-    """Validate the record and poke its scope so the scope re-evaluates its gates."""
+    """Validate the record and poke its scope so the scope re-evaluates its gates.
+
+    A record whose status already shows this generation handled was poked for by an earlier
+    run: after a restart Kopf indexes every record before any scope handler runs, so each scope
+    sees it without a poke (1,000 consents would otherwise cost 1,000 PATCHes and as many scope
+    reconciliations per restart).
+    """
     generation = int(meta.get("generation", 0))
     record = parse(ConsentRecordSpec, spec)
-    patch.status["observedGeneration"] = generation
     valid = record is not None
-    patch.status["conditions"] = [condition(
-        "Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation, None)]
-    if record is not None:
+    fields = {"observedGeneration": generation, "conditions": [condition(
+        "Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation,
+        status.get("conditions"))]}
+    handled = status.get("observedGeneration") == generation
+    if record is not None and not handled:
         await kube.annotate(group=GROUP, version=VERSION, plural="memoryscopes",
                             namespace=namespace, name=record.scope_ref.name,
                             annotations={POKE: now()})
+    if any(status.get(key) != value for key, value in fields.items()):
+        patch.status.update(fields)
