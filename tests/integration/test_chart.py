@@ -126,8 +126,28 @@ def test_store_dsn_comes_from_a_secret_file_only() -> None:
                    and d["kind"] == "Deployment"]
     container = operator["spec"]["template"]["spec"]["containers"][0]
     assert "--store-dsn-file=/var/run/fgentic/store/dsn" in container["args"]
-    assert "env" not in container
+    # The environment holds the tuning knobs only: never the DSN, never a secret reference.
+    env = container.get("env", [])
+    assert {e["name"] for e in env} == set(TUNING_ENV.values())
+    assert all(set(e) == {"name", "value"} and "postgres" not in e["value"] for e in env)
     assert operator["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == "store"
+
+
+TUNING_ENV = {
+    "scopeResyncSeconds": "FGENTIC_SCOPE_RESYNC_SECONDS",
+    "bindingResyncSeconds": "FGENTIC_BINDING_RESYNC_SECONDS",
+    "workerLimit": "FGENTIC_WORKER_LIMIT",
+    "apiConnections": "FGENTIC_API_CONNECTIONS",
+}
+
+
+def test_operator_tuning_values_reach_the_environment() -> None:
+    overrides = ",".join(f"operator.tuning.{key}={i + 7}" for i, key in enumerate(TUNING_ENV))
+    (operator,) = [d for d in _render(overrides) if d["metadata"]["name"] == "fg-operator"
+                   and d["kind"] == "Deployment"]
+    env = {e["name"]: e["value"]
+           for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env == {name: str(i + 7) for i, name in enumerate(TUNING_ENV.values())}
 
 
 def test_operator_role_is_least_privilege() -> None:
