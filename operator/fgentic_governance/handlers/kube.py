@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import json
+from typing import Any, Final
 
 import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.runtime_context import context
+
+PARTIAL_METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
 def _api() -> client.CustomObjectsApi:
@@ -58,20 +61,48 @@ def _is_config_map(api_version: str, plural: str) -> bool:
     return api_version == "v1" and plural == "configmaps"
 
 
-async def server_side_apply(obj: dict[str, Any], plural: str, field_manager: str) -> None:
+async def server_side_apply(obj: dict[str, Any], plural: str, field_manager: str) -> str:
     """Apply ``obj`` as ``field_manager`` with force: fields it owns are reset on every call,
-    which is what corrects drift. Raises ApiException (the caller reports APPLY_FAILED)."""
+    which is what corrects drift. Returns the applied object's resourceVersion. Raises
+    ApiException (the caller reports APPLY_FAILED)."""
     meta = obj["metadata"]
     options: dict[str, Any] = {"field_manager": field_manager, "force": True,
                                "field_validation": "Strict", "_content_type": APPLY_PATCH}
     if _is_config_map(obj["apiVersion"], plural):
-        await asyncio.to_thread(_core().patch_namespaced_config_map, meta["name"],
-                                meta["namespace"], obj, **options)
-        return
+        typed = await asyncio.to_thread(_core().patch_namespaced_config_map, meta["name"],
+                                        meta["namespace"], obj, **options)
+        return str(typed.metadata.resource_version if typed.metadata else "")
     group, version = _group_version(obj["apiVersion"])
-    await asyncio.to_thread(
+    # The client does not deserialize apply-patch responses for custom objects: read the JSON.
+    response = await asyncio.to_thread(
         _api().patch_namespaced_custom_object, group, version, meta["namespace"], plural,
-        meta["name"], obj, **options)
+        meta["name"], obj, _preload_content=False, **options)
+    applied: dict[str, Any] = json.loads(response.data)  # type: ignore[attr-defined]
+    return str(applied.get("metadata", {}).get("resourceVersion", ""))
+
+
+async def list_versions(api_version: str, plural: str, selector: str) -> dict[tuple[str, str], str]:
+    """(namespace, name) → resourceVersion of every object of a kind matching a label selector,
+    read as metadata only (PartialObjectMetadataList): a drift sweep over thousands of rendered
+    objects then transfers and parses names and versions, not bodies."""
+    path = (f"/api/{api_version}/{plural}" if "/" not in api_version
+            else f"/apis/{api_version}/{plural}")
+    found = await asyncio.to_thread(_raw_get, path, selector)
+    return {(str(item["metadata"].get("namespace", "")), str(item["metadata"]["name"])):
+            str(item["metadata"]["resourceVersion"]) for item in found.get("items", [])}
+
+
+def _raw_get(path: str, selector: str) -> dict[str, Any]:
+    api = context().api_client
+    params = api.param_serialize(
+        method="GET", resource_path=path, query_params=[("labelSelector", selector)],
+        header_params={"Accept": PARTIAL_METADATA_LIST}, auth_settings=["BearerToken"])
+    response = api.call_api(*params)
+    data = response.read()
+    if response.status >= 400:
+        raise ApiException(status=response.status, reason=response.reason)
+    found: dict[str, Any] = json.loads(data)
+    return found
 
 
 async def list_labelled(api_version: str, plural: str, selector: str) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.api.common import API_VERSION, GROUP, VERSION
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.handlers import kube
+from fgentic_governance.handlers import drift, kube
 from fgentic_governance.handlers.common import condition, merge_conditions, parse
 from fgentic_governance.reasons import Reason
 from fgentic_governance.retrieval import render_apply
@@ -29,6 +29,9 @@ JWKS_KEY = "jwks.json"
 RETRY_DELAY = 10
 # Reapply on a timer: server-side apply with force resets any field we own that someone edited.
 RESYNC_INTERVAL = float(os.environ.get("FGENTIC_BINDING_RESYNC_SECONDS", "60"))
+APPLIED = drift.AppliedVersions()
+# One shared snapshot, refreshed at least twice per resync interval (handlers/drift.py).
+LIVE = drift.LiveSnapshot(max_age=RESYNC_INTERVAL / 2)
 
 
 @kopf.index(GROUP, VERSION, PLURAL)  # type: ignore[arg-type]
@@ -93,8 +96,11 @@ async def _reconcile(
             report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
             return
         owner = render_apply.Owner(API_VERSION, KIND, namespace, name, str(meta.get("uid")))
+        if resync and _applied(status, rendered.digest) and await _undrifted(binding, rendered):
+            report.done(rendered=Reason.OK, applied=Reason.OK, result=rendered)
+            return
         try:
-            await _apply(rendered, owner)
+            await _apply(binding, rendered, owner)
             # A resync that renders what was last applied and pruned has nothing new to prune:
             # skip the cluster-wide label LISTs (5 per binding and round otherwise).
             if not (resync and _applied(status, rendered.digest)):
@@ -108,12 +114,27 @@ async def _reconcile(
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 async def remove_rendered(*, namespace: str, name: str, **_: Any) -> None:
     """Cross-namespace objects have no owner reference; delete everything labelled for us."""
+    APPLIED.forget(f"{namespace}/{name}")
     await _prune(BindingId(namespace, name), [])
 
 
-async def _apply(rendered: Rendered, owner: render_apply.Owner) -> None:
+async def _apply(binding: BindingId, rendered: Rendered, owner: render_apply.Owner) -> None:
+    versions = {}
     for obj in render_apply.with_owner(rendered.objects, owner):
-        await kube.server_side_apply(obj, render_apply.plural(obj), FIELD_MANAGER)
+        versions[render_apply.key(obj)] = await kube.server_side_apply(
+            obj, render_apply.plural(obj), FIELD_MANAGER)
+    APPLIED.record(f"{binding.namespace}/{binding.name}", versions)
+
+
+async def _undrifted(binding: BindingId, rendered: Rendered) -> bool:
+    """Our last apply of this exact rendering still stands, object for object."""
+    last = APPLIED.get(f"{binding.namespace}/{binding.name}")
+    if last is None:
+        return False  # Not applied by this process (a restart): apply.
+    applied_at, versions = last
+    live = await LIVE.versions(newer_than=applied_at)
+    return live is not None and drift.unchanged(
+        versions, live, {render_apply.key(obj) for obj in rendered.objects})
 
 
 async def _prune(binding: BindingId, keep: list[dict[str, Any]]) -> None:
