@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,24 @@ def raw_request(api_client: Any, method: str, path: str, body: Any = None,
     if response.status >= 400:
         raise ApiException(status=response.status, reason=response.reason, body=data)
     return json.loads(data)
+
+
+def scope_obj(ns: str, name: str, mxid: str, agent: str = "docs-agent",
+              homeserver: str = "fgentic.local") -> dict[str, Any]:
+    """The example MemoryScope for ``mxid`` and ``agent`` with a control room of its own."""
+    obj = example("MemoryScope")
+    obj["metadata"] = {"name": name, "namespace": ns}
+    obj["spec"]["subject"]["mxid"] = mxid
+    obj["spec"]["agent"] = {"namespace": ns, "name": agent}
+    obj["spec"]["controlRoom"] = f"!{name}-{uuid.uuid4().hex[:6]}:{homeserver}"
+    return obj
+
+
+def consent_obj(ns: str, scope: str, mxid: str) -> dict[str, Any]:
+    """A granting ConsentRecord (unique name) for ``scope``."""
+    obj = example("ConsentRecord")
+    obj["metadata"] = {"name": f"{scope}-{uuid.uuid4().hex[:6]}", "namespace": ns}
+    obj["spec"]["scopeRef"] = {"name": scope}
+    obj["spec"]["subject"]["mxid"] = mxid
+    obj["spec"]["decision"] = "granted"
+    return obj

@@ -28,7 +28,7 @@ from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRef
 from fgentic_governance.offboarding.cli import manifest, object_name
 from fgentic_governance.reasons import Reason
 from tests import processes
-from tests.support import example
+from tests.support import consent_obj
 
 GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
 HOMESERVER = "fgentic.local"
@@ -108,24 +108,6 @@ def new_namespace(prefix: str) -> str:
 def new_principal() -> str:
     """A principal of this test only, so no other test's offboarding can touch it."""
     return f"@fault-{uuid.uuid4().hex[:8]}:{HOMESERVER}"
-
-
-def scope_obj(ns: str, name: str, mxid: str, agent: str = "docs-agent") -> dict[str, Any]:
-    obj = example("MemoryScope")
-    obj["metadata"] = {"name": name, "namespace": ns}
-    obj["spec"]["subject"]["mxid"] = mxid
-    obj["spec"]["agent"] = {"namespace": ns, "name": agent}
-    obj["spec"]["controlRoom"] = f"!{name}-{uuid.uuid4().hex[:6]}:{HOMESERVER}"
-    return obj
-
-
-def consent_obj(ns: str, scope: str, mxid: str) -> dict[str, Any]:
-    obj = example("ConsentRecord")
-    obj["metadata"] = {"name": f"{scope}-{uuid.uuid4().hex[:6]}", "namespace": ns}
-    obj["spec"]["scopeRef"] = {"name": scope}
-    obj["spec"]["subject"]["mxid"] = mxid
-    obj["spec"]["decision"] = "granted"
-    return obj
 
 
 def record_of(scope: dict[str, Any]) -> ScopeRecord:

@@ -22,14 +22,13 @@ from tests.faults.harness import (
     Cluster,
     Operator,
     assert_fenced,
-    consent_obj,
     enabled_scope,
     new_namespace,
     new_principal,
     phase,
     record_of,
-    scope_obj,
 )
+from tests.support import consent_obj, scope_obj
 
 pytestmark = pytest.mark.integration
 KOPF_ANNOTATION_PREFIX = "kopf.zalando.org/"

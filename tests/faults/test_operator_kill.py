@@ -27,15 +27,14 @@ from tests.faults.harness import (
     Operator,
     assert_fenced,
     assert_status_content_free,
-    consent_obj,
     enabled_condition,
     enabled_scope,
     new_namespace,
     new_principal,
     phase,
     record_of,
-    scope_obj,
 )
+from tests.support import consent_obj, scope_obj
 
 pytestmark = pytest.mark.integration
 WITHDRAW_STEPS = sorted(s for s in STEPS if s.startswith("withdraw."))

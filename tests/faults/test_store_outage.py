@@ -30,8 +30,8 @@ from tests.faults.harness import (
     new_principal,
     phase,
     record_of,
-    scope_obj,
 )
+from tests.support import scope_obj
 
 pytestmark = pytest.mark.integration
 

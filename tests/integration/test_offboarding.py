@@ -21,7 +21,7 @@ from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, migrate
 from fgentic_governance.offboarding.cli import object_name
 from tests import processes
 from tests.integration.test_memory_operator import _until
-from tests.support import example
+from tests.support import consent_obj, scope_obj
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
@@ -59,30 +59,13 @@ def env(control_plane: Any, pg_dsn: str, store: MemoryStore, tmp_path: Path,
         control_plane.kubectl("delete", "principaloffboarding", name, "--ignore-not-found")
 
 
-def _scope(ns: str, name: str, mxid: str, agent: str) -> dict[str, Any]:
-    obj = example("MemoryScope")
-    obj["metadata"] = {"name": name, "namespace": ns}
-    obj["spec"]["subject"]["mxid"] = mxid
-    obj["spec"]["agent"] = {"namespace": ns, "name": agent}
-    obj["spec"]["controlRoom"] = f"!{name}:fgentic.local"
-    return obj
-
-
-def _consent(ns: str, scope: str, mxid: str) -> dict[str, Any]:
-    obj = example("ConsentRecord")
-    obj["metadata"] = {"name": f"{scope}-grant", "namespace": ns}
-    obj["spec"]["scopeRef"] = {"name": scope}
-    obj["spec"]["subject"]["mxid"] = mxid
-    return obj
-
-
 async def _enabled_scope(env: dict[str, Any], store: MemoryStore, name: str, mxid: str,  # noqa: PLR0917
                          agent: str, facts: int) -> str:
     api, ns = env["api"], env["ns"]
-    scope = _scope(ns, name, mxid, agent)
+    scope = scope_obj(ns, name, mxid, agent)
     api.create_namespaced_custom_object(GROUP, VERSION, ns, "memoryscopes", scope)
     api.create_namespaced_custom_object(GROUP, VERSION, ns, "consentrecords",
-                                        _consent(ns, name, mxid))
+                                        consent_obj(ns, name, mxid))
     obj = await _until_ns(env, name, lambda s: s.get("phase") == "Enabled")
     record = ScopeRecord.from_spec(ns, name, MemoryScopeSpec.model_validate(scope["spec"]))
     access = Access.for_scope(record, obj["status"]["consentGeneration"])
@@ -100,7 +83,8 @@ async def _until_ns(env: dict[str, Any], name: str, check: Any) -> dict[str, Any
 
 async def _store_only_scope(store: MemoryStore, facts: int) -> str:
     """A scope the store knows but no CR names (its CR was lost, or another operator made it)."""
-    spec = MemoryScopeSpec.model_validate(_scope("elsewhere", "orphan", ALICE, "old-agent")["spec"])
+    scope = scope_obj("elsewhere", "orphan", ALICE, "old-agent")
+    spec = MemoryScopeSpec.model_validate(scope["spec"])
     record = ScopeRecord.from_spec("elsewhere", "orphan", spec)
     await store.ensure_scope(record)
     generation = await store.grant(record.scope_key)
