@@ -28,21 +28,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import threading
 import time
 import uuid
 from collections.abc import Sequence
-from contextlib import suppress
 from pathlib import Path
 from typing import Any, Final
 
 import asyncpg
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes import watch as k8s_watch
 
 from benchmarks.common import (
     OperatorProcess,
+    StreamWatch,
     Table,
     banner,
     command_line,
@@ -345,49 +343,30 @@ async def store_benchmarks(pg: LocalPostgres, args: argparse.Namespace) -> list[
 # -- 3. grant-to-enabled through the operator ----------------------------------------------------
 
 
-class PhaseWatch:
+class PhaseWatch(StreamWatch):
     """A watch on MemoryScopes of one namespace: when each first reached each phase."""
 
     def __init__(self, api: k8s.CustomObjectsApi, namespace: str) -> None:
-        self._api = api
-        self._namespace = namespace
+        super().__init__(api.list_namespaced_custom_object, GROUP, VERSION, namespace,
+                         "memoryscopes")
         self._seen: dict[tuple[str, str], float] = {}
-        self._changed = threading.Condition()
-        self._watch = k8s_watch.Watch()  # type: ignore[no-untyped-call]
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> PhaseWatch:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._watch.stop()  # type: ignore[no-untyped-call]
-
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            with suppress(Exception):  # reconnect on a dropped stream
-                for event in self._watch.stream(  # type: ignore[no-untyped-call]
-                        self._api.list_namespaced_custom_object, GROUP, VERSION,
-                        self._namespace, "memoryscopes", timeout_seconds=300):
-                    now = time.perf_counter()
-                    obj = event["object"]
-                    phase = str(obj.get("status", {}).get("phase", ""))
-                    key = (str(obj["metadata"]["name"]), phase)
-                    with self._changed:
-                        self._seen.setdefault(key, now)
-                        self._changed.notify_all()
+    def on_event(self, obj: dict[str, Any], now: float) -> None:
+        phase = str(obj.get("status", {}).get("phase", ""))
+        key = (str(obj["metadata"]["name"]), phase)
+        with self.changed:
+            self._seen.setdefault(key, now)
+            self.changed.notify_all()
 
     def wait(self, name: str, phase: str, timeout: float = 120.0) -> float:
         """perf_counter() when ``name`` was first seen in ``phase``."""
         deadline = time.monotonic() + timeout
-        with self._changed:
+        with self.changed:
             while (name, phase) not in self._seen:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SystemExit(f"memoryscope {name} never reached {phase}")
-                self._changed.wait(left)
+                self.changed.wait(left)
             return self._seen[(name, phase)]
 
 

@@ -37,12 +37,10 @@ import argparse
 import asyncio
 import os
 import random
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -51,13 +49,13 @@ import asyncpg
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes import watch as k8s_watch
 
 from benchmarks.bench_webhook import cpu_seconds
 from benchmarks.bench_webhook_soak import proc_memory
 from benchmarks.common import (
     REPO_ROOT,
     OperatorProcess,
+    StreamWatch,
     banner,
     command_line,
     local_control_plane,
@@ -168,44 +166,26 @@ def request_figures(kind: str, before: dict[str, float], after: dict[str, float]
 # -- a cluster-wide watch: when each object first satisfied a predicate ----------------------------
 
 
-class FirstSeen:
+class FirstSeen(StreamWatch):
     """Watches one plural cluster-wide and records when each object first satisfied ``done``."""
 
     def __init__(self, api: k8s.CustomObjectsApi, plural: str,
                  done: Callable[[dict[str, Any]], bool]) -> None:
-        self._api, self._plural, self._done = api, plural, done
+        super().__init__(api.list_cluster_custom_object, GROUP, VERSION, plural)
+        self._done = done
         self._seen: dict[str, float] = {}
         self._events: dict[str, int] = {}  # watch events per object: its writes, roughly
-        self._changed = threading.Condition()
-        self._watch = k8s_watch.Watch()  # type: ignore[no-untyped-call]
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> FirstSeen:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._watch.stop()  # type: ignore[no-untyped-call]
-
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            with suppress(Exception):  # reconnect on a dropped stream
-                for event in self._watch.stream(  # type: ignore[no-untyped-call]
-                        self._api.list_cluster_custom_object, GROUP, VERSION, self._plural,
-                        timeout_seconds=300):
-                    now = time.perf_counter()
-                    obj = event["object"]
-                    meta = obj["metadata"]
-                    key = f"{meta['namespace']}/{meta['name']}"
-                    self._events[key] = self._events.get(key, 0) + 1
-                    if not self._done(obj):
-                        continue
-                    with self._changed:
-                        if key not in self._seen:
-                            self._seen[key] = now
-                            self._changed.notify_all()
+    def on_event(self, obj: dict[str, Any], now: float) -> None:
+        meta = obj["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        self._events[key] = self._events.get(key, 0) + 1
+        if not self._done(obj):
+            return
+        with self.changed:
+            if key not in self._seen:
+                self._seen[key] = now
+                self.changed.notify_all()
 
     def events(self, keys: Iterable[str]) -> float:
         """Mean number of watch events (creation and each write) per object of ``keys``."""
@@ -216,12 +196,12 @@ class FirstSeen:
         """perf_counter() when each key was first seen done; missing keys are left out."""
         wanted = set(keys)
         deadline = time.monotonic() + timeout
-        with self._changed:
+        with self.changed:
             while not wanted <= self._seen.keys():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._changed.wait(min(left, 5.0))
+                self.changed.wait(min(left, 5.0))
             return {k: self._seen[k] for k in wanted if k in self._seen}
 
 

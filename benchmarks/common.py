@@ -23,11 +23,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kubernetes import watch as k8s_watch
 
 from fgentic_governance.devenv import terminate, wait_until
 from fgentic_governance.devenv.binaries import upstream_crds
@@ -276,3 +279,34 @@ class OperatorProcess:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+class StreamWatch:
+    """A background watch of one custom-object list call (``list_call(*args)``), reconnecting
+    on a dropped stream; subclasses record what they need in ``on_event`` under
+    ``self.changed`` and waiters wait on it."""
+
+    def __init__(self, list_call: Callable[..., object], *args: object) -> None:
+        self._list_call, self._args = list_call, args
+        self.changed = threading.Condition()
+        self._watch = k8s_watch.Watch()  # type: ignore[no-untyped-call]
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> StreamWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._watch.stop()  # type: ignore[no-untyped-call]
+
+    def on_event(self, obj: dict[str, object], now: float) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            with suppress(Exception):  # reconnect on a dropped stream
+                for event in self._watch.stream(  # type: ignore[no-untyped-call]
+                        self._list_call, *self._args, timeout_seconds=300):
+                    self.on_event(event["object"], time.perf_counter())
