@@ -58,6 +58,10 @@ AUDIENCE = "fgentic-a2a"
 PARTNER_AZP = "org-b-a2a"
 AGENT_PATH = n.agent_route_path("fgentic-demo", "docs-agent")
 BINDING = ("fgentic-demo", "docs-agent-retrieval")
+# What kagent may see: the projection, the validated X-User-Id and ordinary transport headers.
+BACKEND_HEADERS = frozenset({"host", "content-type", "content-length", "user-agent", "accept",
+                             "accept-encoding", "a2a-version", "x-fgentic-identity",
+                             "x-user-id"})
 
 
 def binary_candidates() -> list[Path]:

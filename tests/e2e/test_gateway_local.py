@@ -16,6 +16,7 @@ from fgentic_governance import contract
 from fgentic_governance.retrieval import render_names as n
 from tests.e2e.gateway_support import (
     AGENT_MCP_KEY,
+    BACKEND_HEADERS,
     BRIDGE_KEY,
     Received,
     Stack,
@@ -27,9 +28,6 @@ from tests.unit.test_projector import AGENT, ALICE, SLACK_BOB, room_context
 
 pytestmark = pytest.mark.e2e
 
-# What kagent may see: the projection, the validated X-User-Id and ordinary transport headers.
-BACKEND_HEADERS = {"host", "content-type", "content-length", "user-agent", "accept",
-                   "accept-encoding", "a2a-version", "x-fgentic-identity", "x-user-id"}
 
 
 @pytest.fixture(scope="module")

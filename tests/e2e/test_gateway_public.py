@@ -21,6 +21,7 @@ from fgentic_governance import contract
 from fgentic_governance.contract import OAuthClient, OAuthProjection
 from tests.e2e.gateway_support import (
     AUDIENCE,
+    BACKEND_HEADERS,
     ISSUER,
     PARTNER_AZP,
     PartnerIssuer,
@@ -34,8 +35,6 @@ from tests.unit.test_projector import AGENT, ALICE
 
 pytestmark = pytest.mark.e2e
 
-BACKEND_HEADERS = {"host", "content-type", "content-length", "user-agent", "accept",
-                   "accept-encoding", "a2a-version", "x-fgentic-identity", "x-user-id"}
 TIMEOUT = 30  # the example binding's publicRetrievalTimeoutSeconds
 CLIENT = OAuthClient(audience=AUDIENCE, azp=PARTNER_AZP, issuer=ISSUER, policy_id="org-b")
 

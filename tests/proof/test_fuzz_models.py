@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from fgentic_governance.api.registry import KINDS, CustomResource
+from tests.proof.doc_paths import drop, get, paths, put
 from tests.support import ROOT, example
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -62,43 +63,6 @@ def prune_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [prune_nulls(v) for v in value]
     return value
-
-
-def paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            out += paths(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            out += paths(value, (*prefix, index))
-    return out
-
-
-def get(doc: Any, path: tuple[Any, ...]) -> Any:
-    for step in path:
-        doc = doc[step]
-    return doc
-
-
-def put(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if isinstance(doc, dict):
-        return {**doc, head: put(doc[head], rest, value)}
-    copy = list(doc)
-    copy[head] = put(doc[head], rest, value)
-    return copy
-
-
-def drop(doc: Any, path: tuple[Any, ...]) -> Any:
-    parent, last = get(doc, path[:-1]), path[-1]
-    if isinstance(parent, dict):
-        smaller: Any = {k: v for k, v in parent.items() if k != last}
-    else:
-        smaller = [v for i, v in enumerate(parent) if i != last]
-    return put(doc, path[:-1], smaller)
 
 
 SCALARS = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from fgentic_governance import contract
 from fgentic_governance.contract import Code, ContractError
 from fgentic_governance.contract.shapes import FIELD_NAMES, AgentRef
+from tests.proof.doc_paths import drop, paths, put
 
 DATA = Path(contract.__file__).parent / "testdata"
 SENTINEL = "Zq9xSENT"
@@ -66,37 +67,6 @@ JSON = st.recursive(
     max_leaves=12)
 
 
-def paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            out += paths(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            out += paths(value, (*prefix, index))
-    return out
-
-
-def replace(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if isinstance(doc, dict):
-        return {**doc, head: replace(doc[head], rest, value)}
-    copy = list(doc)
-    copy[head] = replace(doc[head], rest, value)
-    return copy
-
-
-def delete(doc: Any, path: tuple[Any, ...]) -> Any:
-    head, rest = path[0], path[1:]
-    if rest:
-        return replace(doc, path[:1], delete(doc[head], rest))
-    if isinstance(doc, dict):
-        return {k: v for k, v in doc.items() if k != head}
-    return [v for i, v in enumerate(doc) if i != head]
-
-
 @st.composite
 def mutated(draw: st.DrawFn, stem: str) -> bytes:
     """A valid document with 1-3 structural mutations, encoded (mostly) as JCS."""
@@ -105,16 +75,16 @@ def mutated(draw: st.DrawFn, stem: str) -> bytes:
         where = draw(st.sampled_from(paths(doc)))
         action = draw(st.sampled_from(["replace", "delete", "add", "keep"]))
         if action == "replace":
-            doc = replace(doc, where, draw(JSON))
+            doc = put(doc, where, draw(JSON))
         elif action == "delete" and where:
-            doc = delete(doc, where)
+            doc = drop(doc, where)
         elif action == "add":
             target: Any = doc
             for step in where:
                 target = target[step]
             if isinstance(target, dict):
                 key = draw(st.sampled_from(sorted(FIELD_NAMES)) | TEXT)
-                doc = replace(doc, where, {**target, key: draw(JSON)})
+                doc = put(doc, where, {**target, key: draw(JSON)})
     style = draw(st.sampled_from(["jcs", "jcs", "spaced", "unsorted", "ascii", "duplicate"]))
     if style == "duplicate" and isinstance(doc, dict) and doc:
         first = next(iter(sorted(doc)))

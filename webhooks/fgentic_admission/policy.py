@@ -19,6 +19,8 @@ RETRIEVAL_FORBIDDEN_SET = frozenset({"authorization", "x-user-id"})
 MCP_GROUP, MCP_KIND = "kagent.dev", "RemoteMCPServer"
 # RFC 9110 §5.6.2 tchar, lower case: anything else is not a header name at all.
 _TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+# Echoed in a denial message only when made of these (a subset of tchar without punctuation).
+_ECHO = frozenset("-_*0123456789abcdefghijklmnopqrstuvwxyz")
 
 
 class Code(StrEnum):
@@ -211,12 +213,16 @@ def _header_name(raw: Any) -> str:
 
 
 def _is_token(name: str) -> bool:
-    return bool(name) and all(c in _TCHAR for c in name)
+    return _only(name, _TCHAR)
+
+
+def _only(name: str, chars: frozenset[str]) -> bool:
+    return bool(name) and all(c in chars for c in name)
 
 
 def _safe_name(name: str) -> str:
     """A header name is echoed only when it looks like one (bounded token characters)."""
-    return name if len(name) <= 64 and _is_token(name) else "<invalid header name>"
+    return name if len(name) <= 64 and _only(name, _ECHO) else "<invalid header name>"
 
 
 def header_denials(agent: Mapping[str, Any]) -> list[Denial]:
