@@ -70,14 +70,21 @@ _LIST: Final = (
     " sensitivity, created_at, expires_at, consent_generation"
     " FROM fgentic_memory.readable_memory ORDER BY created_at DESC, id LIMIT $1 OFFSET $2"
 )
-_INSERT: Final = """
+# One statement, one round trip, its own transaction: enter the scope (the fence check and the
+# transaction-local scope context the write gate reads), then insert under that context. A
+# separate BEGIN / enter_scope / INSERT / COMMIT cost four round trips for the same guarantees.
+_SAVE: Final = """
+WITH ctx AS MATERIALIZED (
+    SELECT store_agent_name, max_expiry
+    FROM fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, 'capture'))
 INSERT INTO fgentic_memory.memory
     (agent_name, user_id, content, embedding, metadata, expires_at, scope_key,
      consent_generation, memory_type, source_kind, write_reason, confirmation_status, sensitivity)
-VALUES ($1, $2, $3, $4::text::vector, $5::jsonb,
-        CASE WHEN $6::interval IS NULL THEN $7::timestamptz
-             ELSE least($7::timestamptz, now() + $6::interval) END,
-        $8, $9, $10, $11, $12, $13, $14)
+SELECT ctx.store_agent_name, $3, $7, $8::text::vector, $9::jsonb,
+       CASE WHEN $10::interval IS NULL THEN ctx.max_expiry
+            ELSE least(ctx.max_expiry, now() + $10::interval) END,
+       $1, $2, $11, $12, $13, $14, $15
+FROM ctx
 RETURNING id
 """
 _SCOPE_UPSERT: Final = """
@@ -385,15 +392,12 @@ class MemoryStore:
             raise
 
         async def work(conn: Any) -> str:
-            async with conn.transaction():
-                context = await self._enter(conn, access, "capture")
-                entry_id = await conn.fetchval(
-                    _INSERT, context["store_agent_name"], access.subject_mxid, content, vector,
-                    meta, ttl, context["max_expiry"], access.scope_key, access.generation,
-                    envelope.memory_type.value, envelope.source_kind.value,
-                    envelope.write_reason.value, envelope.confirmation_status.value,
-                    envelope.sensitivity.value)
-                return str(entry_id)
+            entry_id = await conn.fetchval(
+                _SAVE, *access.params(), content, vector, meta, ttl,
+                envelope.memory_type.value, envelope.source_kind.value,
+                envelope.write_reason.value, envelope.confirmation_status.value,
+                envelope.sensitivity.value)
+            return str(entry_id)
 
         return await self._run("save", work)
 
