@@ -17,7 +17,6 @@ from fgentic_governance.runtime_context import configure, context
 
 log = logging.getLogger("fgentic_governance")
 STORE_RETRY = 10.0
-WORKER_LIMIT = int(os.environ.get("FGENTIC_WORKER_LIMIT", "32"))
 CLEANUP_INTERVAL = 3600.0  # Expired rows are unreadable at once; deletion follows within 24 h.
 
 
@@ -32,10 +31,10 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     settings.posting.level = logging.INFO
     settings.persistence.finalizer = "governance.fgentic.dev/finalizer"
     settings.execution.max_workers = 8
-    # Bound the objects handled at once: with 1,000 new objects an unbounded burst holds every
-    # handler's state at the same time (the resident peak, never returned to the OS) and
-    # completes them all together; bounded, they complete in arrival order at the same rate.
-    settings.queueing.worker_limit = WORKER_LIMIT
+    # No settings.queueing.worker_limit: each object's worker indexes it and then waits until
+    # every listed object is indexed, so with more objects at start-up than the limit, the
+    # workers holding the slots wait for objects that can never get one (a limit of 32
+    # deadlocked a cluster-wide operator in CI). Kopf also holds a slot through retry delays.
 
 
 async def open_store(dsn_file: Path) -> None:

@@ -83,3 +83,19 @@ async def test_changes_made_while_the_operator_is_down_are_reconciled(
     obj = await asyncio.to_thread(cluster.get, "memoryscopes", ns, "steady")
     assert obj["metadata"]["annotations"][POKE] == poked
     assert (obj["status"]["phase"], obj["status"]["consentGeneration"]) == ("Enabled", g_steady)
+
+
+async def test_start_with_more_objects_than_a_worker_batch(
+    operator: tuple[Operator, str], cluster: Cluster
+) -> None:
+    """Regression: with a Kopf worker limit (32), an operator starting on more existing
+    objects than the limit deadlocked in index pre-population and handled none of them."""
+    op, ns = operator
+    names = [f"early-{i}" for i in range(40)]
+    for name in names:
+        cluster.create("memoryscopes", scope_obj(ns, name, new_principal()))
+    op.start(resync=3600)
+    for name in names:
+        status = (await cluster.until("memoryscopes", ns, name,
+                                      phase("Disabled", "CONSENT_MISSING")))["status"]
+        assert status["observedGeneration"] == 1

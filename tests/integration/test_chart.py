@@ -136,7 +136,6 @@ def test_store_dsn_comes_from_a_secret_file_only() -> None:
 TUNING_ENV = {
     "scopeResyncSeconds": "FGENTIC_SCOPE_RESYNC_SECONDS",
     "bindingResyncSeconds": "FGENTIC_BINDING_RESYNC_SECONDS",
-    "workerLimit": "FGENTIC_WORKER_LIMIT",
     "apiConnections": "FGENTIC_API_CONNECTIONS",
 }
 
