@@ -10,6 +10,7 @@ stream keeps its own connection, and the handlers share ``FGENTIC_API_CONNECTION
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, Final
 
 import aiohttp
@@ -17,17 +18,24 @@ import kopf
 
 API_CONNECTIONS: Final = int(os.environ.get("FGENTIC_API_CONNECTIONS", "16"))
 WATCHED_KINDS: Final = 4  # MemoryScope, ConsentRecord, RetrievalBinding, PrincipalOffboarding
-_watch_streams = WATCHED_KINDS
+_GLOB: Final = frozenset("*?[!")
+_watch_streams: int | None = WATCHED_KINDS
 
 
-def expect_namespaces(count: int) -> None:
-    """One watch stream per kind and namespace (cluster-wide: per kind)."""
+def expect_namespaces(namespaces: Sequence[str]) -> None:
+    """One watch stream per kind and namespace (cluster-wide: per kind). A glob pattern matches
+    namespaces unknown in advance: then the count is unknown too, and the session is left
+    unbounded rather than risk watches holding every connection."""
     global _watch_streams  # noqa: PLW0603  (set once, before the operator starts)
-    _watch_streams = WATCHED_KINDS * max(1, count)
+    if any(set(ns) & _GLOB for ns in namespaces):
+        _watch_streams = None
+    else:
+        _watch_streams = WATCHED_KINDS * max(1, len(namespaces))
 
 
 def connection_limit() -> int:
-    return _watch_streams + API_CONNECTIONS
+    """aiohttp's limit; 0 means none."""
+    return 0 if _watch_streams is None else _watch_streams + API_CONNECTIONS
 
 
 @kopf.on.login()  # type: ignore[arg-type]

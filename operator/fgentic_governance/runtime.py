@@ -108,7 +108,7 @@ def run_operator(args: argparse.Namespace) -> int:
             await pool.close()
 
     namespaces = args.namespace or []
-    kube_login.expect_namespaces(len(namespaces))
+    kube_login.expect_namespaces(namespaces)
     asyncio.run(kopf.operator(clusterwide=not namespaces, namespaces=namespaces,
                               standalone=True))
     return 0

@@ -1,0 +1,19 @@
+"""The bound on the operator's API connections (kube_login.py): room for every watch stream
+plus the shared handler connections, and no bound when namespace globs make the number of
+watch streams unknown."""
+
+from __future__ import annotations
+
+from fgentic_governance import kube_login
+
+
+def test_one_watch_per_kind_and_namespace_plus_the_shared_connections() -> None:
+    try:
+        kube_login.expect_namespaces([])
+        assert kube_login.connection_limit() == 4 + kube_login.API_CONNECTIONS
+        kube_login.expect_namespaces(["a", "b", "c"])
+        assert kube_login.connection_limit() == 12 + kube_login.API_CONNECTIONS
+        kube_login.expect_namespaces(["a", "team-*"])
+        assert kube_login.connection_limit() == 0  # aiohttp: unbounded
+    finally:
+        kube_login.expect_namespaces([])
