@@ -86,7 +86,7 @@ def _put(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
 # (model, schema validator, schema keys, seed spec with defaults written out, its paths)
 TARGETS = []
 for _kind in KINDS:
-    _seed = _kind.spec.model_validate(_example(_kind.kind)).model_dump(
+    _seed = _kind.spec.from_wire(_example(_kind.kind)).model_dump(
         mode="json", by_alias=True, exclude_none=True)
     TARGETS.append((_kind.spec, Draft202012Validator(_schema(_kind.plural)),
                     sorted(_keys(_schema(_kind.plural))), _seed, _paths(_seed)))
@@ -106,7 +106,7 @@ def run(data: bytes) -> None:
     else:
         spec = _common.json_value(fdp, keys)
     try:
-        parsed = model.model_validate(spec)
+        parsed = model.from_wire(spec)
     except pydantic.ValidationError:
         return
     if not validator.is_valid(_prune(spec)):
