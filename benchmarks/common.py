@@ -226,8 +226,7 @@ def local_control_plane(
 class OperatorProcess:
     """The real ``fgentic-governance operator`` command as a child process.
 
-    ``env`` overrides are applied to this process's environment for the spawn only (the CLI
-    helper copies ``os.environ``) and restored afterwards.
+    ``env`` overrides this process's environment for the child only (``spawn_cli``).
     """
 
     def __init__(
@@ -252,16 +251,7 @@ class OperatorProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> OperatorProcess:
-        saved = {key: os.environ.get(key) for key in self.env}
-        os.environ.update(self.env)
-        try:
-            self.proc = spawn_cli(self.args, self.log)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        self.proc = spawn_cli(self.args, self.log, env=self.env)
         return self
 
     def wait_for_log(self, text: str, timeout: float = 60.0) -> None:

@@ -16,8 +16,10 @@ from typing import Any, Final
 import aiohttp
 import kopf
 
+from fgentic_governance.api.registry import KINDS
+
 API_CONNECTIONS: Final = int(os.environ.get("FGENTIC_API_CONNECTIONS", "16"))
-WATCHED_KINDS: Final = 4  # MemoryScope, ConsentRecord, RetrievalBinding, PrincipalOffboarding
+WATCHED_KINDS: Final = len(KINDS)  # each watched in every namespace (or cluster-wide)
 _GLOB: Final = frozenset("*?[!")
 _watch_streams: int | None = WATCHED_KINDS
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,25 +37,6 @@ WAIT = 60.0  # Per wait; the machine is shared and has 2 cores.
 Check = Callable[[dict[str, Any]], bool]
 
 
-@contextlib.contextmanager
-def _environ(values: dict[str, str | None]) -> Iterator[None]:
-    """Set (or unset, for None) variables for a child spawned inside; restore afterwards."""
-    saved = {key: os.environ.get(key) for key in values}
-    try:
-        for key, value in values.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 class Operator:
     """The real `fgentic-governance operator` process, optionally armed to die at one step."""
 
@@ -74,8 +54,8 @@ class Operator:
     def start(self, kill_at: str | None = None, resync: float = 1.0) -> None:
         """Spawn; ``kill_at`` arms the fault point, ``resync`` is the scope timer interval."""
         assert self.proc is None or self.proc.poll() is not None, "operator already running"
-        with _environ({FAULT_ENV: kill_at, "FGENTIC_SCOPE_RESYNC_SECONDS": str(resync)}):
-            self.proc = processes.spawn_cli(self.args, self.log)
+        self.proc = processes.spawn_cli(self.args, self.log, env={
+            FAULT_ENV: kill_at, "FGENTIC_SCOPE_RESYNC_SECONDS": str(resync)})
 
     def wait_killed(self, timeout: float = WAIT) -> None:
         """The armed fault fired: the process died of SIGKILL (not an error, not a timeout)."""

@@ -4,9 +4,11 @@ is live at exactly the version our last apply left it at."""
 from __future__ import annotations
 
 from fgentic_governance.handlers.drift import AppliedVersions, unchanged
+from fgentic_governance.retrieval.render_names import BindingId
 
 A = ("v1", "ConfigMap", "ns", "a")
 B = ("networking.k8s.io/v1", "NetworkPolicy", "ns", "b")
+X = BindingId("ns", "x")
 
 
 def test_unchanged_only_when_every_object_is_at_its_applied_version() -> None:
@@ -20,9 +22,9 @@ def test_unchanged_only_when_every_object_is_at_its_applied_version() -> None:
 
 def test_applied_versions_are_per_binding_and_forgotten() -> None:
     versions = AppliedVersions()
-    assert versions.get("ns/x") is None
-    versions.record("ns/x", {A: "1"})
-    at, recorded = versions.get("ns/x") or (0.0, {})
+    assert versions.get(X) is None
+    versions.record(X, {A: "1"})
+    at, recorded = versions.get(X) or (0.0, {})
     assert recorded == {A: "1"} and at > 0
-    versions.forget("ns/x")
-    assert versions.get("ns/x") is None
+    versions.forget(X)
+    assert versions.get(X) is None

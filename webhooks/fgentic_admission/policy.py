@@ -157,7 +157,7 @@ def _tool_denials(
         # A name that is not an HTTP token (a confusable such as a Cyrillic or fullwidth
         # letter, or a zero-width joiner) cannot be compared reliably: fail closed.
         if name.startswith(RESERVED_PREFIX) or (retrieval and name in RETRIEVAL_FORBIDDEN_SET) \
-                or not _is_token(name):
+                or not _only(name, _TCHAR):
             denials.append(Denial(Code.FORBIDDEN_HEADERS_FROM, f"{path}.headersFrom[{position}]",
                                   _safe_name(name)))
     return denials
@@ -212,11 +212,8 @@ def _header_name(raw: Any) -> str:
     return name.lower() if name.isascii() else name
 
 
-def _is_token(name: str) -> bool:
-    return _only(name, _TCHAR)
-
-
 def _only(name: str, chars: frozenset[str]) -> bool:
+    """A non-empty name made of ``chars`` only."""
     return bool(name) and all(c in chars for c in name)
 
 

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,20 @@ LOCAL_HOMESERVER = "fgentic.local"
 KINDS = ("memoryscopes", "consentrecords", "retrievalbindings", "principaloffboardings")
 
 
-def spawn_cli(args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
-    """Run `fgentic-governance <args>` with this interpreter, output appended to ``log``."""
+def spawn_cli(args: Sequence[str], log: Path,
+              env: Mapping[str, str | None] | None = None) -> subprocess.Popen[bytes]:
+    """Run `fgentic-governance <args>` with this interpreter, output appended to ``log``; ``env``
+    overrides this process's environment for the child (None unsets a variable)."""
+    environ = os.environ.copy()
+    for key, value in (env or {}).items():
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = value
     with log.open("ab") as sink:
         return subprocess.Popen(
             [sys.executable, "-m", "fgentic_governance.cli", *args],
-            stdout=sink, stderr=subprocess.STDOUT, env=os.environ.copy(),
+            stdout=sink, stderr=subprocess.STDOUT, env=environ,
             start_new_session=True,
         )
 

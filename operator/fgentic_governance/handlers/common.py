@@ -49,3 +49,18 @@ def merge_conditions(
     by_type = {c["type"]: c for c in previous or []}
     by_type.update({c["type"]: c for c in updates})
     return sorted(by_type.values(), key=lambda c: str(c["type"]))
+
+
+def handled(status: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
+    """A change handler has finished the object's current generation (its status says so)."""
+    return status.get("observedGeneration") == meta.get("generation")
+
+
+def update_status(patch: Any, current: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """Put ``fields`` in the status patch only if one differs from the current status: a
+    resync that finds everything as recorded then writes nothing (the API server would
+    decode, validate and compare a no-op PATCH all the same). Returns whether it did."""
+    if all(current.get(key) == value for key, value in fields.items()):
+        return False
+    patch.status.update(fields)
+    return True

@@ -16,6 +16,7 @@ from typing import Any, cast
 import kopf
 
 from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.registry import KINDS
 
 
 class MemoryDiffBase(kopf.DiffBaseStorage):
@@ -47,5 +48,5 @@ def _forget_deleted(event: kopf.RawEvent, **_: Any) -> None:
         DIFFBASE.forget(str(event.get("object", {}).get("metadata", {}).get("uid", "")))
 
 
-for _plural in ("memoryscopes", "consentrecords", "retrievalbindings", "principaloffboardings"):
-    kopf.on.event(GROUP, VERSION, _plural, id="forget-diff-base")(_forget_deleted)
+for _kind in KINDS:
+    kopf.on.event(GROUP, VERSION, _kind.plural, id="forget-diff-base")(_forget_deleted)

@@ -20,24 +20,24 @@ from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.handlers import kube
 from fgentic_governance.retrieval.render_apply import OwnerKey
-from fgentic_governance.retrieval.render_names import BINDING_LABEL, KINDS
+from fgentic_governance.retrieval.render_names import BINDING_LABEL, KINDS, BindingId
 
 Versions = dict[OwnerKey, str]
 
 
 class AppliedVersions:
-    """binding (namespace/name) → (when its last apply finished, object → resourceVersion)."""
+    """binding → (when its last apply finished, object → resourceVersion)."""
 
     def __init__(self) -> None:
-        self._by_binding: dict[str, tuple[float, Versions]] = {}
+        self._by_binding: dict[BindingId, tuple[float, Versions]] = {}
 
-    def record(self, binding: str, versions: Versions) -> None:
+    def record(self, binding: BindingId, versions: Versions) -> None:
         self._by_binding[binding] = (time.monotonic(), dict(versions))
 
-    def get(self, binding: str) -> tuple[float, Versions] | None:
+    def get(self, binding: BindingId) -> tuple[float, Versions] | None:
         return self._by_binding.get(binding)
 
-    def forget(self, binding: str) -> None:
+    def forget(self, binding: BindingId) -> None:
         self._by_binding.pop(binding, None)
 
 

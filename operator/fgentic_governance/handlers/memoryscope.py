@@ -14,7 +14,14 @@ from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Po
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Environment, Verdict, evaluate
 from fgentic_governance.handlers import kube
-from fgentic_governance.handlers.common import condition, merge_conditions, now, parse
+from fgentic_governance.handlers.common import (
+    condition,
+    handled,
+    merge_conditions,
+    now,
+    parse,
+    update_status,
+)
 from fgentic_governance.memory import ScopeRecord, StoreRefusal
 from fgentic_governance.metrics import SCOPE_STATUS_WRITES, SCOPE_TRANSITIONS
 from fgentic_governance.reasons import Reason
@@ -50,9 +57,8 @@ async def resync_scope(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -
     A scope whose current generation no change handler has finished yet is left to them: with a
     backlog, a timer run would reconcile it again before its first turn and add to the queue.
     """
-    if status.get("observedGeneration") != meta.get("generation"):
-        return
-    await _reconcile(status=status, meta=meta, **kwargs)
+    if handled(status, meta):
+        await _reconcile(status=status, meta=meta, **kwargs)
 
 
 async def _reconcile(
@@ -181,14 +187,8 @@ def _outcome_status(
 
 
 def _commit(patch: kopf.Patch, status: kopf.Status, fields: dict[str, Any]) -> None:
-    """Write the status only when it changes: a resync that finds everything as recorded costs
-    a store round trip and no API write (the API server would decode, validate and compare a
-    no-op PATCH all the same)."""
-    if all(status.get(key) == value for key, value in fields.items()):
-        SCOPE_STATUS_WRITES.labels(result="unchanged").inc()
-        return
-    SCOPE_STATUS_WRITES.labels(result="written").inc()
-    patch.status.update(fields)
+    written = update_status(patch, status, fields)
+    SCOPE_STATUS_WRITES.labels(result="written" if written else "unchanged").inc()
 
 
 async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
@@ -224,10 +224,8 @@ async def reconcile_consent(
     fields = {"observedGeneration": generation, "conditions": [condition(
         "Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation,
         status.get("conditions"))]}
-    handled = status.get("observedGeneration") == generation
-    if record is not None and not handled:
+    if record is not None and not handled(status, meta):
         await kube.annotate(group=GROUP, version=VERSION, plural="memoryscopes",
                             namespace=namespace, name=record.scope_ref.name,
                             annotations={POKE: now()})
-    if any(status.get(key) != value for key, value in fields.items()):
-        patch.status.update(fields)
+    update_status(patch, status, fields)

@@ -16,7 +16,13 @@ from kubernetes.client.exceptions import ApiException
 from fgentic_governance.api.common import API_VERSION, GROUP, VERSION
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.handlers import drift, kube
-from fgentic_governance.handlers.common import condition, merge_conditions, parse
+from fgentic_governance.handlers.common import (
+    condition,
+    handled,
+    merge_conditions,
+    parse,
+    update_status,
+)
 from fgentic_governance.reasons import Reason
 from fgentic_governance.retrieval import render_apply
 from fgentic_governance.retrieval.render import Rendered, RenderError, render
@@ -60,9 +66,8 @@ async def reconcile_binding(**kwargs: Any) -> None:
 async def resync_binding(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
     """Drift correction: re-apply what is rendered. A binding whose current generation no
     change handler has finished yet is left to them (see `memoryscope.resync_scope`)."""
-    if status.get("observedGeneration") != meta.get("generation"):
-        return
-    await _reconcile(status=status, meta=meta, resync=True, **kwargs)
+    if handled(status, meta):
+        await _reconcile(status=status, meta=meta, resync=True, **kwargs)
 
 
 async def _reconcile(
@@ -96,14 +101,15 @@ async def _reconcile(
             report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
             return
         owner = render_apply.Owner(API_VERSION, KIND, namespace, name, str(meta.get("uid")))
-        if resync and _applied(status, rendered.digest) and await _undrifted(binding, rendered):
+        # A resync that renders what was last applied (and pruned against) has nothing new to
+        # prune, and nothing to apply unless an object drifted.
+        same = resync and _applied(status, rendered.digest)
+        if same and await _undrifted(binding, rendered):
             report.done(rendered=Reason.OK, applied=Reason.OK, result=rendered)
             return
         try:
             await _apply(binding, rendered, owner)
-            # A resync that renders what was last applied and pruned has nothing new to prune:
-            # skip the cluster-wide label LISTs (5 per binding and round otherwise).
-            if not (resync and _applied(status, rendered.digest)):
+            if not same:  # The prune's cluster-wide label LISTs: 5 per binding.
                 await _prune(binding, rendered.objects)
         except ApiException as exc:
             report.done(rendered=Reason.OK, applied=Reason.APPLY_FAILED, result=rendered)
@@ -114,7 +120,7 @@ async def _reconcile(
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 async def remove_rendered(*, namespace: str, name: str, **_: Any) -> None:
     """Cross-namespace objects have no owner reference; delete everything labelled for us."""
-    APPLIED.forget(f"{namespace}/{name}")
+    APPLIED.forget(BindingId(namespace, name))
     await _prune(BindingId(namespace, name), [])
 
 
@@ -123,12 +129,12 @@ async def _apply(binding: BindingId, rendered: Rendered, owner: render_apply.Own
     for obj in render_apply.with_owner(rendered.objects, owner):
         versions[render_apply.key(obj)] = await kube.server_side_apply(
             obj, render_apply.plural(obj), FIELD_MANAGER)
-    APPLIED.record(f"{binding.namespace}/{binding.name}", versions)
+    APPLIED.record(binding, versions)
 
 
 async def _undrifted(binding: BindingId, rendered: Rendered) -> bool:
     """Our last apply of this exact rendering still stands, object for object."""
-    last = APPLIED.get(f"{binding.namespace}/{binding.name}")
+    last = APPLIED.get(binding)
     if last is None:
         return False  # Not applied by this process (a restart): apply.
     applied_at, versions = last
@@ -184,5 +190,4 @@ class _Report:
         status["renderedDigest"] = result.digest if result else None
         status["renderedObjects"] = len(result.objects) if result and applied is Reason.OK else 0
         status["unenforceable"] = list(result.unenforceable) if result else []
-        if any(self.current.get(key) != value for key, value in status.items()):
-            self.patch.status.update(status)
+        update_status(self.patch, self.current, status)

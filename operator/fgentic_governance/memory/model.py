@@ -236,17 +236,15 @@ def vector_literal(values: Sequence[float]) -> str:
                 # The common case, at the cost of a plain join: repr() of a non-finite float is
                 # "inf", "-inf" or "nan", and no finite float's repr contains an "n".
                 text = ",".join(map(repr, values))
-                return "[" + text + "]" if "n" not in text else _refuse()
-            parts = [_component(value) for value in values]
+                if "n" not in text:
+                    return "[" + text + "]"
+            else:
+                parts = [_component(value) for value in values]
     except (TypeError, ValueError, OverflowError):
         parts = None
     if parts is None:
         raise StoreRefusal(Reason.INVALID_SPEC)
     return "[" + ",".join(parts) + "]"
-
-
-def _refuse() -> str:
-    raise StoreRefusal(Reason.INVALID_SPEC)
 
 
 def _component(value: object) -> str:
