@@ -11,7 +11,8 @@ and readiness listeners to free loopback ports, and starts:
 * agentgateway itself, with the credentials, JWKS and TLS files in its environment.
 
 Binds listen on 0.0.0.0 (a v1.3.1 bind has only a port); tests talk to 127.0.0.1 only.
-Where no binary is found the tests skip with the reason, unless AGENTGATEWAY_REQUIRED=1.
+Where no binary is found the tests fail, naming where they looked; AGENTGATEWAY_REQUIRED=0
+(a machine without shared/bin) makes them skip with that reason instead.
 """
 
 from __future__ import annotations
@@ -77,15 +78,16 @@ def find_agentgateway() -> Path | None:
 
 
 def agentgateway_binary() -> Path:
-    """The binary, or skip with the reason; with AGENTGATEWAY_REQUIRED=1, fail instead."""
+    """The binary; else fail (CI and any machine with shared/ beside the repository), or skip
+    with the reason when AGENTGATEWAY_REQUIRED=0."""
     found = find_agentgateway()
     if found is not None:
         return found
     reason = (f"no agentgateway v1.3.1 binary at {', '.join(map(str, binary_candidates()))} "
               "(set AGENTGATEWAY_BIN)")
-    if os.environ.get("AGENTGATEWAY_REQUIRED") == "1":
-        pytest.fail(f"AGENTGATEWAY_REQUIRED=1: {reason}")
-    pytest.skip(reason)
+    if os.environ.get("AGENTGATEWAY_REQUIRED") == "0":
+        pytest.skip(reason)
+    pytest.fail(f"{reason}; AGENTGATEWAY_REQUIRED=0 skips instead")
 
 
 # -- partner keys and TLS ------------------------------------------------------------------
