@@ -74,11 +74,11 @@ def run_memory(args: argparse.Namespace) -> int:
 async def _store(dsn_file: Path) -> AsyncIterator[MemoryStore]:
     import asyncpg
 
-    from fgentic_governance.memory import MemoryStore
+    from fgentic_governance.memory import MemoryStore, bounds
     from fgentic_governance.memory.errors import guarded
 
-    pool = await guarded(asyncpg.create_pool(dsn_file.read_text().strip(), min_size=1,
-                                             max_size=2))
+    pool = await guarded(asyncpg.create_pool(dsn_file.read_text().strip(),
+                                             **bounds.pool_kwargs(min_size=1, max_size=2)))
     try:
         yield MemoryStore(pool)
     finally:

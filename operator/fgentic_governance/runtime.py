@@ -13,11 +13,14 @@ from typing import Any
 import kopf
 
 from fgentic_governance import kube_login  # (also registers the login handler)
+from fgentic_governance.reasons import Reason
 from fgentic_governance.runtime_context import configure, context
 
 log = logging.getLogger("fgentic_governance")
 STORE_RETRY = 10.0
 CLEANUP_INTERVAL = 3600.0  # Expired rows are unreadable at once; deletion follows within 24 h.
+# A DBA may loosen the pinned settings at any time (FGENTIC_STORE_SETTINGS_SECONDS: tests).
+SETTINGS_INTERVAL = float(os.environ.get("FGENTIC_STORE_SETTINGS_SECONDS", "60"))
 
 
 def _settings(settings: kopf.OperatorSettings) -> None:
@@ -41,19 +44,43 @@ async def open_store(dsn_file: Path) -> None:
     """Connect, migrate the fenced schema idempotently, and publish the store to handlers."""
     import asyncpg
 
-    from fgentic_governance.memory import MemoryStore, migrate
+    from fgentic_governance.memory import MemoryStore, bounds, migrate
 
-    pool = await asyncpg.create_pool(dsn_file.read_text().strip(), min_size=1, max_size=8)
-    async with pool.acquire() as conn:
-        version = await migrate(conn)
+    pool = await asyncpg.create_pool(dsn_file.read_text().strip(),
+                                     **bounds.pool_kwargs(min_size=1, max_size=8))
+    try:
+        async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
+            version = await migrate(conn)
+    except BaseException:
+        await pool.close()
+        raise
     configure(store=MemoryStore(pool), store_schema_version=version, store_pool=pool)
+    await check_settings()
     log.info("content store ready at schema version %d", version)
 
 
-async def _store_loop(dsn_file: Path) -> None:
-    """Connect (retrying while the store is down), then delete expired rows every hour.
+async def check_settings() -> None:
+    """Publish whether the store's pinned settings hold (StoreReady; nothing granted if not)."""
+    from fgentic_governance.memory import bounds
+    from fgentic_governance.memory.errors import guarded
 
-    Until the store is ready every MemoryScope stays Disabled (STORE_UNAVAILABLE); the scope
+    pool = context().store_pool
+
+    async def unsafe() -> list[str]:
+        async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
+            return await bounds.unsafe_settings(conn)
+
+    names = await guarded(unsafe())
+    if names:  # Names from our own closed set (bounds.PINNED), never a server value.
+        log.error("content store settings unsafe: %s", ",".join(names))
+    configure(store_problem=Reason.STORE_SETTINGS_UNSAFE if names else None)
+
+
+async def _store_loop(dsn_file: Path) -> None:
+    """Connect (retrying while the store is down), then check the pinned settings every
+    minute and delete expired rows every hour.
+
+    Until the store is ready every MemoryScope stays Failed (STORE_UNAVAILABLE); the scope
     timer picks the store up on its next round.
     """
     while context().store is None:
@@ -62,10 +89,16 @@ async def _store_loop(dsn_file: Path) -> None:
         except Exception as exc:
             log.warning("content store unavailable (%s); retrying", type(exc).__name__)
             await asyncio.sleep(STORE_RETRY)
+    last_cleanup = 0.0
+    loop = asyncio.get_running_loop()
     while True:
         with contextlib.suppress(Exception):  # Retried next round; counted in metrics.
-            await context().store.cleanup_expired()
-        await asyncio.sleep(CLEANUP_INTERVAL)
+            await check_settings()
+        if loop.time() - last_cleanup >= CLEANUP_INTERVAL:
+            last_cleanup = loop.time()
+            with contextlib.suppress(Exception):
+                await context().store.cleanup_expired()
+        await asyncio.sleep(SETTINGS_INTERVAL)
 
 
 def run_operator(args: argparse.Namespace) -> int:

@@ -16,6 +16,9 @@ class RuntimeContext:
     """A `memory.MemoryStore` once the schema is migrated; None means no store."""
     store_schema_version: int = 0
     store_pool: Any = None
+    store_problem: Any = None
+    """A `Reason` while the store is connected but unfit to grant (STORE_SETTINGS_UNSAFE):
+    nothing is granted, erasures still run, StoreReady is False."""
 
 
 _CONTEXT = RuntimeContext()

@@ -272,3 +272,39 @@ async def test_phase_changes_and_erasures_are_content_free_events(
     for event in mine:
         assert "@alice" not in event.message and "!alice" not in event.message
         assert event.message.startswith(("reason ", "receipt "))
+
+
+async def test_store_with_unpinned_log_settings_grants_nothing(
+    *, control_plane: Any, pg_dsn: str, store: MemoryStore, api: client.CustomObjectsApi,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 14, finding 4: StoreReady verifies the pinned settings (memory/bounds.py)."""
+    global NS  # noqa: PLW0603
+    NS = f"memory-{uuid.uuid4().hex[:8]}"
+    control_plane.ensure_namespace(NS)
+    database = pg_dsn.rsplit("/", 1)[1]
+    admin = await asyncpg.connect(pg_dsn)
+    await admin.execute(f'ALTER DATABASE "{database}" RESET log_min_error_statement')
+    monkeypatch.setenv("FGENTIC_STORE_SETTINGS_SECONDS", "1")
+    op = Operator(control_plane.kubeconfig, pg_dsn, tmp_path)
+    op.start()
+    try:
+        name = "unsafe-settings"
+        _create(api, "memoryscopes", _scope(name))
+        _create(api, "consentrecords", _consent(name))
+        status = (await _until(api, "memoryscopes", name,
+                               _phase("Failed", "STORE_SETTINGS_UNSAFE")))["status"]
+        ready = {c["type"]: c for c in status["conditions"]}["StoreReady"]
+        assert ready["status"] == "False" and ready["reason"] == "STORE_SETTINGS_UNSAFE"
+        with pytest.raises(StoreRefusal) as untouched:  # Nothing was granted, or even written.
+            await store.scope_state(f"{NS}/{name}")
+        assert untouched.value.reason is Reason.SCOPE_MISSING
+        assert "content store settings unsafe: log_min_error_statement" in op.log.read_text()
+        # Pinned again by a DBA: the next check publishes the store as fit, and consent applies.
+        await admin.execute(
+            f"ALTER DATABASE \"{database}\" SET log_min_error_statement = 'panic'")
+        await _until(api, "memoryscopes", name, _phase("Enabled", "OK"))
+        assert (await store.scope_state(f"{NS}/{name}")).enabled
+    finally:
+        op.stop()
+        await admin.close()

@@ -138,6 +138,7 @@ class Harness:
     access: Access = field(init=False)
     sentinels: dict[str, str] = field(default_factory=dict)
     errors: list[BaseException] = field(default_factory=list)
+    dsn: str = ""
 
     # -- sentinels and refusals ------------------------------------------------------------------
 
@@ -281,7 +282,8 @@ async def harness(
          "--metrics-port", str(metrics_port)], log, metrics_port)
     h = Harness(namespace, client.CustomObjectsApi(k8s_client), client.CoreV1Api(k8s_client),
                 log, metrics_port, owner_pool, MemoryStore(owner_pool),
-                MemoryStore(runtime_pool), CostGate(runtime_pool), runtime_pool, postgres)
+                MemoryStore(runtime_pool), CostGate(runtime_pool), runtime_pool, postgres,
+                dsn=pg_dsn)
     try:
         h.create("memoryscopes", h.body("MemoryScope", SCOPE))
         h.create("consentrecords", h.body("ConsentRecord", f"{SCOPE}-grant",
@@ -365,10 +367,58 @@ async def test_fact_sentinels_accepted_and_refused(harness: Harness) -> None:
     assert await h.store.entry_count(h.access.scope_key) == 2
 
     sinks = await h.sweep()
-    # The refusals reached the PostgreSQL log, as bare codes.
+    # The memory database logs FATAL and above only (memory/bounds.py LOGGING): not even the
+    # bare codes of its refusals reach the server log.
     for reason in (Reason.CREDENTIAL_CONTENT, Reason.CONSENT_SUBJECT_MISMATCH,
                    Reason.STALE_GENERATION):
-        assert f"ERROR:  {reason.value}" in sinks["postgres log"]
+        assert f"ERROR:  {reason.value}" not in sinks["postgres log"]
+    assert "database system is ready to accept connections" in sinks["postgres log"]
+
+
+async def test_literal_sql_writes_leave_nothing_in_the_postgres_log(harness: Harness) -> None:
+    """Issue 14, finding 4: refused plain-SQL writes with the fact inlined as a literal (as a
+    psql session would send them). PostgreSQL's defaults log such a failing statement whole
+    (log_min_error_statement = error), and a bad vector or JSON literal is quoted in the
+    ERROR text itself."""
+    h = harness
+    a = h.access
+
+    def literal(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    def insert(content: str, embedding: str = "NULL", metadata: str = "'{}'") -> str:
+        return (
+            "INSERT INTO memory (agent_name, user_id, content, embedding, metadata, expires_at,"
+            " scope_key, consent_generation) VALUES ("
+            f"'fgentic-demo/docs-agent', {literal(a.subject_mxid)}, {content}, {embedding},"
+            f" {metadata}::jsonb, now() + interval '1 day', {literal(a.scope_key)},"
+            f" {a.generation})")
+
+    statements = [
+        # Refused by the gate: the statement (with the fact) is what the default would log.
+        insert(literal(f"my password={h.sentinel('literal-credential')}")),
+        insert(literal("x" * 600 + h.sentinel("literal-oversized"))),
+        # Refused by the parser: the ERROR text quotes the literal.
+        insert(literal("fine fact"), literal(f"[{h.sentinel('literal-vector')}]") + "::vector"),
+        insert(literal("fine fact"), metadata=literal('{"k": ' + h.sentinel("literal-json"))),
+        f"SELECT {literal(h.sentinel('literal-cast'))}::integer",
+    ]
+    fresh = await asyncpg.connect(h.dsn, server_settings={
+        "role": "fgentic_memory_runtime", "search_path": "fgentic_memory, public"})
+    try:
+        for statement in statements:
+            # The caller's own driver error may quote its own literal (the client sent it);
+            # what must stay clean is every sink of ours, the server log above all.
+            with pytest.raises(asyncpg.PostgresError):
+                await fresh.execute(statement)
+    finally:
+        await fresh.close()
+    sinks = await h.sinks()
+    del sinks["exceptions"]  # Ours are none here: these errors are the caller's own.
+    leaks = sorted(f"{label} -> {sink}" for sink, text in sinks.items()
+                   for label, value in h.sentinels.items() if value in text)
+    assert not leaks, f"sentinels reached sinks: {leaks}"
+    assert len(h.sentinels) == 5 and "ready to accept connections" in sinks["postgres log"]
 
 
 # -- (b) search queries ------------------------------------------------------------------------

@@ -5,7 +5,9 @@
 - anything short of consent: disable + advance, quiesce (the database now refuses every
   in-flight read or write at an older generation), delete, verify by reading back, receipt.
 It is idempotent: the store holds the durable truth, so a rerun after a crash resumes where
-the last one stopped (a disabled scope that still has rows is erased again).
+the last one stopped (a disabled scope that still has rows is erased again, and a scope still
+held by an unverified erasure - a withdrawal or a control-API forget-all whose fence ran out
+of time - is erased again before anything else).
 A failure leaves the scope disabled; nothing is ever re-enabled on assumption.
 """
 
@@ -29,6 +31,7 @@ class ScopeStore(Protocol):
     async def grant(self, scope_key: str, posture: Posture = ...) -> int: ...
     async def set_posture(self, scope_key: str, posture: Posture) -> int: ...
     async def withdraw(self, scope_key: str) -> ErasureReceipt: ...
+    async def erase_scope(self, scope_key: str) -> ErasureReceipt: ...
     async def scope_state(self, scope_key: str) -> ScopeState: ...
     async def latest_expiry(self, scope_key: str) -> datetime | None: ...
 
@@ -87,6 +90,13 @@ async def erase_for_deletion(store: ScopeStore, record: ScopeRecord) -> Outcome:
 async def _enable(
     store: ScopeStore, state: ScopeState, posture: Posture, *, unrecorded: bool = False
 ) -> Outcome:
+    if state.held:
+        # Finish the erasure that placed the hold (it also lifts the hold once verified).
+        receipt = await store.erase_scope(state.scope_key)
+        if not receipt.verified:
+            return Outcome(ScopePhase.FAILED, receipt.reason, receipt.generation,
+                           state.entry_count, erasure=receipt)
+        state = await store.scope_state(state.scope_key)
     granted = not state.enabled
     if granted:
         generation = await store.grant(state.scope_key, posture)
@@ -104,7 +114,7 @@ async def _enable(
 async def _disable(
     store: ScopeStore, state: ScopeState, reason: Reason, *, force: bool = False
 ) -> Outcome:
-    if not (force or state.enabled or state.entry_count):
+    if not (force or state.enabled or state.entry_count or state.held):
         return Outcome(ScopePhase.DISABLED, reason, state.consent_generation, 0)
     faults.point("withdraw.before_fence")
     receipt = await store.withdraw(state.scope_key)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser st
     from fgentic_governance.control.directory import ScopeDirectory
 
 log = logging.getLogger("fgentic_governance.control")
+POOL_SIZE = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,17 +58,19 @@ async def start(
     from fgentic_governance.control.kube import KubeDirectory, api_client
     from fgentic_governance.control.room import RoomPolicy
     from fgentic_governance.control.service import ControlService
-    from fgentic_governance.memory import MemoryStore
+    from fgentic_governance.memory import MemoryStore, bounds
 
     policy = RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template,
                         max_snapshot_age=args.snapshot_max_age)
     if directory is None:
         kubeconfig = str(args.kubeconfig) if args.kubeconfig else None
         directory = KubeDirectory(api_client(kubeconfig), args.namespace or ())
-    pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(), min_size=0,
-                                     max_size=4)
-    service = ControlService(MemoryStore(pool), directory, policy,
-                             ConfirmationBook(args.confirm_seconds))
+    pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(),
+                                     **bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE))
+    # Erasures may wait on their fence (bounds.POOL); they never take the whole pool, so
+    # other users' status and inspect calls keep a connection.
+    store = MemoryStore(pool, erasure_slots=POOL_SIZE // 2)
+    service = ControlService(store, directory, policy, ConfirmationBook(args.confirm_seconds))
     runner = await serve(make_handler(service, BearerTokenFile(args.token_file)),
                          args.host, args.port)
 

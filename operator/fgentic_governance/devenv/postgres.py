@@ -24,6 +24,9 @@ from types import TracebackType
 from fgentic_governance.devenv import StartupError, free_port, terminate, wait_until
 
 PG_SYSTEM_USER = "fgentic-pg"
+_LOG_PINS = ("-c", "log_min_error_statement=panic", "-c", "log_statement=none",
+             "-c", "log_min_duration_statement=-1", "-c", "log_parameter_max_length=0",
+             "-c", "log_parameter_max_length_on_error=0")
 SUPERUSER = "postgres"
 _DB_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -215,7 +218,10 @@ class LocalPostgres:
                  "-c", "unix_socket_directories=",
                  # Durability is pointless for throw-away test data and costs seconds.
                  "-c", "fsync=off", "-c", "synchronous_commit=off",
-                 "-c", "full_page_writes=off"],
+                 "-c", "full_page_writes=off",
+                 # No statement text or parameter in the log of any database here; the
+                 # migrated memory database pins more (memory/bounds.py LOGGING).
+                 *_LOG_PINS],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True, cwd=self.datadir,
                 **self._as_user(),  # type: ignore[call-overload]

@@ -12,6 +12,13 @@ from fgentic_governance.api.common import Model
 from fgentic_governance.reasons import Reason
 
 M = TypeVar("M", bound=Model)
+RETRY_BASE_SECONDS = 10.0
+RETRY_CAP_SECONDS = 300.0
+
+
+def backoff(retry: int) -> float:
+    """Delay before Kopf's next try: doubling from 10 s, at most 5 minutes."""
+    return min(RETRY_BASE_SECONDS * float(2 ** min(max(retry, 0), 8)), RETRY_CAP_SECONDS)
 
 
 def now() -> str:

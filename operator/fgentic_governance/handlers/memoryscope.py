@@ -15,6 +15,7 @@ from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Environment, Verdict, evaluate
 from fgentic_governance.handlers import kube
 from fgentic_governance.handlers.common import (
+    backoff,
     condition,
     handled,
     merge_conditions,
@@ -28,7 +29,6 @@ from fgentic_governance.reasons import Reason
 from fgentic_governance.runtime_context import context, scope_lock
 
 POKE = f"{GROUP}/consent-revision"
-RETRY_DELAY = 10
 # Re-evaluate periodically: the store may come up later, entries expire, counts change.
 RESYNC_INTERVAL = float(os.environ.get("FGENTIC_SCOPE_RESYNC_SECONDS", "30"))
 
@@ -64,7 +64,7 @@ async def resync_scope(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -
 async def _reconcile(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
     body: kopf.Body, patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
-    offboarding_principals: kopf.Index[Any, Any], **_: Any,
+    offboarding_principals: kopf.Index[Any, Any], retry: int = 0, **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
     previous = status.get("conditions")
@@ -84,12 +84,13 @@ async def _reconcile(
                                        verdict.reason))
         _announce(body, status, ScopePhase.DISABLED, verdict.reason)
         return
-    if ctx.store is None:
+    if ctx.store is None or (verdict.enabled and ctx.store_problem is not None):
         # Without the store nothing is fenced, and an earlier enablement may still stand
-        # there: report a failure, not a disabled scope.
-        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED,
-                                       Reason.STORE_UNAVAILABLE))
-        _announce(body, status, ScopePhase.FAILED, Reason.STORE_UNAVAILABLE)
+        # there: report a failure, not a disabled scope. A store unfit to grant (its settings
+        # could log content) grants nothing, but a withdrawal still erases (below).
+        problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, problem))
+        _announce(body, status, ScopePhase.FAILED, problem)
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
@@ -99,7 +100,7 @@ async def _reconcile(
     except StoreRefusal as refusal:
         _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason))
         _announce(body, status, ScopePhase.FAILED, refusal.reason)
-        raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
+        raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
     _commit(patch, status, _outcome_status(generation, previous, outcome))
     _announce(body, status, outcome.phase, outcome.reason)
     if outcome.erasure is not None:
@@ -111,12 +112,12 @@ async def _reconcile(
     if records and (outcome.granted or outcome.erasure is not None):
         await _receipt(namespace, records[-1][1], outcome)
     if outcome.phase is ScopePhase.FAILED:
-        raise kopf.TemporaryError(outcome.reason.value, delay=RETRY_DELAY)
+        raise kopf.TemporaryError(outcome.reason.value, delay=backoff(retry))
 
 
 @kopf.on.delete(GROUP, VERSION, "memoryscopes")
 async def erase_on_delete(
-    *, namespace: str, name: str, spec: kopf.Spec, **_: Any
+    *, namespace: str, name: str, spec: kopf.Spec, retry: int = 0, **_: Any
 ) -> None:
     """The finalizer: the CR goes away only after its memory is erased and verified."""
     store = context().store
@@ -128,9 +129,9 @@ async def erase_on_delete(
         async with scope_lock(record.scope_key):
             outcome = await flow.erase_for_deletion(store, record)
     except StoreRefusal as refusal:
-        raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
+        raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
     if outcome.phase is ScopePhase.FAILED:
-        raise kopf.TemporaryError(outcome.reason.value, delay=RETRY_DELAY)
+        raise kopf.TemporaryError(outcome.reason.value, delay=backoff(retry))
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -151,8 +152,11 @@ def _status(
 ) -> dict[str, Any]:
     """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version."""
     enabled = phase is ScopePhase.ENABLED
-    # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected once.
-    store_ready = context().store is not None and reason is not Reason.STORE_UNAVAILABLE
+    # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected
+    # once; nor is one whose settings could write content to its log.
+    problem = context().store_problem
+    store_ready = (context().store is not None and problem is None
+                   and reason is not Reason.STORE_UNAVAILABLE)
     SCOPE_TRANSITIONS.labels(phase=phase.value, reason=reason.value).inc()
     return {
         "phase": phase.value,
@@ -163,7 +167,8 @@ def _status(
             previous,
             condition("Enabled", enabled, reason, generation, previous),
             condition("StoreReady", store_ready,
-                      Reason.OK if store_ready else Reason.STORE_UNAVAILABLE, generation,
+                      Reason.OK if store_ready else problem or Reason.STORE_UNAVAILABLE,
+                      generation,
                       previous),
             # The scope record exists in the store's fence: every read and write is
             # generation-checked by the database from here on.

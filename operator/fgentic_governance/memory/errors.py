@@ -40,8 +40,10 @@ SQLSTATE_REASONS: Final = MappingProxyType({
 })
 
 # Transient server states: the caller may retry; nothing was applied.
-_UNAVAILABLE_STATES: Final = frozenset({"40001", "40P01", "55P03", "57014", "57P01", "57P02",
+_UNAVAILABLE_STATES: Final = frozenset({"40001", "40P01", "57014", "57P01", "57P02",
                                         "57P03", "53300"})
+# lock_not_available: a bounded lock wait (lock_timeout, memory/bounds.py) ran out.
+_LOCK_STATES: Final = frozenset({"55P03"})
 _UNAVAILABLE_CLASSES: Final = ("08", "53", "58")
 # The schema is absent or older than this code.
 _SCHEMA_STATES: Final = frozenset({"3F000", "42P01", "42883", "42703", "42704"})
@@ -71,6 +73,8 @@ class StoreRefusal(Exception):
 def _reason_for_state(state: str) -> Reason:
     if state in SQLSTATE_REASONS:
         return SQLSTATE_REASONS[state]
+    if state in _LOCK_STATES:
+        return Reason.STORE_LOCK_TIMEOUT
     if state in _UNAVAILABLE_STATES or state.startswith(_UNAVAILABLE_CLASSES):
         return Reason.STORE_UNAVAILABLE
     if state in _SCHEMA_STATES:

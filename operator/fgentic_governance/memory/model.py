@@ -151,6 +151,8 @@ class ScopeState:
     max_retention_days: int
     hourly_operation_ceiling: int
     entry_count: int
+    held: bool = False
+    """An erasure started and was not verified: every gate refuses the scope until it is."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
+from fgentic_governance.memory import bounds
 from fgentic_governance.memory.errors import StoreRefusal, guarded
 from fgentic_governance.reasons import Reason
 
@@ -72,6 +73,9 @@ async def migrate(conn: Any) -> int:
 async def _migrate(conn: Any) -> int:
     shipped = {m.version: m for m in migrations()}
     async with conn.transaction():
+        # Bounded, but long enough to build an index (the pool's bounds are shorter).
+        for name, value in bounds.MIGRATION.items():
+            await conn.execute("SELECT set_config($1, $2, true)", name, value)
         # Serializes concurrent migrators (several operator replicas at start-up).
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _LOCK_KEY)
         await conn.execute(_BOOTSTRAP)

@@ -19,6 +19,8 @@ transaction.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,6 +30,7 @@ from typing import Any, Final, TypeVar
 from fgentic_governance import faults
 from fgentic_governance.api.memory import ErasureResult, Posture
 from fgentic_governance.memory import write_policy
+from fgentic_governance.memory.bounds import ACQUIRE_SECONDS
 from fgentic_governance.memory.errors import StoreRefusal, guarded
 from fgentic_governance.memory.metrics import STORE_OPERATIONS, record
 from fgentic_governance.memory.model import (
@@ -106,9 +109,16 @@ ON CONFLICT (scope_key) DO UPDATE SET
 _SCOPE_STATE: Final = """
 SELECT s.scope_key, s.enabled, s.posture, s.consent_generation, s.entry_cap, s.max_fact_bytes,
        s.max_retention_days, s.hourly_operation_ceiling,
-       (SELECT count(*) FROM fgentic_memory.memory m WHERE m.scope_key = s.scope_key) AS n
+       (SELECT count(*) FROM fgentic_memory.memory m WHERE m.scope_key = s.scope_key) AS n,
+       EXISTS (SELECT 1 FROM fgentic_memory.scope_hold h WHERE h.scope_key = s.scope_key)
+           AS held
   FROM fgentic_memory.scope s WHERE s.scope_key = $1
 """
+# A hold disables the scope in every gate (sql/0006) and needs no lock that a runtime
+# transaction can hold, so it takes effect at once even while the fence still waits.
+_HOLD: Final = (
+    "INSERT INTO fgentic_memory.scope_hold (scope_key) VALUES ($1) ON CONFLICT DO NOTHING")
+_RELEASE: Final = "DELETE FROM fgentic_memory.scope_hold WHERE scope_key = $1"
 _SET_CONTEXT: Final = (
     "SELECT set_config('fgentic_memory.scope_key', $1, true),"
     " set_config('fgentic_memory.generation', $2, true)"
@@ -149,15 +159,20 @@ def _metadata_json(metadata: Mapping[str, MetadataValue] | None) -> str:
 
 
 class MemoryStore:
-    """The content store boundary over an asyncpg pool (or anything with ``acquire()``)."""
+    """The content store boundary over an asyncpg pool.
 
-    def __init__(self, pool: Any) -> None:
+    ``erasure_slots`` bounds how many erasures may wait on their fence at once, so that a
+    pool shared with reads (the control API's) always keeps connections for them.
+    """
+
+    def __init__(self, pool: Any, *, erasure_slots: int | None = None) -> None:
         self._pool = pool
+        self._erasures = asyncio.Semaphore(erasure_slots) if erasure_slots else None
 
     # -- plumbing ------------------------------------------------------------------------------
 
     async def _with_conn(self, work: Callable[[Any], Awaitable[T]]) -> T:
-        async with self._pool.acquire() as conn:
+        async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn:
             return await work(conn)
 
     async def _run(self, operation: str, work: Callable[[Any], Awaitable[T]]) -> T:
@@ -208,7 +223,7 @@ class MemoryStore:
             entry_cap=int(row["entry_cap"]), max_fact_bytes=int(row["max_fact_bytes"]),
             max_retention_days=int(row["max_retention_days"]),
             hourly_operation_ceiling=int(row["hourly_operation_ceiling"]),
-            entry_count=int(row["n"]))
+            entry_count=int(row["n"]), held=bool(row["held"]))
 
     async def grant(self, scope_key: str, posture: Posture = Posture.ENABLED) -> int:
         """Advance the generation and enable, in one transaction; returns the new generation.
@@ -278,9 +293,29 @@ class MemoryStore:
         return await self._erase(scope_key, ErasureKind.SCOPE)
 
     async def _erase(self, scope_key: str, kind: ErasureKind) -> ErasureReceipt:
+        if self._erasures is None:
+            return await self._erase_held(scope_key, kind)
+        try:
+            async with asyncio.timeout(ACQUIRE_SECONDS):
+                await self._erasures.acquire()
+        except TimeoutError:
+            record(STORE_OPERATIONS, f"erase_{kind.value}", Reason.STORE_UNAVAILABLE)
+            raise StoreRefusal(Reason.STORE_UNAVAILABLE) from None
+        try:
+            return await self._erase_held(scope_key, kind)
+        finally:
+            self._erasures.release()
+
+    async def _erase_held(self, scope_key: str, kind: ErasureKind) -> ErasureReceipt:
         operation = f"erase_{kind.value}"
+        # 0. Hold, committed on its own: from here no read, write or cost admission of the
+        #    scope passes, whatever locks a runtime transaction still holds. The hold stays
+        #    until the erasure is verified (a refused fence leaves the scope held: closed).
+        await self._run(f"{operation}_hold",
+                        lambda conn: conn.execute(_HOLD, scope_key))
         # 1. Fence, committed on its own: from here every write or read at an older generation
-        #    is refused by the database.
+        #    is refused by the database. Its lock wait is bounded (bounds.POOL): a runtime
+        #    transaction that keeps the runtime bounds releases the scope row first.
         fence = await self._run(
             f"{operation}_fence",
             lambda conn: self._fence(conn, scope_key, kind is ErasureKind.WITHDRAWAL))
@@ -300,7 +335,9 @@ class MemoryStore:
             reason = Reason.OK if left == 0 else Reason.ERASURE_VERIFY_FAILED
         except StoreRefusal as refusal:
             reason = refusal.reason
-        if reason is not Reason.OK:
+        if reason is Reason.OK:
+            await self._release(scope_key)
+        else:
             await self._fail_closed(scope_key)
         record(STORE_OPERATIONS, operation, reason)
         return ErasureReceipt(
@@ -325,6 +362,15 @@ class MemoryStore:
             await conn.execute(_SET_CONTEXT, scope_key, str(fence - 1))
             in_view = await conn.fetchval("SELECT count(*) FROM fgentic_memory.readable_memory")
         return int(in_table) + int(in_view)
+
+    async def _release(self, scope_key: str) -> None:
+        """Lift the hold of a verified erasure (a scope whose consent stands is readable again).
+
+        If this fails, the erasure is still verified and the scope stays held (closed); the
+        operator's next reconcile finds the hold and lifts it by erasing again.
+        """
+        with contextlib.suppress(StoreRefusal):
+            await guarded(self._with_conn(lambda conn: conn.execute(_RELEASE, scope_key)))
 
     async def _fail_closed(self, scope_key: str) -> None:
         async def work(conn: Any) -> None:
