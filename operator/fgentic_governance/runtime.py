@@ -120,15 +120,18 @@ def run_operator(args: argparse.Namespace) -> int:
     )
 
     tasks: list[asyncio.Task[None]] = []
+    metrics_runners: list[Any] = []
 
     @kopf.on.startup()
     async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         _settings(settings)
         settings.persistence.diffbase_storage = diffbase.DIFFBASE
         if args.metrics_port:
-            from prometheus_client import start_http_server
+            from fgentic_governance import serving
 
-            start_http_server(args.metrics_port)
+            serving.scrub_library_logs()
+            metrics_runners.append(await serving.serve(
+                serving.metrics_handler(), "0.0.0.0", args.metrics_port))  # noqa: S104
         if args.store_dsn_file:
             tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file)))
 
@@ -136,6 +139,8 @@ def run_operator(args: argparse.Namespace) -> int:
     async def _cleanup(**_: Any) -> None:
         for task in tasks:
             task.cancel()
+        for runner in metrics_runners:
+            await runner.cleanup()
         pool = getattr(context(), "store_pool", None)
         if pool is not None:
             await pool.close()

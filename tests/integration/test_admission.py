@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.devenv.controlplane import KubectlError
 from fgentic_governance.rendering.admission import admission_policy, webhook_configuration
 from fgentic_governance.tls import write_serving_bundle
 from tests import processes
-from tests.support import example
+from tests.support import api_message, example
 
 pytestmark = pytest.mark.integration
 NS = "admission"
@@ -238,6 +239,28 @@ def test_update_that_adds_authorization_is_denied(stack: dict[str, Any]) -> None
     assert _apply(stack["cp"], doc, stack["tmp"]) == "allow"
     doc["spec"]["declarative"]["tools"][0]["mcpServer"]["allowedHeaders"] = ["Authorization"]
     assert "FORBIDDEN_HEADER" in _apply(stack["cp"], doc, stack["tmp"])
+
+
+def test_a_900_kb_agent_is_created_patched_and_deleted(stack: dict[str, Any],
+                                                      k8s_client: client.ApiClient) -> None:
+    """An UPDATE review carries the object twice: past aiohttp's 1 MiB default (issue 14, 3)."""
+    api = client.CustomObjectsApi(k8s_client)
+    doc = agent("large", mcp(OTHER, ["list_tickets"]))
+    doc["spec"]["declarative"]["systemMessage"] = "x" * 900_000
+    args = ("kagent.dev", "v1alpha2", NS, "agents")
+    api.create_namespaced_custom_object(*args, doc)
+    try:
+        patched = api.patch_namespaced_custom_object(
+            *args, "large", {"metadata": {"labels": {"size": "large"}}})
+        assert patched["metadata"]["labels"] == {"size": "large"}
+        # Decided, not just passed: the same large UPDATE with a forbidden header is denied.
+        leaky = {"spec": {"declarative": {"tools": [
+            mcp(OTHER, ["list_tickets"], allowedHeaders=["Cookie"])]}}}
+        with pytest.raises(ApiException) as info:
+            api.patch_namespaced_custom_object(*args, "large", leaky)
+        assert "FORBIDDEN_HEADER" in api_message(info.value), api_message(info.value)
+    finally:
+        api.delete_namespaced_custom_object(*args, "large")  # DELETE is never sent to us.
 
 
 def test_governance_cross_object_rules(stack: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,12 @@ def _helm(*args: str) -> str:
     return result.stdout
 
 
-def _render(*sets: str) -> list[dict[str, Any]]:
+def _render(*sets: str, json_sets: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     args = ["template", "fg", str(CHART), "--namespace", NS]
     for value in sets:
         args += ["--set", value]
+    for value in json_sets:
+        args += ["--set-json", value]
     return [d for d in yaml.safe_load_all(_helm(*args)) if d]
 
 
@@ -94,7 +97,8 @@ def test_bootstrap_mode_wires_the_webhook_to_manage_its_own_ca() -> None:
 def test_control_api_is_reachable_only_from_the_bridge() -> None:
     docs = _render("controlApi.enabled=true", "store.dsnSecret.name=store",
                    "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org")
-    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"
+                 and d["metadata"]["name"] == "fg-control-api"]
     (peer,) = policy["spec"]["ingress"][0]["from"]
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "matrix"}
     assert peer["podSelector"]["matchLabels"]
@@ -103,6 +107,37 @@ def test_control_api_is_reachable_only_from_the_bridge() -> None:
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--token-file=/var/run/fgentic/token/token" in args
     assert deploy["spec"]["replicas"] == 1
+
+
+def _webhook_policy(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"
+                 and d["metadata"]["name"] == "fg-webhook"]
+    assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == \
+        "webhook"
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    return policy
+
+
+def test_webhook_network_policy_separates_the_review_and_metrics_ports() -> None:
+    docs = _render()
+    (webhook,) = [d for d in docs if d["kind"] == "Deployment"
+                  and d["metadata"]["name"] == "fg-webhook"]
+    ports = {p["name"] for p in webhook["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    review, metrics = _webhook_policy(docs)["spec"]["ingress"]
+    # Named container ports: the review port open to any source by default (the API server's
+    # addresses are cluster-specific), the health/metrics port to in-cluster pods only.
+    assert review == {"ports": [{"protocol": "TCP", "port": "https"}]}
+    assert metrics == {"ports": [{"protocol": "TCP", "port": "http-health"}],
+                       "from": [{"namespaceSelector": {}}]}
+    assert {"https", "http-health"} <= ports
+    api_server = [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+    scraper = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    review, metrics = _webhook_policy(_render(json_sets=(
+        f"webhook.networkPolicy.apiServerSources={json.dumps(api_server)}",
+        f"webhook.networkPolicy.metricsSources={json.dumps(scraper)}")))["spec"]["ingress"]
+    assert review["from"] == api_server and metrics["from"] == scraper
+    assert not [d for d in _render("webhook.networkPolicy.enabled=false")
+                if d["kind"] == "NetworkPolicy"]
 
 
 def test_control_api_refuses_to_render_without_its_secrets() -> None:

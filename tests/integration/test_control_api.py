@@ -37,7 +37,7 @@ from fgentic_governance.control.http import make_handler, scrub_library_logs, se
 from fgentic_governance.control.kube import KubeDirectory
 from fgentic_governance.control.room import RoomPolicy
 from fgentic_governance.control.service import ControlService
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, migrate
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds, migrate
 from tests import processes
 from tests.support import example
 
@@ -610,6 +610,24 @@ async def test_unauthenticated_requests_are_refused(env: Env, token_file: Path) 
         assert response.status == 503
 
 
+async def test_duplicate_names_are_malformed(env: Env) -> None:
+    """A repeated name is refused, not resolved: pydantic alone served the last one."""
+    access = await make_scope(env, "alice")
+    await save(env, access, "Alice likes jazz")
+    good = command(env, "alice")
+    text = json.dumps(good)
+    room = json.dumps(good["room"])
+    duplicated = [
+        f'{{"subject": "{BOB}", {text[1:]}'.encode(),  # Bob's command, Alice's subject last
+        f'{text[:-1]}, "subject": "{ALICE}"}}'.encode(),
+        text.replace(room, f'{room[:-1]}, "roomId": "{control_room("alice")}"}}').encode(),
+    ]
+    for body in duplicated:
+        for action in ("status", "inspect", "forget-all", "off"):
+            assert await post(env, action, body) == (400, {"reason": "REQUEST_MALFORMED"})
+    assert (await post(env, "status", good))[0] == 200  # The same command, once each: served.
+
+
 # -- content boundary ------------------------------------------------------------------------
 
 
@@ -737,6 +755,106 @@ async def test_control_api_process_serves_and_logs_no_content(
     for secret in (FACT_SENTINEL, REQUEST_SENTINEL, TOKEN, first["confirmation"]["token"],
                    ALICE):
         assert secret not in text
+
+
+def _spawn_api(env: Env, dsn: str, token_file: Path, work: Path, kubeconfig: Path
+               ) -> tuple[subprocess.Popen[bytes], Env]:
+    dsn_file = work / "dsn"
+    dsn_file.write_text(dsn)
+    port = processes.free_port()
+    proc = processes.spawn_and_wait(
+        ["control-api", "--store-dsn-file", str(dsn_file), "--token-file", str(token_file),
+         "--local-homeserver", LOCAL, "--bot-mxid", BOT, "--ghost-template", GHOST_TEMPLATE,
+         "--kubeconfig", str(kubeconfig), "--namespace", env.ns,
+         "--host", "127.0.0.1", "--port", str(port)], work / "control-api.log", port)
+    return proc, Env(env.ns, env.store, env.pool, env.api, env.http,
+                     f"http://127.0.0.1:{port}", env.clock)
+
+
+async def _probe(env: Env, path: str) -> tuple[int, dict[str, Any]]:
+    async with env.http.get(env.url + path) as response:
+        return response.status, json.loads(await response.text())
+
+
+async def _stuck_runtime(dsn: str, access: Access) -> Any:
+    """A runtime connection holding the scope row in an open insert, its own bounds defeated."""
+    stuck = await asyncpg.connect(dsn, server_settings={
+        "role": "fgentic_memory_runtime", "search_path": "fgentic_memory, public"})
+    await stuck.execute("BEGIN")
+    await stuck.fetchrow("SELECT * FROM enter_scope($1, $2, $3, $4, $5, $6, 'capture')",
+                         *access.params())
+    await stuck.fetchval(
+        "INSERT INTO memory (agent_name, user_id, content, metadata, expires_at, scope_key,"
+        " consent_generation) VALUES ($1, $2, 'a fact', '{}', now() + interval '1 day', $3, $4)"
+        " RETURNING id", f"{access.agent_namespace}/{access.agent_name}", access.subject_mxid,
+        access.scope_key, access.generation)
+    for name in bounds.RUNTIME:
+        await stuck.execute(f"SET LOCAL {name} = 0")
+    return stuck
+
+
+async def test_parked_erasures_leave_other_users_answered(
+    env: Env, control_plane: Any, pg_dsn: str, tmp_path: Path, token_file: Path,
+) -> None:
+    """Issue 14, finding 2: runtime transactions hold six users' scope rows and defeated their
+    own bounds; six confirmed forget-alls park on their fences. Bob is still served at once,
+    the forget-alls end within the fence's bound with a code, and the six scopes are closed."""
+    users = [f"user{i}" for i in range(6)]
+    accesses = [await make_scope(env, u, subject=f"@{u}:{LOCAL}") for u in users]
+    bob = await make_scope(env, "bob", subject=BOB)
+    await save(env, bob, "Bob likes tea")
+    stuck = [await _stuck_runtime(pg_dsn, a) for a in accesses]
+    proc, api = _spawn_api(env, pg_dsn, token_file, tmp_path, control_plane.kubeconfig)
+    try:
+        def confirm(user: str, token: str) -> dict[str, Any]:
+            return command(env, user, subject=f"@{user}:{LOCAL}", confirmationToken=token)
+
+        tokens = [(await post(api, "forget-all", command(env, u, subject=f"@{u}:{LOCAL}")))[1]
+                  ["confirmation"]["token"] for u in users]
+        parked = [asyncio.create_task(post(api, "forget-all", confirm(u, t)))
+                  for u, t in zip(users, tokens, strict=True)]
+        await asyncio.sleep(1.0)
+        started = time.monotonic()
+        status, body = await post(api, "status", command(env, "bob", subject=BOB))
+        assert status == 200 and body["reason"] == "OK"
+        assert await _probe(api, "/readyz") == (200, {"reason": "OK"})
+        assert time.monotonic() - started < bounds.ACQUIRE_SECONDS
+        answers = await asyncio.wait_for(asyncio.gather(*parked), 60)
+        assert {status for status, _ in answers} == {503}
+        assert {body["reason"] for _, body in answers} <= {"STORE_LOCK_TIMEOUT",
+                                                           "STORE_UNAVAILABLE"}
+        assert "STORE_LOCK_TIMEOUT" in {body["reason"] for _, body in answers}
+        # An erasure that got a slot placed its hold, then its fence ran out of time.
+        held = [(await env.store.scope_state(a.scope_key)).held for a in accesses]
+        timed_out = [body["reason"] == "STORE_LOCK_TIMEOUT" for _, body in answers]
+        assert held == timed_out
+        user = users[held.index(True)]
+        status, body = await post(api, "inspect", command(env, user, subject=f"@{user}:{LOCAL}"))
+        assert status == 403 and body["reason"] == "SCOPE_DISABLED"
+        for conn in stuck:
+            await conn.execute("ROLLBACK")
+        _, first = await post(api, "forget-all", command(env, user, subject=f"@{user}:{LOCAL}"))
+        status, done = await post(api, "forget-all",
+                                  confirm(user, first["confirmation"]["token"]))
+        assert status == 200 and done["receipt"]["result"] == "Verified"
+        assert not (await env.store.scope_state(accesses[users.index(user)].scope_key)).held
+    finally:
+        processes.stop(proc)
+        for conn in stuck:
+            await conn.close()
+
+
+async def test_readiness_follows_the_store(
+    env: Env, control_plane: Any, tmp_path: Path, token_file: Path,
+) -> None:
+    """Issue 14, finding 2: /readyz fails while the pool cannot serve; /healthz stays 200."""
+    dead = f"postgresql://postgres@127.0.0.1:{processes.free_port()}/nothing"
+    proc, api = _spawn_api(env, dead, token_file, tmp_path, control_plane.kubeconfig)
+    try:
+        assert await _probe(api, "/readyz") == (503, {"reason": "STORE_UNAVAILABLE"})
+        assert await _probe(api, "/healthz") == (200, {"reason": "OK"})
+    finally:
+        processes.stop(proc)
 
 
 # -- the platform CLI ------------------------------------------------------------------------

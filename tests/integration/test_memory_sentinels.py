@@ -367,11 +367,9 @@ async def test_fact_sentinels_accepted_and_refused(harness: Harness) -> None:
     assert await h.store.entry_count(h.access.scope_key) == 2
 
     sinks = await h.sweep()
-    # The memory database logs FATAL and above only (memory/bounds.py LOGGING): not even the
-    # bare codes of its refusals reach the server log.
-    for reason in (Reason.CREDENTIAL_CONTENT, Reason.CONSENT_SUBJECT_MISMATCH,
-                   Reason.STALE_GENERATION):
-        assert f"ERROR:  {reason.value}" not in sinks["postgres log"]
+    # The server log is shared by every test's database; this one's sessions log FATAL and
+    # above only (memory/bounds.py LOGGING), so its refusals leave no line there. That is
+    # proved with sentinels by test_literal_sql_writes_leave_nothing_in_the_postgres_log.
     assert "database system is ready to accept connections" in sinks["postgres log"]
 
 

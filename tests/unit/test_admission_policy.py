@@ -17,7 +17,7 @@ from fgentic_admission.policy import (
     consent_denials,
     scope_denials,
 )
-from fgentic_admission.review import Lookups, Reviewer
+from fgentic_admission.review import Lookups, Reviewer, Unanswerable
 from tests.support import example
 
 SERVER = ("kagent.dev", "RemoteMCPServer", "ns", "knowledge")
@@ -170,10 +170,49 @@ async def test_errors_deny_without_echoing() -> None:
     assert "POLICY_STATE_UNAVAILABLE" in out["response"]["status"]["message"]
 
 
-async def test_delete_and_unknown_routes() -> None:
+async def test_unknown_routes_are_denied() -> None:
     reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
-    allowed = await reviewer(_review(agent(headers=["Authorization"]), "DELETE"),
-                             webhook="agents")
-    assert allowed["response"]["allowed"] is True
     unknown = await reviewer(_review(agent()), webhook="nope")
     assert "UNSUPPORTED_KIND" in unknown["response"]["status"]["message"]
+
+
+MALFORMED_REQUESTS: list[Any] = [
+    {"uid": "u-1", "object": {}},  # no operation
+    {"uid": "u-1", "operation": "create", "object": {}},  # not the API server's spelling
+    {"uid": "u-1", "operation": "DELETE", "object": {}},  # not registered: never sent to us
+    {"uid": "u-1", "operation": "CONNECT", "object": {}},
+    {"uid": "u-1", "operation": "CREATE"},  # no object
+    {"uid": "u-1", "operation": "UPDATE", "object": [SENTINEL]},
+    {"uid": "u-1", "operation": "CREATE", "object": SENTINEL},
+]
+
+
+@pytest.mark.parametrize("request_", MALFORMED_REQUESTS)
+async def test_malformed_reviews_are_denied_never_allowed(request_: Any) -> None:
+    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    out = await reviewer({"request": request_}, webhook="agents")
+    assert out["response"]["uid"] == "u-1"
+    assert out["response"]["allowed"] is False
+    assert out["response"]["status"]["message"] == "REVIEW_MALFORMED at request"
+    assert SENTINEL not in str(out)
+
+
+@pytest.mark.parametrize("body", [
+    {}, {"request": None}, {"request": [SENTINEL]}, {"request": SENTINEL}, [SENTINEL], None,
+    {"request": {"operation": "CREATE", "object": {}}},  # no uid
+    *({"request": {"uid": uid, "operation": "CREATE", "object": {}}}
+      for uid in ("", 7, None, ["u"], "u\n1", "u\x00", "u\u00e9", "u" * 129)),
+])
+async def test_reviews_without_a_usable_uid_are_unanswerable(body: Any) -> None:
+    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    with pytest.raises(Unanswerable) as info:
+        await reviewer(body, webhook="agents")
+    assert str(info.value) == "REVIEW_MALFORMED"
+
+
+async def test_a_bounded_uid_is_echoed() -> None:
+    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    uid = "705ab4f5-6393-11e8-b7cc-42010a800002"
+    out = await reviewer({"request": {"uid": uid, "operation": "CREATE", "object": agent()}},
+                         webhook="agents")
+    assert out["response"] == {"uid": uid, "allowed": True}

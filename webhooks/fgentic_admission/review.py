@@ -4,6 +4,12 @@ Agents are decided from the informer caches (the hot path, no API call); a denia
 depends on cached state is re-checked once against live state, so a binding or scope created
 a moment ago is not refused by a lagging cache. Our own kinds are rare writes and always use
 live lookups. Any unexpected error denies.
+
+A review that is not a CREATE or UPDATE of an object (no ``request``, another or a lowercase
+``operation``, a non-object ``object``) is denied with REVIEW_MALFORMED: our configuration
+registers only CREATE and UPDATE, so the API server never sends anything else. A review whose
+``uid`` cannot be echoed (absent, not a short printable string) cannot be answered at all:
+:class:`Unanswerable`, which the server turns into a 400.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from fgentic_admission import metrics
 from fgentic_admission.policy import (
@@ -27,6 +33,16 @@ from fgentic_admission.policy import (
 STATEFUL = frozenset({Code.IDENTITY_HEADER_UNBOUND, Code.IDENTITY_TOOL_MISMATCH,
                       Code.MEMORY_UNGATED, Code.MEMORY_TTL_EXCEEDS_RETENTION,
                       Code.REQUIRE_APPROVAL_ON_RETRIEVAL, Code.FORBIDDEN_HEADERS_FROM})
+OPERATIONS: Final = frozenset({"CREATE", "UPDATE"})
+MAX_UID_LENGTH: Final = 128
+"""The API server's uid is a UUID (36 characters); anything longer is not one of its reviews."""
+
+
+class Unanswerable(Exception):
+    """No uid to echo: the review can only be refused (HTTP 400), not answered."""
+
+    def __init__(self) -> None:
+        super().__init__(Code.REVIEW_MALFORMED.value)
 
 
 @dataclass(frozen=True)
@@ -45,28 +61,29 @@ class Reviewer:
         self._lookups = lookups
         self._local = local_homeserver
 
-    async def __call__(self, body: Mapping[str, Any], *, webhook: str | None = None,
+    async def __call__(self, body: Any, *, webhook: str | None = None,
                        **_: Any) -> dict[str, Any]:
         started = time.perf_counter()
-        request = body.get("request") or {}
-        route = webhook or ""
+        route = metrics.route_label(webhook)
+        request = body.get("request") if isinstance(body, Mapping) else None
+        if not isinstance(request, Mapping) or (uid := _uid(request.get("uid"))) is None:
+            count_malformed(route)
+            raise Unanswerable
         try:
-            denials = await self._decide(route, request)
+            denials = _malformed(request) or await self._decide(route, request)
         except Exception:
             denials = [Denial(Code.POLICY_STATE_UNAVAILABLE, "request")]
         metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
         reason = denials[0].code.value if denials else "OK"
         metrics.DECISIONS.labels(route, str(not denials).lower(), reason).inc()
-        return response(str(request.get("uid", "")), denials)
+        return response(uid, denials)
 
     async def _decide(self, route: str, request: Mapping[str, Any]) -> list[Denial]:
-        obj = request.get("object")
-        if request.get("operation") not in {"CREATE", "UPDATE"} or not isinstance(obj, Mapping):
-            return []
+        obj = request["object"]
         if route == "agents":
             return await self._agent(obj)
         if route == "governance":
-            return await self._governance(str(request.get("operation")), obj)
+            return await self._governance(str(request["operation"]), obj)
         return [Denial(Code.UNSUPPORTED_KIND, "request")]
 
     async def _agent(self, obj: Mapping[str, Any]) -> list[Denial]:
@@ -93,6 +110,26 @@ class Reviewer:
         if kind == "MemoryScope":
             return scope_denials(obj, self._local)
         return [Denial(Code.UNSUPPORTED_KIND, "kind")]
+
+
+def count_malformed(route: str) -> None:
+    """A review refused before a verdict counts as a malformed-review denial."""
+    metrics.DECISIONS.labels(route, "false", Code.REVIEW_MALFORMED.value).inc()
+
+
+def _uid(uid: Any) -> str | None:
+    """The uid when it is safe to echo: 1..MAX_UID_LENGTH printable ASCII characters."""
+    if isinstance(uid, str) and 0 < len(uid) <= MAX_UID_LENGTH and uid.isascii() \
+            and uid.isprintable():
+        return uid
+    return None
+
+
+def _malformed(request: Mapping[str, Any]) -> list[Denial]:
+    """A denial unless this is a CREATE or UPDATE of an object (all we register)."""
+    if request.get("operation") in OPERATIONS and isinstance(request.get("object"), Mapping):
+        return []
+    return [Denial(Code.REVIEW_MALFORMED, "request")]
 
 
 def response(uid: str, denials: Sequence[Denial]) -> dict[str, Any]:

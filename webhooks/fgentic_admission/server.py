@@ -1,39 +1,61 @@
 """The admission webhook process.
 
-TLS is served by Kopf's `WebhookServer` from certificate files we make with `cryptography`
-(Kopf's own generator fails on this OpenSSL); it re-reads them when they change (hot reload).
-Only its TLS listener is used: reviews go straight to our `Reviewer`, not through Kopf's
-handler machinery, which keeps the added latency of a create low. Kopf's managed webhook
-configuration is not used either: it hard-codes a 30 s timeout, has no namespaceSelector and
-is deleted on shutdown. The chart and the tests ship their own.
+Reviews are served over TLS by our own listener on the shared content-free server
+(``fgentic_governance.serving``): ``POST /agents`` and ``POST /governance`` go to the
+:class:`Reviewer`; any other path is 404 and counted under the fixed route label ``other``.
+Certificates are files (written by ``bootstrap`` or mounted by the chart), polled for changes
+and swapped in for new connections (hot reload). Kopf is not used here: its webhook server
+took its metric labels from the request path, kept aiohttp's 1 MiB body limit and its own
+timeouts; our configuration (``rendering/admission.py``, the chart) is not Kopf's either.
 
-Health, readiness and metrics are plain HTTP on a separate port.
+Health, readiness and metrics are plain HTTP on a separate port, on the same server base.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
-import os
+import signal
+import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-import kopf
 from aiohttp import web
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from fgentic_admission import audit, bootstrap
+from fgentic_admission import audit, bootstrap, metrics
 from fgentic_admission.informer import Informer
-from fgentic_admission.policy import PolicyState
-from fgentic_admission.review import Lookups, Reviewer
+from fgentic_admission.policy import Code, PolicyState
+from fgentic_admission.review import Lookups, Reviewer, Unanswerable, count_malformed
 from fgentic_admission.views import build_state
+from fgentic_governance import serving
 
 log = logging.getLogger("fgentic_admission")
+access = logging.getLogger("fgentic_admission.access")
 GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
+
+ETCD_MAX_OBJECT_BYTES: Final = 3 * 512 * 1024
+"""etcd's default ``--max-request-bytes`` (1.5 MiB): no stored object (an oldObject) is larger."""
+API_SERVER_MAX_BODY_BYTES: Final = 3 * 1024 * 1024
+"""kube-apiserver's request body limit (3 MiB): a new object is reviewed before etcd sees it."""
+REVIEW_ENVELOPE_BYTES: Final = 512 * 1024
+"""uid, kind, resource, userInfo (groups, extra), options: far below this."""
+MAX_REVIEW_BYTES: Final = API_SERVER_MAX_BODY_BYTES + ETCD_MAX_OBJECT_BYTES + REVIEW_ENVELOPE_BYTES
+"""The largest review the API server can send: an UPDATE with a new object as large as a
+request body, the stored old object, and the envelope (5 MiB). aiohttp's default 1 MiB refused
+a label-only patch of a 640 KB Agent (issue 14, item 3)."""
+BODY_BUDGET: Final = MAX_REVIEW_BYTES + 1024 * 1024
+"""Review bytes held at once: one review of the largest size plus small ones. The chart limits
+the webhook to 128 MiB and it idles near 77 MiB; a 5 MiB review made of many small JSON
+objects takes about 40 MiB while parsed, so two at once could get it killed (fail closed:
+every Agent write refused). A review over the budget is answered 503 BUSY instead."""
+PATHS: Final = {f"/{route}": route for route in metrics.ROUTES}
+"""The paths of our ValidatingWebhookConfiguration (``rendering/admission.py``, the chart)."""
 
 
 class StateSource:
@@ -93,21 +115,130 @@ class StateSource:
                        offboarding=self.offboarding)
 
 
-def health_app(source: StateSource) -> web.Application:
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
+# -- the review port ---------------------------------------------------------------------------
 
-    async def readyz(_: web.Request) -> web.Response:
-        return web.Response(text="ok") if source.synced else web.Response(status=503,
-                                                                          text="syncing")
 
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+def _text(status: int, code: str) -> web.Response:
+    return web.Response(status=status, text=code + "\n")
 
-    app = web.Application()
-    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz),
-                    web.get("/metrics", metrics)])
-    return app
+
+class ReviewService:
+    """Fixed routes to the reviewer; every answer is counted and logged by bounded labels."""
+
+    def __init__(self, reviewer: Reviewer) -> None:
+        self._reviewer = reviewer
+        self._budget = serving.BodyBudget(BODY_BUDGET)
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        route = PATHS.get(request.path, metrics.OTHER)  # Never the path itself.
+        answer = await self._answer(route, request)
+        metrics.REQUESTS.labels(route, metrics.status_label(answer.status)).inc()
+        access.info("review route=%s method=%s status=%d", route,
+                    serving.method_label(request.method), answer.status)
+        return answer
+
+    async def _answer(self, route: str, request: web.BaseRequest) -> web.StreamResponse:
+        if route == metrics.OTHER:
+            return _text(404, "NOT_FOUND")
+        if request.method != "POST":
+            return _text(405, "METHOD_NOT_ALLOWED")
+        try:
+            with self._budget.hold(request, MAX_REVIEW_BYTES):
+                raw = await serving.read_body(request, MAX_REVIEW_BYTES)
+                return await self._review(route, raw)
+        except serving.Refused as refused:
+            answer = _text(refused.status, refused.code.value)
+            answer.force_close()  # The rest of the body is not worth waiting for.
+            return answer
+
+    async def _review(self, route: str, raw: bytes) -> web.StreamResponse:
+        try:
+            review = serving.loads(raw)
+        except serving.Refused:
+            count_malformed(route)
+            return _text(400, Code.REVIEW_MALFORMED.value)
+        try:
+            verdict = await self._reviewer(review, webhook=route)
+        except Unanswerable:
+            return _text(400, Code.REVIEW_MALFORMED.value)
+        return web.Response(body=json.dumps(verdict).encode(), content_type="application/json")
+
+
+# -- certificates ------------------------------------------------------------------------------
+
+
+def _server_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    context.load_cert_chain(cert, key)
+    return context
+
+
+class ServingCertificate:
+    """tls.crt/tls.key, reloaded when they change: each handshake picks the newest context.
+
+    The listener's context only selects (its SNI callback runs for every ClientHello, with or
+    without a server name); a pair that fails to load (say, half written) keeps the old one
+    until the next poll.
+    """
+
+    def __init__(self, tls_dir: Path) -> None:
+        self._cert, self._key = tls_dir / "tls.crt", tls_dir / "tls.key"
+        self._stamp = self._files()
+        self.current = _server_context(self._cert, self._key)
+        self.listener = _server_context(self._cert, self._key)
+        self.listener.sni_callback = self._select
+
+    def _select(self, connection: ssl.SSLObject | ssl.SSLSocket, _name: str | None,
+                _context: ssl.SSLContext) -> None:
+        connection.context = self.current
+
+    def _files(self) -> tuple[tuple[int, int, int], ...]:
+        stats = (self._cert.stat(), self._key.stat())
+        return tuple((s.st_mtime_ns, s.st_size, s.st_ino) for s in stats)
+
+    def refresh(self) -> bool:
+        """Load the files if they changed; True when a new pair is now served."""
+        try:
+            stamp = self._files()
+            if stamp == self._stamp:
+                return False
+            fresh = _server_context(self._cert, self._key)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            log.warning("TLS certificate not reloaded: %s", type(exc).__name__)
+            return False
+        self.current, self._stamp = fresh, stamp
+        log.info("TLS certificate loaded")
+        return True
+
+    async def watch(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.refresh()
+
+
+# -- health, readiness, metrics ----------------------------------------------------------------
+
+
+def health_handler(source: StateSource) -> serving.Handler:
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        if request.method != "GET":
+            return _text(405, "METHOD_NOT_ALLOWED")
+        if request.path == "/healthz":
+            return web.Response(text="ok")
+        if request.path == "/readyz":
+            return web.Response(text="ok") if source.synced else web.Response(
+                status=503, text="syncing")
+        if request.path == "/metrics":
+            return web.Response(body=generate_latest(),
+                                headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return _text(404, "NOT_FOUND")
+
+    return handle
+
+
+# -- the process -------------------------------------------------------------------------------
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -125,23 +256,31 @@ async def serve(args: argparse.Namespace) -> None:
             bootstrap.keep_settled(api_client, target, Path(args.tls_dir))))
     source = StateSource(api_client)
     source.start()
-    runner = web.AppRunner(health_app(source), handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, args.host, args.health_port).start()
+    health = await serving.serve(health_handler(source), args.host, args.health_port)
     if args.audit_interval > 0:
         tasks.append(asyncio.create_task(audit.run(api_client, source.cached,
                                                    args.audit_interval)))
-    server = kopf.WebhookServer(
-        addr=args.host, port=args.port,
-        certfile=os.path.join(args.tls_dir, "tls.crt"),
-        pkeyfile=os.path.join(args.tls_dir, "tls.key"),
-        cafile=os.path.join(args.tls_dir, "ca.crt"),
-        file_check_interval=args.tls_reload_seconds,
-    )
-    reviewer = Reviewer(source.lookups(), args.local_homeserver)
+    certificate = ServingCertificate(Path(args.tls_dir))
+    tasks.append(asyncio.create_task(certificate.watch(args.tls_reload_seconds)))
+    reviews = serving.runner(ReviewService(Reviewer(source.lookups(), args.local_homeserver)))
+    await reviews.setup()
+    await serving.TLSSite(reviews, args.host, args.port, certificate.listener).start()
     log.info("webhook serving on %s:%d", args.host, args.port)
-    async for _ in server(reviewer):  # type: ignore[arg-type]
-        log.info("TLS certificate loaded")
+    try:
+        await _until_stopped()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await reviews.cleanup()
+        await health.cleanup()
+
+
+async def _until_stopped() -> None:
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopped.set)
+    await stopped.wait()
 
 
 def _in_cluster() -> client.ApiClient:
@@ -152,6 +291,7 @@ def _in_cluster() -> client.ApiClient:
 def run_webhook(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    serving.scrub_library_logs()
     try:  # uvloop roughly halves the per-review overhead of the event loop.
         import uvloop
 

@@ -1,9 +1,9 @@
-"""The HTTP face of the control API: aiohttp's low-level server, fixed routes, one guard.
+"""The HTTP face of the control API: the shared content-free server, fixed routes, one guard.
 
-Why the low-level server and not ``web.Application``: aiohttp answers a request it cannot
-parse (a bad request line, header or Content-Length) itself, and quotes the offending bytes in
-that 400 body and in its error log. :class:`ContentFreeServer` answers those with the status
-alone, and :class:`ContentFreeFilter` reduces aiohttp's log records to an exception type.
+The server (``fgentic_governance.serving``) answers a request aiohttp cannot parse with the
+status and a fixed code, reduces aiohttp's log records to an exception type
+(:class:`ContentFreeFilter`), and bounds header, body and keep-alive times. Bodies are read
+within ``MAX_BODY_BYTES`` and parsed strictly (duplicate names refused, ``wire.parse``).
 
 Every command is a POST of a JSON body to a fixed path - nothing user-supplied is ever in a
 URL, so no access log, proxy log or trace can capture an entry id or a token from a path.
@@ -14,7 +14,6 @@ a header, the subject or the scope.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -25,6 +24,7 @@ from typing import Any, Final, TypeVar
 from aiohttp import web
 from prometheus_client import Counter
 
+from fgentic_governance import serving
 from fgentic_governance.control.auth import BearerTokenFile
 from fgentic_governance.control.codes import ControlError, ControlReason
 from fgentic_governance.control.service import ControlService, Reply
@@ -37,10 +37,13 @@ from fgentic_governance.control.wire import (
     parse,
 )
 from fgentic_governance.reasons import Reason
+from fgentic_governance.serving import ContentFreeFilter, scrub_library_logs
 
+__all__ = ["PREFIX", "REQUESTS", "ContentFreeFilter", "make_handler", "scrub_library_logs",
+           "serve"]
 log = logging.getLogger("fgentic_governance.control")
 C = TypeVar("C", bound=Command)
-Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+Handler = serving.Handler
 
 PREFIX: Final = "/v1/memory/"
 REQUESTS: Final = Counter(
@@ -63,66 +66,16 @@ _STATUS: Final = MappingProxyType({
     Reason.ERASURE_VERIFY_FAILED: 500,
     ControlReason.DIRECTORY_UNAVAILABLE: 503,
     Reason.STORE_UNAVAILABLE: 503,
+    Reason.STORE_LOCK_TIMEOUT: 503,
     Reason.STORE_SCHEMA_MISMATCH: 503,
 })
 """Everything else (scope, subject, room-state and fence refusals) is 403."""
 _HEADERS: Final = MappingProxyType({"Cache-Control": "no-store"})
-_LIBRARY_LOGGERS: Final = ("aiohttp.server", "aiohttp.web", "aiohttp.access",
-                           "aiohttp.internal", "asyncio")
 
 
-class ContentFreeFilter(logging.Filter):
-    """Reduce a library's log record to its logger name and exception type."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        record.msg = "%s: record suppressed (%s)"
-        record.args = (record.name, type(exc).__name__ if exc else "-")
-        record.exc_info = record.exc_text = record.stack_info = None
-        return True
-
-
-def scrub_library_logs() -> Callable[[], None]:
-    """Filter aiohttp's and asyncio's loggers; returns the undo (for tests)."""
-    installed = []
-    for name in _LIBRARY_LOGGERS:
-        logger, content_free = logging.getLogger(name), ContentFreeFilter()
-        logger.addFilter(content_free)
-        installed.append((logger, content_free))
-
-    def undo() -> None:
-        for logger, content_free in installed:
-            logger.removeFilter(content_free)
-
-    return undo
-
-
-class _Protocol(web.RequestHandler):
-    def handle_error(self, request: web.BaseRequest, status: int = 500,
-                     exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
-        # ``message`` is the parser's text, which quotes the offending bytes: drop it.
-        return super().handle_error(request, status, exc, None)
-
-
-class ContentFreeServer(web.Server):
-    """aiohttp's low-level server whose own error answers carry no request bytes."""
-
-    def __init__(self, handler: Handler, **kwargs: Any) -> None:
-        # No access log (the guard logs instead), no transparent decompression (a command is
-        # small plain JSON), and aiohttp's protocol logger is the filtered aiohttp.server.
-        self._protocol_kwargs = {"access_log": None, "auto_decompress": False, **kwargs}
-        super().__init__(handler, **self._protocol_kwargs)
-
-    def __call__(self) -> web.RequestHandler:
-        return _Protocol(self, loop=asyncio.get_running_loop(), **self._protocol_kwargs)
-
-
-async def serve(handler: Handler, host: str, port: int) -> web.ServerRunner:
-    runner = web.ServerRunner(ContentFreeServer(handler))
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+async def serve(handler: Handler, host: str, port: int, *,
+                bounds: serving.Bounds = serving.DEFAULT_BOUNDS) -> web.ServerRunner:
+    return await serving.serve(handler, host, port, bounds)
 
 
 @dataclass(frozen=True)
@@ -138,15 +91,14 @@ def _route(action: str, model: type[C], method: Callable[[C], Awaitable[Reply]])
     return _Route(action, run)
 
 
-async def _body(request: web.BaseRequest) -> bytes:
-    if (request.content_length or 0) > MAX_BODY_BYTES:
-        raise ControlError(ControlReason.REQUEST_TOO_LARGE)
-    body = bytearray()
-    while chunk := await request.content.read(16384):
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise ControlError(ControlReason.REQUEST_TOO_LARGE)
-    return bytes(body)
+async def _body(request: web.BaseRequest, timeout: float) -> bytes:
+    """The body, or REQUEST_TOO_LARGE / REQUEST_MALFORMED (too slow, or cut short)."""
+    try:
+        return await serving.read_body(request, MAX_BODY_BYTES, timeout)
+    except serving.Refused as refused:
+        too_large = refused.code is serving.Refusal.BODY_TOO_LARGE
+    raise ControlError(ControlReason.REQUEST_TOO_LARGE if too_large
+                       else ControlReason.REQUEST_MALFORMED)
 
 
 def _refusal(error: ControlError) -> Reply:
@@ -156,7 +108,12 @@ def _refusal(error: ControlError) -> Reply:
     return Reply(_STATUS.get(error.code, 403), body)
 
 
-def make_handler(service: ControlService, auth: BearerTokenFile) -> Handler:
+def make_handler(service: ControlService, auth: BearerTokenFile, *,
+                 body_timeout: float = serving.BODY_TIMEOUT,
+                 store_ready: Callable[[], Awaitable[bool]] | None = None) -> Handler:
+    """The request handler. ``/readyz`` is 503 while the bridge's token is unreadable
+    (UNAUTHENTICATED) or the store pool cannot serve a query (STORE_UNAVAILABLE); ``/healthz``
+    answers as long as the process serves."""
     routes = {PREFIX + r.action: r for r in (
         _route("status", Command, service.status),
         _route("inspect", InspectCommand, service.inspect),
@@ -165,11 +122,17 @@ def make_handler(service: ControlService, auth: BearerTokenFile) -> Handler:
         _route("off", ConfirmableCommand, service.off),
     )}
 
+    async def readiness() -> ControlReason | Reason:
+        if not auth.ready():
+            return ControlReason.UNAUTHENTICATED
+        if store_ready is not None and not await store_ready():
+            return Reason.STORE_UNAVAILABLE
+        return Reason.OK
+
     async def probe(request: web.BaseRequest) -> web.StreamResponse:
-        ready = request.path == "/healthz" or auth.ready()
-        return web.json_response(
-            {"reason": (Reason.OK if ready else ControlReason.UNAUTHENTICATED).value},
-            status=200 if ready else 503, headers=_HEADERS)
+        reason = Reason.OK if request.path == "/healthz" else await readiness()
+        return web.json_response({"reason": reason.value},
+                                 status=200 if reason is Reason.OK else 503, headers=_HEADERS)
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         if request.method == "GET" and request.path in ("/healthz", "/readyz"):
@@ -184,7 +147,7 @@ def make_handler(service: ControlService, auth: BearerTokenFile) -> Handler:
                 raise ControlError(ControlReason.NOT_FOUND)
             if request.method != "POST":
                 raise ControlError(ControlReason.METHOD_NOT_ALLOWED)
-            reply = await route.run(await _body(request))
+            reply = await route.run(await _body(request, body_timeout))
         except ControlError as refused:
             reply, drift = _refusal(refused), ",".join(d.value for d in refused.drift)
         except Exception as exc:  # A bug: answer a bare code, log only the exception type.

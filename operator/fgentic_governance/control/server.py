@@ -13,7 +13,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser stays light.
     from aiohttp import web
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser st
 
 log = logging.getLogger("fgentic_governance.control")
 POOL_SIZE = 8
+READY_SECONDS = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +72,8 @@ async def start(
     # other users' status and inspect calls keep a connection.
     store = MemoryStore(pool, erasure_slots=POOL_SIZE // 2)
     service = ControlService(store, directory, policy, ConfirmationBook(args.confirm_seconds))
-    runner = await serve(make_handler(service, BearerTokenFile(args.token_file)),
+    runner = await serve(make_handler(service, BearerTokenFile(args.token_file),
+                                      store_ready=lambda: store_ready(pool)),
                          args.host, args.port)
 
     async def stop() -> None:
@@ -81,26 +83,36 @@ async def start(
     return runner, stop
 
 
+async def store_ready(pool: Any) -> bool:
+    """Readiness: the pool hands out a connection that answers, within READY_SECONDS."""
+    try:
+        async with asyncio.timeout(READY_SECONDS), pool.acquire() as conn:
+            await conn.fetchval("SELECT 1")
+    except Exception:  # Any failure means "cannot serve"; the type is all we may log.
+        return False
+    return True
+
+
 def run_control_api(args: argparse.Namespace) -> int:
-    from fgentic_governance.control.http import scrub_library_logs
+    from fgentic_governance import serving
 
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    scrub_library_logs()
-    if args.metrics_port:
-        from prometheus_client import start_http_server
-
-        start_http_server(args.metrics_port)
+    serving.scrub_library_logs()
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
+        metrics = (await serving.serve(serving.metrics_handler(), args.host, args.metrics_port)
+                   if args.metrics_port else None)
         _, stop = await start(args)
         log.info("control api listening port=%d", args.port)
         await stopping.wait()
         await stop()
+        if metrics is not None:
+            await metrics.cleanup()
 
     asyncio.run(main())
     return 0

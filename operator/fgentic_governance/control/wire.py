@@ -4,7 +4,10 @@ Values whose *difference* from the allowed control-room state is a drift (room v
 rule, history visibility, ACL entries, remote members) are accepted as bounded strings here
 and judged in ``room``, so that drift is reported as drift and not as a malformed request.
 Parsing never echoes input: ``hide_input_in_errors`` plus callers that drop the
-``ValidationError`` and answer REQUEST_MALFORMED.
+``ValidationError`` and answer REQUEST_MALFORMED. Before pydantic sees a body, the strict JSON
+reader (``serving.loads``) refuses what pydantic would silently accept: a duplicate name
+(pydantic keeps the last one, so ``{"subject": "@bob…", …, "subject": "@alice…"}`` was served
+as Alice), invalid UTF-8, non-finite numbers and deep nesting.
 """
 
 from __future__ import annotations
@@ -15,11 +18,17 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from fgentic_governance import serving
 from fgentic_governance.api.common import DNS1123_LABEL, MXID_PATTERN, ROOM_ID_PATTERN
 from fgentic_governance.contract import limits
 from fgentic_governance.control.codes import ControlError, ControlReason
 
 MAX_BODY_BYTES: Final = 64 * 1024
+"""The largest command the models admit (64 members and 2 x 64 ACL entries, every string at
+its maximum length, ASCII by pattern) is about 53 KB."""
+MAX_JSON_DEPTH: Final = 8
+"""The deepest command nests 4 levels (body, room, members or serverAcl, member or entry
+list); anything deeper is malformed without a closer look."""
 MAX_MEMBERS: Final = 64
 MAX_ACL_ENTRIES: Final = 64
 MAX_PAGE_SIZE: Final = 20
@@ -119,7 +128,8 @@ def parse(model: type[C], body: bytes) -> C:
     validation error (whose location list names the offending field) is dropped entirely.
     """
     try:
+        serving.loads(body, max_depth=MAX_JSON_DEPTH)  # Strict syntax first (module doc).
         return model.model_validate_json(body)
-    except (pydantic.ValidationError, ValueError):
+    except (serving.Refused, pydantic.ValidationError, ValueError):
         pass
     raise ControlError(ControlReason.REQUEST_MALFORMED)

@@ -8,8 +8,10 @@ a denial.
 
 Nothing here logs or returns header content. agentgateway relays an ext-authz denial's status
 and body to the caller verbatim, and aiohttp's own answer to a malformed request quotes the
-offending header bytes, so that answer and its log record are replaced (`_ContentFreeHandler`,
-`_ContentFree`). aiohttp's access log is off (its format could be changed to print headers).
+offending header bytes, so the shared content-free server (`fgentic_governance.serving`)
+answers `400 HTTP_REQUEST_REJECTED` and reduces the log record to an exception type. There is
+no access log. A check never reads a body; header, keep-alive and linger times are bounded by
+the same server.
 """
 
 from __future__ import annotations
@@ -22,12 +24,11 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
+from fgentic_governance import serving
 from fgentic_governance.retrieval import render_names as n
 from fgentic_governance.retrieval.projector import Decision, Headers, Projector
 from fgentic_governance.retrieval.projector_config import ProjectorConfigError, load_config
@@ -39,44 +40,7 @@ log = logging.getLogger("fgentic_governance.projector")
 # contract. Well above it, the contract (not the transport) decides (ADR 0017: "an incidental
 # transport failure is not accepted as the policy control").
 MAX_HEADER_BYTES = 65536
-
-
-class _ContentFree(logging.Filter):
-    """aiohttp logs a malformed request with its parser exception, whose message quotes the
-    offending header bytes. Keep the event, drop everything that could carry content."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        kind = type(record.exc_info[1]).__name__ if record.exc_info and record.exc_info[1] else ""
-        record.msg = f"aiohttp {kind or 'event'} (details withheld: they may quote a request)"
-        record.args = ()
-        record.exc_info = None
-        record.exc_text = None
-        return True
-
-
-def withhold_aiohttp_details() -> None:
-    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.internal", "aiohttp.access"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _ContentFree) for f in logger.filters):
-            logger.addFilter(_ContentFree())
-
-
-class _ContentFreeHandler(RequestHandler):
-    """A connection handler whose error answers name only the status (see module docstring)."""
-
-    def handle_error(self, request: web.BaseRequest, status: int = 500,
-                     exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
-        return super().handle_error(request, status, None, "HTTP_REQUEST_REJECTED\n")
-
-
-class _ContentFreeServer(web.Server):
-    def __init__(self, handler: Callable[[web.BaseRequest], Any], **handler_args: Any) -> None:
-        super().__init__(handler, **handler_args)
-        self._handler_args = handler_args  # RequestHandler settings (limits, access log)
-
-    def __call__(self) -> RequestHandler:
-        return _ContentFreeHandler(self, loop=asyncio.get_running_loop(), **self._handler_args)
+BOUNDS = serving.Bounds(max_field_bytes=MAX_HEADER_BYTES)
 
 
 class _Metrics:
@@ -132,12 +96,9 @@ class ProjectorService:
 
 def projector_runner(projector: Projector, *,
                      clock: Callable[[], float] = time.time) -> web.ServerRunner:
-    """The service with the server settings it needs (header limits, no access log)."""
-    withhold_aiohttp_details()
-    server = _ContentFreeServer(ProjectorService(projector, clock=clock), access_log=None,
-                                max_field_size=MAX_HEADER_BYTES,
-                                max_line_size=MAX_HEADER_BYTES)
-    return web.ServerRunner(server, handle_signals=False)
+    """The service on the shared server with the bounds it needs (header limits)."""
+    serving.scrub_library_logs()
+    return serving.runner(ProjectorService(projector, clock=clock), BOUNDS)
 
 
 async def serve(projector: Projector, host: str, port: int,

@@ -1,0 +1,422 @@
+"""The HTTP/1.1 server every process of ours runs: aiohttp's low-level server, made content-free
+and bounded in time and size. The control API, the projector and the admission webhook use it.
+
+- **Content-free.** aiohttp answers a request it cannot parse (bad request line, header or
+  Content-Length) itself and quotes the offending bytes in that answer and its log record.
+  Here such an answer carries only the status and a fixed code, and :class:`ContentFreeFilter`
+  reduces aiohttp's and asyncio's log records to the logger name and exception type. There is
+  no access log; callers log a bounded route label, method label and status themselves.
+- **Bounded in time.** A connection must deliver a complete request head within
+  ``Bounds.header_timeout`` of being accepted, and a kept-alive one within
+  ``Bounds.keepalive_timeout`` of its previous response (idle time included); otherwise it is
+  closed without an answer. aiohttp has a keep-alive timer (an hour by default) but no
+  header-read deadline. A body is read by :func:`read_body` within ``BODY_TIMEOUT``; an
+  unread body is drained for at most ``Bounds.linger`` before the connection is closed.
+- **Bounded in size.** :func:`read_body` refuses more than its ``max_bytes`` (Content-Length
+  first, then as it reads); header lines are bounded by ``Bounds.max_field_bytes``. A
+  :class:`BodyBudget` bounds the bytes of bodies held at once across connections.
+- **Strict JSON.** :func:`loads` refuses duplicate names, invalid UTF-8 (lone surrogates
+  included), non-finite numbers and nesting deeper than ``MAX_JSON_DEPTH``.
+
+Refusals are :class:`Refused` with a :class:`Refusal` code: never the input, never a chained
+parser exception. This module must stay a small shell library: no Kopf, no Kubernetes client,
+no store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import re
+import ssl
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final, NoReturn
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
+
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+
+HEADER_TIMEOUT: Final = 10.0
+"""Seconds from accept to a complete request head (a client sends its head in one write)."""
+KEEPALIVE_TIMEOUT: Final = 15.0
+"""Seconds from a response to the next complete request head on a kept-alive connection."""
+BODY_TIMEOUT: Final = 10.0
+"""Seconds to read a whole body once its head is parsed (bodies here are at most a few MiB)."""
+LINGER: Final = 1.0
+"""Seconds an unread body is drained after the answer, so the client can read that answer."""
+MAX_FIELD_BYTES: Final = 8190
+"""aiohttp's default bound of a request line and of one header line."""
+MAX_JSON_DEPTH: Final = 128
+"""Nested arrays/objects. Kubernetes objects nest about 10 deep; Python's parser itself fails
+near 1,000 (RecursionError), and what we hand on is walked by code that may recurse."""
+
+_ERROR_TEXT: Final = "HTTP_REQUEST_REJECTED\n"
+_LIBRARY_LOGGERS: Final = ("aiohttp.server", "aiohttp.web", "aiohttp.access",
+                           "aiohttp.internal", "asyncio")
+_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Per-server time and size bounds (see the module docstring)."""
+
+    header_timeout: float = HEADER_TIMEOUT
+    keepalive_timeout: float = KEEPALIVE_TIMEOUT
+    linger: float = LINGER
+    max_field_bytes: int = MAX_FIELD_BYTES
+
+
+DEFAULT_BOUNDS: Final = Bounds()
+
+
+class Refusal(StrEnum):
+    """Why a body was refused: a closed set, safe for answers, logs and metric labels."""
+
+    BODY_TOO_LARGE = "BODY_TOO_LARGE"
+    BODY_TIMEOUT = "BODY_TIMEOUT"
+    BODY_INCOMPLETE = "BODY_INCOMPLETE"
+    BUSY = "BUSY"
+    NOT_UTF8 = "NOT_UTF8"
+    NOT_JSON = "NOT_JSON"
+    DUPLICATE_NAME = "DUPLICATE_NAME"
+    NUMBER_INVALID = "NUMBER_INVALID"
+    TOO_DEEP = "TOO_DEEP"
+
+
+REFUSAL_STATUS: Final = {Refusal.BODY_TOO_LARGE: 413, Refusal.BODY_TIMEOUT: 408,
+                         Refusal.BUSY: 503}
+"""HTTP status of a refusal; every other refusal is a malformed request (400)."""
+
+
+class Refused(Exception):
+    """A refused body; ``str()`` is the code only (never request content)."""
+
+    def __init__(self, code: Refusal) -> None:
+        super().__init__(code.value)
+        self.code = code
+
+    @property
+    def status(self) -> int:
+        return REFUSAL_STATUS.get(self.code, 400)
+
+
+# -- logs --------------------------------------------------------------------------------------
+
+
+class ContentFreeFilter(logging.Filter):
+    """Reduce a library's log record to its logger name and exception type."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        record.msg = "%s: details withheld (%s)"
+        record.args = (record.name, type(exc).__name__ if exc else "-")
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+def scrub_library_logs() -> Callable[[], None]:
+    """Filter aiohttp's and asyncio's loggers (once); returns the undo (for tests)."""
+    installed = []
+    for name in _LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, ContentFreeFilter) for f in logger.filters):
+            content_free = ContentFreeFilter()
+            logger.addFilter(content_free)
+            installed.append((logger, content_free))
+
+    def undo() -> None:
+        for logger, content_free in installed:
+            logger.removeFilter(content_free)
+
+    return undo
+
+
+def method_label(method: str) -> str:
+    """The request method for a log line or label: a standard one, else ``OTHER``."""
+    return method if method in _METHODS else "OTHER"
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+class _Protocol(web.RequestHandler):
+    """aiohttp's connection handler with content-free error answers and a head deadline."""
+
+    def __init__(self, manager: web.Server, *, bounds: Bounds, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._bounds = bounds
+        self._deadline: asyncio.TimerHandle | None = None
+        self._heads_at_arming = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm(self._bounds.header_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._deadline is not None and self._request_count != self._heads_at_arming:
+            self._disarm()  # A complete head was parsed: the body has its own deadline.
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    async def finish_response(self, request: web.BaseRequest, resp: web.StreamResponse,
+                              start_time: float | None) -> tuple[web.StreamResponse, bool]:
+        answered = await super().finish_response(request, resp, start_time)
+        self._arm(self._bounds.keepalive_timeout)
+        return answered
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._heads_at_arming = self._request_count
+        self._deadline = self._loop.call_later(seconds, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        waiting = not self._request_in_progress and not self._messages
+        if waiting and self._request_count == self._heads_at_arming:
+            self.force_close()
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500,
+                     exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        # ``message`` is the parser's text, which quotes the offending bytes: never used. The
+        # record keeps the exception for ContentFreeFilter to reduce to its type.
+        level = logging.ERROR if status >= 500 else logging.INFO
+        self.logger.log(level, "request rejected with status %d", status, exc_info=exc)
+        if request.writer.output_size > 0:
+            raise ConnectionError("response already started")
+        answer = web.Response(status=status, text=_ERROR_TEXT)
+        answer.force_close()
+        return answer
+
+
+class ContentFreeServer(web.Server):
+    """aiohttp's low-level server with :class:`_Protocol` connections."""
+
+    def __init__(self, handler: Handler, bounds: Bounds = DEFAULT_BOUNDS) -> None:
+        # No access log (callers log bounded labels), no transparent decompression (a body is
+        # bounded as sent), aiohttp's own keep-alive timer as a backstop to ours.
+        self._protocol_kwargs: dict[str, Any] = {
+            "access_log": None, "auto_decompress": False,
+            "keepalive_timeout": bounds.keepalive_timeout, "lingering_time": bounds.linger,
+            "max_field_size": bounds.max_field_bytes, "max_line_size": bounds.max_field_bytes,
+        }
+        super().__init__(handler, **self._protocol_kwargs)
+        self.bounds = bounds
+
+    def __call__(self) -> web.RequestHandler:
+        return _Protocol(self, loop=asyncio.get_running_loop(), bounds=self.bounds,
+                         **self._protocol_kwargs)
+
+
+def runner(handler: Handler, bounds: Bounds = DEFAULT_BOUNDS) -> web.ServerRunner:
+    """A runner for ``handler``; add a site (``web.TCPSite`` or :class:`TLSSite`) to serve."""
+    return web.ServerRunner(ContentFreeServer(handler, bounds), handle_signals=False,
+                            shutdown_timeout=bounds.keepalive_timeout)
+
+
+async def serve(handler: Handler, host: str, port: int,
+                bounds: Bounds = DEFAULT_BOUNDS) -> web.ServerRunner:
+    """``handler`` listening on plain HTTP; ``cleanup()`` the result to stop."""
+    served = runner(handler, bounds)
+    await served.setup()
+    await web.TCPSite(served, host, port).start()
+    return served
+
+
+class TLSSite(web.BaseSite):
+    """A TLS listener whose handshake is bounded too (TCPSite leaves asyncio's 60 s)."""
+
+    def __init__(self, served: web.ServerRunner, host: str, port: int,
+                 context: ssl.SSLContext, handshake_timeout: float = HEADER_TIMEOUT) -> None:
+        super().__init__(served, ssl_context=context)
+        self._host, self._port, self._handshake = host, port, handshake_timeout
+
+    @property
+    def name(self) -> str:
+        return f"https://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            server, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog,
+            reuse_address=True, ssl_handshake_timeout=self._handshake)
+
+
+def metrics_handler() -> Handler:
+    """``GET /metrics`` (the default Prometheus registry) and ``GET /healthz``; else 404.
+
+    Replaces ``prometheus_client.start_http_server``, whose server has no time bounds.
+    """
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "GET" and request.path == "/metrics":
+            return web.Response(body=generate_latest(),
+                                headers={"Content-Type": CONTENT_TYPE_LATEST})
+        if request.method == "GET" and request.path == "/healthz":
+            return web.Response(text="ok\n")
+        return web.Response(status=404, text="NOT_FOUND\n")
+
+    return handle
+
+
+# -- bodies ------------------------------------------------------------------------------------
+
+
+class BodyBudget:
+    """The bytes of request bodies a process holds at once, over all connections.
+
+    A request that would exceed it is refused (BUSY, 503), not queued: a client's retry is
+    cheaper than an out-of-memory kill. The event loop is one thread, so no lock is needed.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    @contextlib.contextmanager
+    def hold(self, request: web.BaseRequest, max_bytes: int) -> Iterator[None]:
+        """Reserve the declared length (or ``max_bytes`` when undeclared) while in the block."""
+        size = min(request.content_length or max_bytes, max_bytes)
+        if self.held + size > self.limit:
+            _refuse(Refusal.BUSY)
+        self.held += size
+        try:
+            yield
+        finally:
+            self.held -= size
+
+
+async def read_body(request: web.BaseRequest, max_bytes: int,
+                    timeout: float = BODY_TIMEOUT) -> bytes:
+    """The whole body within ``timeout`` seconds and ``max_bytes``, else :class:`Refused`."""
+    if (request.content_length or 0) > max_bytes:
+        _refuse(Refusal.BODY_TOO_LARGE)
+    body = bytearray()
+    failure: Refusal | None = None
+    try:
+        async with asyncio.timeout(timeout):
+            while chunk := await request.content.read(65536):
+                body += chunk
+                if len(body) > max_bytes:
+                    failure = Refusal.BODY_TOO_LARGE
+                    break
+    except TimeoutError:
+        failure = Refusal.BODY_TIMEOUT
+    except (ConnectionError, RequestPayloadError):
+        failure = Refusal.BODY_INCOMPLETE
+    if failure is not None:
+        _refuse(failure)  # Outside the handler: no library exception is chained.
+    return bytes(body)
+
+
+# -- strict JSON -------------------------------------------------------------------------------
+
+
+class _Duplicate(Exception):
+    pass
+
+
+class _NonFinite(Exception):
+    pass
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Duplicate
+    return obj
+
+
+def _float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e999 parses as inf
+        raise _NonFinite
+    return number
+
+
+def _constant(_text: str) -> NoReturn:  # NaN, Infinity, -Infinity
+    raise _NonFinite
+
+
+# What may be a \u escape of U+D800..U+DFFF (a literal search; a miss skips the walk).
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def loads(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse one JSON text strictly (see the module docstring), else :class:`Refused`."""
+    failure: Refusal | None = None
+    try:
+        value = json.loads(raw.decode("utf-8"), object_pairs_hook=_object,
+                           parse_float=_float, parse_constant=_constant)
+    except UnicodeDecodeError:
+        failure = Refusal.NOT_UTF8
+    except _Duplicate:
+        failure = Refusal.DUPLICATE_NAME
+    except _NonFinite:
+        failure = Refusal.NUMBER_INVALID
+    except RecursionError:
+        failure = Refusal.TOO_DEEP
+    except ValueError:  # JSONDecodeError, and integers beyond Python's digit limit
+        failure = Refusal.NOT_JSON
+    if failure is None and _deeper_than(raw, value, max_depth):
+        failure = Refusal.TOO_DEEP
+    if failure is None and _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(value):
+        failure = Refusal.NOT_UTF8  # Valid pairs were joined by the parser; lone ones remain.
+    if failure is not None:
+        _refuse(failure)
+    return value
+
+
+def _deeper_than(raw: bytes, value: Any, max_depth: int) -> bool:
+    if raw.count(b"[") + raw.count(b"{") <= max_depth:  # Cheap: cannot nest deeper.
+        return False
+    level = [value] if isinstance(value, dict | list) else []
+    depth = 0
+    while level:  # Breadth first, one list per level: a fraction of the parse time.
+        depth += 1
+        if depth > max_depth:
+            return True
+        deeper: list[Any] = []
+        for node in level:
+            deeper.extend([c for c in (node.values() if type(node) is dict else node)
+                           if type(c) is dict or type(c) is list])
+        level = deeper
+    return False
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in node):
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _refuse(code: Refusal) -> NoReturn:
+    raise Refused(code) from None

@@ -1,0 +1,68 @@
+"""The strict JSON reader of the shared server: what it refuses, with which code, and that a
+refusal never carries the input (the servers themselves are tested in integration)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fgentic_governance import serving
+from fgentic_governance.serving import Refusal, Refused
+
+SENTINEL = "SENTINEL-5ee7"
+
+
+@pytest.mark.parametrize(("raw", "code"), [
+    (f'{{"a": 1, "a": "{SENTINEL}"}}'.encode(), Refusal.DUPLICATE_NAME),
+    (f'{{"x": [{{"subject": "@bob:x", "subject": "{SENTINEL}"}}]}}'.encode(),
+     Refusal.DUPLICATE_NAME),
+    (b'{"a": NaN}', Refusal.NUMBER_INVALID),
+    (b'[Infinity]', Refusal.NUMBER_INVALID),
+    (b'[-Infinity]', Refusal.NUMBER_INVALID),
+    (b'[1e999]', Refusal.NUMBER_INVALID),
+    (b'{"a": "\xff"}', Refusal.NOT_UTF8),
+    (b'{"a": "\\ud800"}', Refusal.NOT_UTF8),
+    (b'{"\\udc00": 1}', Refusal.NOT_UTF8),
+    (f'{{"{SENTINEL}"'.encode(), Refusal.NOT_JSON),
+    (b'', Refusal.NOT_JSON),
+    (b'[' * 100_000 + b']' * 100_000, Refusal.TOO_DEEP),
+    (b'[' * 129 + b']' * 129, Refusal.TOO_DEEP),
+    (b'{"a":' * 129 + b'1' + b'}' * 129, Refusal.TOO_DEEP),
+])
+def test_refusals_carry_only_a_code(raw: bytes, code: Refusal) -> None:
+    with pytest.raises(Refused) as info:
+        serving.loads(raw)
+    assert info.value.code is code
+    assert str(info.value) == code.value and info.value.status == 400
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+@pytest.mark.parametrize(("raw", "value"), [
+    (b'{"a": 1, "b": {"a": 2}}', {"a": 1, "b": {"a": 2}}),
+    (b'[1.5, -0.0, 1e300, 12345678901234567890]', [1.5, -0.0, 1e300, 12345678901234567890]),
+    (b'"\\ud83d\\ude00 \\\\ud800"', "\U0001f600 \\ud800"),  # a pair; an escaped backslash
+    (b'"\\u003cb\\u003e"', "<b>"),
+])
+def test_valid_json_is_returned(raw: bytes, value: object) -> None:
+    assert serving.loads(raw) == value
+
+
+def test_the_depth_bound_is_inclusive_and_a_parameter() -> None:
+    parsed = serving.loads(b'[' * serving.MAX_JSON_DEPTH + b']' * serving.MAX_JSON_DEPTH)
+    depth = 1
+    while parsed:
+        parsed, depth = parsed[0], depth + 1
+    assert depth == serving.MAX_JSON_DEPTH
+    assert serving.loads(b'{"a": {"b": 1}}', max_depth=2) == {"a": {"b": 1}}
+    with pytest.raises(Refused):
+        serving.loads(b'{"a": {"b": []}}', max_depth=2)
+
+
+def test_body_refusal_statuses() -> None:
+    assert Refused(Refusal.BODY_TOO_LARGE).status == 413
+    assert Refused(Refusal.BODY_TIMEOUT).status == 408
+    assert Refused(Refusal.BODY_INCOMPLETE).status == 400
+
+
+def test_method_labels_are_bounded() -> None:
+    assert serving.method_label("POST") == "POST"
+    assert serving.method_label(SENTINEL) == "OTHER"
