@@ -7,8 +7,8 @@ Starts its own PostgreSQL 18 + pgvector with ``shared_buffers`` large enough for
 corpus (or uses ``--dsn``; a database that already holds the same ``--rows`` corpus is reused,
 which skips the load and the HNSW build). Prints figures; never asserts timings.
 
-Corpus: ``--rows`` chunks in the ``retrieval/corpus.py`` table, random 768-dimensional vectors
-(uniform in [-1, 1), seeded), loaded with binary COPY, then HNSW (cosine, pgvector defaults)
+Corpus: ``--rows`` chunks in the ``retrieval/search/corpus.py`` table, random 768-dimensional
+vectors (uniform in [-1, 1), seeded), loaded with binary COPY, then HNSW (cosine, pgvector defaults)
 + the GIN indexes + ANALYZE, then prewarmed (heap, vectors and one walk of the whole graph),
 so the figures compare work, not this VM's disk. Each row draws u ~ U(0, 1) and is admitted
 for tier t (1 %, 10 %, 50 %) when u < t / 0.9, so about t of all rows are visible once the
@@ -56,8 +56,8 @@ from benchmarks.common import (
 )
 from fgentic_governance.contract import load_identity
 from fgentic_governance.devenv.postgres import LocalPostgres
-from fgentic_governance.retrieval import corpus, prefilter
-from fgentic_governance.retrieval.acl_reference import admits
+from fgentic_governance.retrieval.search import corpus, prefilter
+from fgentic_governance.retrieval.search.acl_reference import admits
 
 DIM: Final = corpus.EMBEDDING_DIMENSIONS
 K: Final = 10

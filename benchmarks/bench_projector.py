@@ -30,17 +30,17 @@ from benchmarks.common import Table, banner, command_line, machine, scratch_dir,
 from fgentic_governance import contract
 from fgentic_governance.devenv import free_port, wait_until
 from fgentic_governance.devenv.up import port_open
-from fgentic_governance.retrieval import render_names as n
-from fgentic_governance.retrieval.projector import Projector
-from fgentic_governance.retrieval.projector_config import projector_config
-from tests.e2e.gateway_support import (
+from fgentic_governance.retrieval.projector.config import projector_config
+from fgentic_governance.retrieval.projector.core import Projector
+from fgentic_governance.retrieval.render import names as n
+from tests.support.gateway import (
     AGENT_PATH,
     BRIDGE_KEY,
     find_agentgateway,
     gateway_stack,
     send_message_body,
 )
-from tests.unit.test_projector import ALICE, local_headers, room_context
+from tests.support.projector import ALICE, local_headers, room_context
 
 _NEEDS_PROJECTION = ("extauthz.", '"x-fgentic-identity"')
 

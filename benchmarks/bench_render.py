@@ -17,8 +17,8 @@ from typing import Any
 
 from benchmarks.common import Table, banner, command_line, machine, time_sync
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.retrieval.render import render
-from tests.support import example
+from fgentic_governance.retrieval.render.binding import render
+from tests.support.objects import example
 
 JWKS = json.dumps({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
                              "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",

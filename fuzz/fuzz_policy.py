@@ -1,6 +1,7 @@
 """atheris harness: the pure admission policy on Agent-like objects.
 
-`agent_denials` must return Denials and never raise; every code is from the bounded Code enum
+`agent_denials` must return Denials and never raise; every code is from the bounded
+AdmissionCode enum
 and every message is "CODE at PATH" with an optional "(NAME)" where NAME is a header name the
 object carries (normalized) or the fixed placeholder. Run:
 
@@ -19,8 +20,8 @@ with atheris.instrument_imports(include=["_common", "fgentic_admission"]):
     import _common  # first: it puts a plain checkout on sys.path
 
     from fgentic_admission.policy import (
+        AdmissionCode,
         BindingView,
-        Code,
         Denial,
         PolicyState,
         ScopeView,
@@ -40,7 +41,7 @@ KEYS = ["apiVersion", "metadata", "name", "namespace", "spec", "declarative", "t
 _PATH = (r"spec(\.declarative(\.tools\[\d+\](\.mcpServer(\.allowedHeaders\[\d+\]"
          r"|\.requireApproval|\.toolNames)|\.headersFrom\[\d+\])|\.memory(\.ttlDays)?)"
          r"|\.memory(\.ttlDays)?|\.subject)?")
-_CODES = "|".join(c.value for c in Code)
+_CODES = "|".join(c.value for c in AdmissionCode)
 _MESSAGE = re.compile(rf"^({_CODES}) at {_PATH}( \((<invalid header name>|[^()\s]{{1,64}})\))?$")
 
 
@@ -71,7 +72,7 @@ def _check(denials: Any) -> None:
     if not isinstance(denials, list):
         raise AssertionError("not a list")
     for denial in denials:
-        if not isinstance(denial, Denial) or not isinstance(denial.code, Code):
+        if not isinstance(denial, Denial) or not isinstance(denial.code, AdmissionCode):
             raise AssertionError("not a bounded denial")
         _common.check_message(denial.message(), _MESSAGE)
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one command that runs every check and test: lint, types, CRD drift, then pytest
+# The one command that runs every check and test: lint, types, layer contracts, CRD drift,
+# then pytest
 # (unit, integration against a real kube-apiserver + etcd and a real PostgreSQL, e2e).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,6 +10,7 @@ export PATH="$root/.venv/bin:$PATH"
 
 echo "== ruff";  ruff check operator webhooks tests benchmarks
 echo "== mypy";  mypy
+echo "== layers"; lint-imports
 echo "== crds";  fgentic-governance crds --check
 echo "== pytest"
 # pytest exits 5 when it collects nothing; under `set -e` that fails the run, as it must.

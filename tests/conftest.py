@@ -21,12 +21,16 @@ _ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("fgentic_governance") is None:
     sys.path[:0] = [str(_ROOT / "operator"), str(_ROOT / "webhooks")]
 
+import asyncpg  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 
 from fgentic_governance.devenv.binaries import upstream_crds  # noqa: E402
 from fgentic_governance.devenv.controlplane import LocalControlPlane  # noqa: E402
 from fgentic_governance.devenv.postgres import LocalPostgres  # noqa: E402
+from fgentic_governance.memory import MemoryStore  # noqa: E402
+from tests.support.kube import project_crds  # noqa: E402
+from tests.support.store import migrated_pool  # noqa: E402
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -47,11 +51,6 @@ def pytest_runtest_makereport(
         report.outcome = "failed"
         report.longrepr = f"integration tests must not skip: {report.longrepr}"
     return report
-
-
-def project_crds() -> list[Path]:
-    """This repo's generated CRDs (none yet is fine)."""
-    return sorted((_ROOT / "crds").glob("*.yaml"))
 
 
 @pytest.fixture(scope="session")
@@ -91,3 +90,17 @@ async def pg_dsn(postgres: LocalPostgres, request: pytest.FixtureRequest) -> Asy
     dsn = await postgres.create_database(name, extensions=("vector",))
     yield dsn
     await postgres.drop_database(name)
+
+
+@pytest.fixture
+async def pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    """Owner (operator) connections to the test's database; the schema is migrated once."""
+    owner = await migrated_pool(pg_dsn, max_size=24)
+    yield owner
+    await owner.close()
+
+
+@pytest.fixture
+def store(pool: asyncpg.Pool) -> MemoryStore:
+    """The fenced content store on ``pool``."""
+    return MemoryStore(pool)

@@ -40,7 +40,7 @@ def connection_limit() -> int:
     return 0 if _watch_streams is None else _watch_streams + API_CONNECTIONS
 
 
-@kopf.on.login()  # type: ignore[arg-type]
+@kopf.on.login()
 async def login(**kwargs: Any) -> kopf.AiohttpSession | None:
     info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
     if info is None:

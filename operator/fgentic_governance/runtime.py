@@ -13,6 +13,7 @@ from typing import Any
 import kopf
 
 from fgentic_governance import kube_login  # (also registers the login handler)
+from fgentic_governance.api.common import GROUP
 from fgentic_governance.reasons import Reason
 from fgentic_governance.runtime_context import configure, context
 
@@ -32,7 +33,7 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     # log records are never posted (loggers=False), and they log object diffs only at DEBUG.
     settings.posting.loggers = False
     settings.posting.level = logging.INFO
-    settings.persistence.finalizer = "governance.fgentic.dev/finalizer"
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.execution.max_workers = 8
     # No settings.queueing.worker_limit: each object's worker indexes it and then waits until
     # every listed object is indexed, so with more objects at start-up than the limit, the
@@ -96,8 +97,10 @@ async def _store_loop(dsn_file: Path) -> None:
             await check_settings()
         if loop.time() - last_cleanup >= CLEANUP_INTERVAL:
             last_cleanup = loop.time()
+            store = context().store
             with contextlib.suppress(Exception):
-                await context().store.cleanup_expired()
+                if store is not None:
+                    await store.cleanup_expired()
         await asyncio.sleep(SETTINGS_INTERVAL)
 
 

@@ -5,19 +5,26 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # Types only: the handlers import this module early and often.
+    from kubernetes.client import ApiClient
+
+    from fgentic_governance.memory import MemoryStore
+    from fgentic_governance.reasons import Reason
 
 
 @dataclass
 class RuntimeContext:
     local_homeserver: str = ""
-    api_client: Any = None
-    store: Any = None
-    """A `memory.MemoryStore` once the schema is migrated; None means no store."""
+    api_client: ApiClient | None = None
+    store: MemoryStore | None = None
+    """Set once the schema is migrated; None means no store."""
     store_schema_version: int = 0
     store_pool: Any = None
-    store_problem: Any = None
-    """A `Reason` while the store is connected but unfit to grant (STORE_SETTINGS_UNSAFE):
+    """The asyncpg pool behind ``store`` (closed on shutdown)."""
+    store_problem: Reason | None = None
+    """A reason code while the store is connected but unfit to grant (STORE_SETTINGS_UNSAFE):
     nothing is granted, erasures still run, StoreReady is False."""
 
 

@@ -15,8 +15,8 @@ and bounded in time and size. The control API, the projector and the admission w
 - **Bounded in size.** :func:`read_body` refuses more than its ``max_bytes`` (Content-Length
   first, then as it reads); header lines are bounded by ``Bounds.max_field_bytes``. A
   :class:`BodyBudget` bounds the bytes of bodies held at once across connections.
-- **Strict JSON.** :func:`loads` refuses duplicate names, invalid UTF-8 (lone surrogates
-  included), non-finite numbers and nesting deeper than ``MAX_JSON_DEPTH``.
+- **Strict JSON** lives in ``strict_json`` (pure): the same :class:`Refused` as the body
+  readers here.
 
 Refusals are :class:`Refused` with a :class:`Refusal` code: never the input, never a chained
 parser exception. This module must stay a small shell library: no Kopf, no Kubernetes client,
@@ -27,18 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import math
-import re
 import ssl
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
+
+from fgentic_governance.strict_json import (
+    Refusal,
+    refuse,
+)
 
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
@@ -52,9 +53,6 @@ LINGER: Final = 1.0
 """Seconds an unread body is drained after the answer, so the client can read that answer."""
 MAX_FIELD_BYTES: Final = 8190
 """aiohttp's default bound of a request line and of one header line."""
-MAX_JSON_DEPTH: Final = 128
-"""Nested arrays/objects. Kubernetes objects nest about 10 deep; Python's parser itself fails
-near 1,000 (RecursionError), and what we hand on is walked by code that may recurse."""
 
 _ERROR_TEXT: Final = "HTTP_REQUEST_REJECTED\n"
 _LIBRARY_LOGGERS: Final = ("aiohttp.server", "aiohttp.web", "aiohttp.access",
@@ -73,37 +71,6 @@ class Bounds:
 
 
 DEFAULT_BOUNDS: Final = Bounds()
-
-
-class Refusal(StrEnum):
-    """Why a body was refused: a closed set, safe for answers, logs and metric labels."""
-
-    BODY_TOO_LARGE = "BODY_TOO_LARGE"
-    BODY_TIMEOUT = "BODY_TIMEOUT"
-    BODY_INCOMPLETE = "BODY_INCOMPLETE"
-    BUSY = "BUSY"
-    NOT_UTF8 = "NOT_UTF8"
-    NOT_JSON = "NOT_JSON"
-    DUPLICATE_NAME = "DUPLICATE_NAME"
-    NUMBER_INVALID = "NUMBER_INVALID"
-    TOO_DEEP = "TOO_DEEP"
-
-
-REFUSAL_STATUS: Final = {Refusal.BODY_TOO_LARGE: 413, Refusal.BODY_TIMEOUT: 408,
-                         Refusal.BUSY: 503}
-"""HTTP status of a refusal; every other refusal is a malformed request (400)."""
-
-
-class Refused(Exception):
-    """A refused body; ``str()`` is the code only (never request content)."""
-
-    def __init__(self, code: Refusal) -> None:
-        super().__init__(code.value)
-        self.code = code
-
-    @property
-    def status(self) -> int:
-        return REFUSAL_STATUS.get(self.code, 400)
 
 
 # -- logs --------------------------------------------------------------------------------------
@@ -297,7 +264,7 @@ class BodyBudget:
         """Reserve the declared length (or ``max_bytes`` when undeclared) while in the block."""
         size = min(request.content_length or max_bytes, max_bytes)
         if self.held + size > self.limit:
-            _refuse(Refusal.BUSY)
+            refuse(Refusal.BUSY)
         self.held += size
         try:
             yield
@@ -309,7 +276,7 @@ async def read_body(request: web.BaseRequest, max_bytes: int,
                     timeout: float = BODY_TIMEOUT) -> bytes:
     """The whole body within ``timeout`` seconds and ``max_bytes``, else :class:`Refused`."""
     if (request.content_length or 0) > max_bytes:
-        _refuse(Refusal.BODY_TOO_LARGE)
+        refuse(Refusal.BODY_TOO_LARGE)
     body = bytearray()
     failure: Refusal | None = None
     try:
@@ -324,99 +291,5 @@ async def read_body(request: web.BaseRequest, max_bytes: int,
     except (ConnectionError, RequestPayloadError):
         failure = Refusal.BODY_INCOMPLETE
     if failure is not None:
-        _refuse(failure)  # Outside the handler: no library exception is chained.
+        refuse(failure)  # Outside the handler: no library exception is chained.
     return bytes(body)
-
-
-# -- strict JSON -------------------------------------------------------------------------------
-
-
-class _Duplicate(Exception):
-    pass
-
-
-class _NonFinite(Exception):
-    pass
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise _Duplicate
-    return obj
-
-
-def _float(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):  # 1e999 parses as inf
-        raise _NonFinite
-    return number
-
-
-def _constant(_text: str) -> NoReturn:  # NaN, Infinity, -Infinity
-    raise _NonFinite
-
-
-# What may be a \u escape of U+D800..U+DFFF (a literal search; a miss skips the walk).
-_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def loads(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse one JSON text strictly (see the module docstring), else :class:`Refused`."""
-    failure: Refusal | None = None
-    try:
-        value = json.loads(raw.decode("utf-8"), object_pairs_hook=_object,
-                           parse_float=_float, parse_constant=_constant)
-    except UnicodeDecodeError:
-        failure = Refusal.NOT_UTF8
-    except _Duplicate:
-        failure = Refusal.DUPLICATE_NAME
-    except _NonFinite:
-        failure = Refusal.NUMBER_INVALID
-    except RecursionError:
-        failure = Refusal.TOO_DEEP
-    except ValueError:  # JSONDecodeError, and integers beyond Python's digit limit
-        failure = Refusal.NOT_JSON
-    if failure is None and _deeper_than(raw, value, max_depth):
-        failure = Refusal.TOO_DEEP
-    if failure is None and _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(value):
-        failure = Refusal.NOT_UTF8  # Valid pairs were joined by the parser; lone ones remain.
-    if failure is not None:
-        _refuse(failure)
-    return value
-
-
-def _deeper_than(raw: bytes, value: Any, max_depth: int) -> bool:
-    if raw.count(b"[") + raw.count(b"{") <= max_depth:  # Cheap: cannot nest deeper.
-        return False
-    level = [value] if isinstance(value, dict | list) else []
-    depth = 0
-    while level:  # Breadth first, one list per level: a fraction of the parse time.
-        depth += 1
-        if depth > max_depth:
-            return True
-        deeper: list[Any] = []
-        for node in level:
-            deeper.extend([c for c in (node.values() if type(node) is dict else node)
-                           if type(c) is dict or type(c) is list])
-        level = deeper
-    return False
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, str):
-            if not node.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in node):
-                return True
-        elif isinstance(node, dict):
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
-
-
-def _refuse(code: Refusal) -> NoReturn:
-    raise Refused(code) from None

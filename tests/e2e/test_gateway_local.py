@@ -13,8 +13,8 @@ import pytest
 from aiohttp import ClientSession
 
 from fgentic_governance import contract
-from fgentic_governance.retrieval import render_names as n
-from tests.e2e.gateway_support import (
+from fgentic_governance.retrieval.render import names as n
+from tests.support.gateway import (
     AGENT_MCP_KEY,
     BACKEND_HEADERS,
     BRIDGE_KEY,
@@ -24,7 +24,7 @@ from tests.e2e.gateway_support import (
     gateway_stack,
     send_message_body,
 )
-from tests.unit.test_projector import AGENT, ALICE, SLACK_BOB, room_context
+from tests.support.projector import AGENT, ALICE, SLACK_BOB, room_context
 
 pytestmark = pytest.mark.e2e
 

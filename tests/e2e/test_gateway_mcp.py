@@ -17,15 +17,15 @@ import pytest
 from aiohttp import ClientSession
 
 from fgentic_governance import contract
-from tests.e2e.gateway_support import (
+from tests.support.gateway import (
     AGENT_MCP_KEY,
     BRIDGE_KEY,
     Stack,
     client_session,
     gateway_stack,
 )
-from tests.e2e.mcp_stub import BOUND_TOOL, OTHER_TOOL
-from tests.unit.test_projector import AGENT, room_context
+from tests.support.mcp_stub import BOUND_TOOL, OTHER_TOOL
+from tests.support.projector import AGENT, room_context
 
 pytestmark = pytest.mark.e2e
 

@@ -19,10 +19,8 @@ from aiohttp import ClientSession
 
 from fgentic_governance import contract
 from fgentic_governance.contract import OAuthClient, OAuthProjection
-from tests.e2e.gateway_support import (
-    AUDIENCE,
+from tests.support.gateway import (
     BACKEND_HEADERS,
-    ISSUER,
     PARTNER_AZP,
     PartnerIssuer,
     Received,
@@ -31,7 +29,7 @@ from tests.e2e.gateway_support import (
     gateway_stack,
     send_message_body,
 )
-from tests.unit.test_projector import AGENT, ALICE
+from tests.support.projector import AGENT, ALICE, AUDIENCE, ISSUER
 
 pytestmark = pytest.mark.e2e
 

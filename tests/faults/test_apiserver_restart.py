@@ -6,40 +6,27 @@ the operator's watches must resume: objects created (or changed) afterwards are 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from fgentic_governance.devenv.controlplane import LocalControlPlane
 from fgentic_governance.memory import MemoryStore
-from tests.faults.harness import (
+from tests.support.faults import (
     Cluster,
     Operator,
     assert_fenced,
     enabled_scope,
     new_namespace,
     new_principal,
-    phase,
     record_of,
 )
-from tests.support import scope_obj
+from tests.support.kube import phase
+from tests.support.objects import scope_obj
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def operator(own_control_plane: LocalControlPlane, pg_dsn: str, store: MemoryStore,
-             tmp_path: Path) -> Iterator[Operator]:
-    op = Operator(own_control_plane.kubeconfig, pg_dsn, tmp_path)  # clusterwide
-    op.start()
-    yield op
-    op.stop()
-    op.assert_content_free()
-
-
 async def test_operator_resumes_its_watches_after_an_apiserver_restart(
-    own_control_plane: LocalControlPlane, own_cluster: Cluster, operator: Operator,
+    own_control_plane: LocalControlPlane, own_cluster: Cluster, own_plane_operator: Operator,
     store: MemoryStore,
 ) -> None:
     ns = new_namespace("fault-apiserver")
@@ -48,6 +35,7 @@ async def test_operator_resumes_its_watches_after_an_apiserver_restart(
     before = scope_obj(ns, "before", alice)
     consent, g1 = await enabled_scope(own_cluster, store, before, alice, 2)
 
+    operator = own_plane_operator
     own_control_plane.restart_apiserver()
     assert operator.proc is not None and operator.proc.poll() is None
 

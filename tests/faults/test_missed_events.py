@@ -10,45 +10,30 @@ operator process, SIGKILLed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from fgentic_governance.devenv.controlplane import LocalControlPlane
 from fgentic_governance.handlers.memoryscope import POKE
 from fgentic_governance.memory import MemoryStore
-from tests.faults.harness import (
+from tests.support.faults import (
     Cluster,
     Operator,
     assert_fenced,
     enabled_scope,
-    new_namespace,
     new_principal,
-    phase,
     record_of,
 )
-from tests.support import consent_obj, scope_obj
+from tests.support.kube import phase
+from tests.support.objects import consent_obj, scope_obj
 
 pytestmark = pytest.mark.integration
 KOPF_ANNOTATION_PREFIX = "kopf.zalando.org/"
 
 
-@pytest.fixture
-def operator(control_plane: LocalControlPlane, pg_dsn: str, store: MemoryStore,
-             tmp_path: Path) -> Iterator[tuple[Operator, str]]:
-    ns = new_namespace("fault-missed")
-    control_plane.ensure_namespace(ns)
-    op = Operator(control_plane.kubeconfig, pg_dsn, tmp_path, namespace=ns)
-    yield op, ns
-    op.stop()
-    op.assert_content_free()
-
-
 async def test_changes_made_while_the_operator_is_down_are_reconciled(
-    operator: tuple[Operator, str], cluster: Cluster, store: MemoryStore
+    namespaced_operator: tuple[Operator, str], cluster: Cluster, store: MemoryStore
 ) -> None:
-    op, ns = operator
+    op, ns = namespaced_operator
     op.start()
     withdrawn = scope_obj(ns, "withdrawn", new_principal())
     consent, g1 = await enabled_scope(cluster, store, withdrawn,
@@ -86,11 +71,11 @@ async def test_changes_made_while_the_operator_is_down_are_reconciled(
 
 
 async def test_start_with_more_objects_than_a_worker_batch(
-    operator: tuple[Operator, str], cluster: Cluster
+    namespaced_operator: tuple[Operator, str], cluster: Cluster
 ) -> None:
     """Regression: with a Kopf worker limit (32), an operator starting on more existing
     objects than the limit deadlocked in index pre-population and handled none of them."""
-    op, ns = operator
+    op, ns = namespaced_operator
     names = [f"early-{i}" for i in range(40)]
     for name in names:
         cluster.create("memoryscopes", scope_obj(ns, name, new_principal()))

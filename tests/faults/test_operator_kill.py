@@ -10,31 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
-from fgentic_governance.api.common import OriginKind, Principal
-from fgentic_governance.devenv.controlplane import LocalControlPlane
 from fgentic_governance.faults import STEPS
 from fgentic_governance.memory import Access, MemoryStore, StoreRefusal
-from fgentic_governance.offboarding.cli import object_name
-from tests.faults.harness import (
+from tests.support.faults import (
     Cluster,
     Operator,
     assert_fenced,
     assert_status_content_free,
     enabled_condition,
     enabled_scope,
-    new_namespace,
     new_principal,
-    phase,
     record_of,
 )
-from tests.support import consent_obj, scope_obj
+from tests.support.kube import phase
+from tests.support.objects import consent_obj, scope_obj
 
 pytestmark = pytest.mark.integration
 WITHDRAW_STEPS = sorted(s for s in STEPS if s.startswith("withdraw."))
@@ -51,17 +45,6 @@ OFFBOARD_CRASH_STATE = {
 
 def test_every_step_is_covered() -> None:
     assert set(WITHDRAW_STEPS) | set(OFFBOARD_CRASH_STATE) | {"grant.after_store"} == STEPS
-
-
-@pytest.fixture
-def namespaced_operator(control_plane: LocalControlPlane, pg_dsn: str, store: MemoryStore,
-                        tmp_path: Path) -> Iterator[tuple[Operator, str]]:
-    ns = new_namespace("fault-kill")
-    control_plane.ensure_namespace(ns)
-    op = Operator(control_plane.kubeconfig, pg_dsn, tmp_path, namespace=ns)
-    yield op, ns
-    op.stop()
-    op.assert_content_free()
 
 
 async def _withdrawn_and_verified(cluster: Cluster, store: MemoryStore, op: Operator,
@@ -211,21 +194,6 @@ async def assert_fenced_only(store: MemoryStore, scope: dict[str, Any], g1: int)
 
 
 # -- offboarding ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def clusterwide_operator(control_plane: LocalControlPlane, pg_dsn: str, store: MemoryStore,
-                         cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Operator, str, str]]:
-    """(operator, namespace, principal); the principal's offboarding is deleted afterwards."""
-    ns = new_namespace("fault-offboard")
-    control_plane.ensure_namespace(ns)
-    principal = new_principal()
-    op = Operator(control_plane.kubeconfig, pg_dsn, tmp_path)  # PrincipalOffboarding: cluster
-    yield op, ns, principal
-    op.stop()
-    op.assert_content_free()
-    cluster.delete_offboarding(object_name(Principal(mxid=principal,
-                                                     origin_kind=OriginKind.NATIVE_LOCAL)))
 
 
 async def _store_only_scope(store: MemoryStore, mxid: str, facts: int) -> dict[str, Any]:

@@ -8,57 +8,24 @@ operator converges on the right state without losing or recreating anything.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
-import asyncpg
 import pytest
 
-from fgentic_governance.api.common import OriginKind, Principal
-from fgentic_governance.devenv.controlplane import LocalControlPlane
 from fgentic_governance.devenv.postgres import LocalPostgres
-from fgentic_governance.memory import Access, MemoryStore, migrate
-from fgentic_governance.offboarding.cli import object_name
-from tests.faults.harness import (
+from fgentic_governance.memory import Access, MemoryStore
+from tests.support.faults import (
     Cluster,
     Operator,
     assert_fenced,
     condition_status,
     enabled_condition,
     enabled_scope,
-    new_namespace,
-    new_principal,
-    phase,
     record_of,
 )
-from tests.support import scope_obj
+from tests.support.kube import phase
+from tests.support.objects import scope_obj
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def own_store(own_dsn: str) -> AsyncIterator[MemoryStore]:
-    pool = await asyncpg.create_pool(own_dsn, min_size=1, max_size=4)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield MemoryStore(pool)
-    pool.terminate()
-
-
-@pytest.fixture
-def env(control_plane: LocalControlPlane, own_dsn: str, own_store: MemoryStore,
-        cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Operator, str, str]]:
-    """(clusterwide operator on the test's own PostgreSQL, namespace, principal)."""
-    ns = new_namespace("fault-store")
-    control_plane.ensure_namespace(ns)
-    principal = new_principal()
-    op = Operator(control_plane.kubeconfig, own_dsn, tmp_path)
-    op.start()
-    yield op, ns, principal
-    op.stop()
-    op.assert_content_free()
-    cluster.delete_offboarding(object_name(Principal(mxid=principal,
-                                                     origin_kind=OriginKind.NATIVE_LOCAL)))
 
 
 def _unavailable(status: dict[str, object]) -> bool:
@@ -68,10 +35,10 @@ def _unavailable(status: dict[str, object]) -> bool:
 
 
 async def test_outage_fails_closed_and_recovers_the_grant(
-    env: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
+    own_store_operator: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
     own_postgres: LocalPostgres,
 ) -> None:
-    _, ns, alice = env
+    _, ns, alice = own_store_operator
     scope = scope_obj(ns, "granted", alice)
     key = record_of(scope).scope_key
     _, g1 = await enabled_scope(cluster, own_store, scope, alice, 2)
@@ -93,10 +60,10 @@ async def test_outage_fails_closed_and_recovers_the_grant(
 
 
 async def test_withdrawal_during_outage_completes_when_the_store_returns(
-    env: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
+    own_store_operator: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
     own_postgres: LocalPostgres,
 ) -> None:
-    _, ns, alice = env
+    _, ns, alice = own_store_operator
     scope = scope_obj(ns, "withdrawn", alice)
     key = record_of(scope).scope_key
     consent, g1 = await enabled_scope(cluster, own_store, scope, alice, 3)
@@ -120,10 +87,10 @@ async def test_withdrawal_during_outage_completes_when_the_store_returns(
 
 
 async def test_offboarding_during_outage_completes_when_the_store_returns(
-    env: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
+    own_store_operator: tuple[Operator, str, str], cluster: Cluster, own_store: MemoryStore,
     own_postgres: LocalPostgres,
 ) -> None:
-    _, ns, alice = env
+    _, ns, alice = own_store_operator
     scope = scope_obj(ns, "offboarded", alice)
     _, g1 = await enabled_scope(cluster, own_store, scope, alice, 2)
     own_postgres.stop_server()

@@ -20,11 +20,10 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_admission.render import admission_policy, webhook_configuration
 from fgentic_governance.devenv.controlplane import KubectlError
-from fgentic_governance.rendering.admission import admission_policy, webhook_configuration
-from fgentic_governance.tls import write_serving_bundle
-from tests import processes
-from tests.support import api_message, example
+from tests.support import processes
+from tests.support.objects import api_message, example
 
 pytestmark = pytest.mark.integration
 NS = "admission"
@@ -70,19 +69,12 @@ def stack(control_plane: Any, postgres: Any, tmp_path_factory: pytest.TempPathFa
     control_plane.ensure_namespace(NS)
     dsn = asyncio.run(postgres.create_database(f"admission_{uuid.uuid4().hex[:8]}", ("vector",)))
     (work / "dsn").write_text(dsn)
-    operator = processes.spawn_cli(
-        ["operator", "--kubeconfig", str(control_plane.kubeconfig), "--namespace", NS,
-         "--local-homeserver", "fgentic.local", "--store-dsn-file", str(work / "dsn")],
-        work / "operator.log")
-    _, _, ca = write_serving_bundle(work / "tls", ["127.0.0.1"])
-    port = processes.free_port()
-    webhook = processes.spawn_and_wait(
-        ["webhook", "--kubeconfig", str(control_plane.kubeconfig), "--tls-dir",
-         str(work / "tls"), "--host", "127.0.0.1", "--port", str(port), "--health-port",
-         str(processes.free_port()), "--local-homeserver", "fgentic.local",
-         "--audit-interval", "1"], work / "webhook.log", port)
+    operator = processes.spawn_operator(control_plane.kubeconfig, work / "dsn", [NS],
+                                        work / "operator.log")
+    webhook, port, ca = processes.spawn_webhook(control_plane.kubeconfig, work,
+                                                audit_interval=1)
     config = webhook_configuration(f"admission-{uuid.uuid4().hex[:6]}",
-                                   f"https://127.0.0.1:{port}", ca.read_bytes())
+                                   f"https://127.0.0.1:{port}", ca)
     for hook in config["webhooks"]:
         hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": NS}}
     control_plane.kubectl("apply", "-f", "-", input=json.dumps(config))

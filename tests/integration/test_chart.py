@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from fgentic_admission import render as admission
 from fgentic_governance.devenv.binaries import binary
-from fgentic_governance.rendering import admission
-from tests.support import ROOT
+from tests.support.objects import ROOT
 
 pytestmark = pytest.mark.integration
 CHART = ROOT / "charts" / "fgentic-governance"

@@ -34,16 +34,16 @@ from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.control.auth import BearerTokenFile
 from fgentic_governance.control.confirm import ConfirmationBook
 from fgentic_governance.control.http import make_handler, scrub_library_logs, serve
-from fgentic_governance.control.kube import KubeDirectory
+from fgentic_governance.control.kube_directory import KubeDirectory
 from fgentic_governance.control.room import RoomPolicy
 from fgentic_governance.control.service import ControlService
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds, migrate
-from tests import processes
-from tests.support import example
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds
+from tests.support import processes
+from tests.support.kube import GROUP, VERSION, Check, until_status
+from tests.support.objects import example
 
 pytestmark = pytest.mark.integration
 
-GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
 LOCAL = "fgentic.local"
 ALICE = "@alice:fgentic.local"
 BOB = "@bob:fgentic.local"
@@ -78,15 +78,6 @@ class Env:
 
     def ghost(self, agent: str = AGENT) -> str:
         return GHOST_TEMPLATE.format(namespace=self.ns, name=agent, server=LOCAL)
-
-
-@pytest.fixture
-async def pool(pg_dsn: str) -> AsyncIterator[Any]:
-    owner = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=8)
-    async with owner.acquire() as conn:
-        await migrate(conn)
-    yield owner
-    await owner.close()
 
 
 @pytest.fixture
@@ -469,18 +460,10 @@ async def test_off_stays_off_under_the_running_operator(
     assert FACT_SENTINEL not in log.read_text()
 
 
-async def _until(env: Env, name: str, check: Callable[[dict[str, Any]], bool],
-                 timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        obj = await asyncio.to_thread(env.api.get_namespaced_custom_object, GROUP, VERSION,
-                                      env.ns, "memoryscopes", name)
-        status = obj.get("status", {})
-        if check(status):
-            return status
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"scope never reached the state; last status {status}")
+async def _until(env: Env, name: str, check: Check) -> dict[str, Any]:
+    """The status of the test's scope ``name`` once ``check`` holds for it."""
+    obj = await until_status(env.api, "memoryscopes", env.ns, name, check)
+    return dict(obj["status"])
 
 
 # -- room-state drift ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.support import api_message, example, set_path
+from tests.support.objects import api_message, example, set_path
 
 pytestmark = pytest.mark.integration
 

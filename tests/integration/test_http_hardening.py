@@ -27,12 +27,12 @@ import pytest
 
 from fgentic_admission.server import MAX_REVIEW_BYTES
 from fgentic_governance import serving
-from fgentic_governance.retrieval import render_names as n
-from fgentic_governance.retrieval.projector_config import dump_config
+from fgentic_governance.retrieval.projector.config import dump_config
+from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.tls import write_serving_bundle
-from tests import processes
-from tests.support import example
-from tests.unit.test_projector import config as projector_config
+from tests.support import processes
+from tests.support.objects import example
+from tests.support.projector import config as projector_config
 
 pytestmark = pytest.mark.integration
 SENTINEL = "SENTINEL-7d41c9"

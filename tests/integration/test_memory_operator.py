@@ -10,7 +10,7 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,26 +19,17 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRefusal, migrate
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRefusal
 from fgentic_governance.reasons import Reason
-from tests import processes
-from tests.support import example
+from tests.support import processes
+from tests.support.kube import GROUP, VERSION, get_object, phase, until_status
+from tests.support.objects import example
 
 pytestmark = pytest.mark.integration
-GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
 # Each test gets its own namespace (and operator watching only it): scopes of one test must
 # not meet another test's store, where the same (subject, Agent, room) would conflict.
 NS = ""
 SENTINEL = "SENTINEL-7f3a9c-do-not-leak"
-
-
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
-    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=4)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield MemoryStore(pool)
-    await pool.close()
 
 
 class Operator:
@@ -98,24 +89,6 @@ def _create(api: client.CustomObjectsApi, plural: str, obj: dict[str, Any]) -> d
         GROUP, VERSION, NS, plural, obj)
 
 
-def _get(api: client.CustomObjectsApi, plural: str, name: str) -> dict[str, Any]:
-    return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
-        GROUP, VERSION, NS, plural, name)
-
-
-async def _until(api: client.CustomObjectsApi, plural: str, name: str,
-                 check: Callable[[dict[str, Any]], bool], timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        obj = await asyncio.to_thread(_get, api, plural, name)
-        if check(obj.get("status", {})):
-            return obj
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{plural}/{name} never reached the state; last status "
-                         f"{obj.get('status')}")
-
-
 def _withdraw(api: client.CustomObjectsApi, consent: dict[str, Any]) -> None:
     api.patch_namespaced_custom_object(GROUP, VERSION, NS, "consentrecords",
                                        consent["metadata"]["name"],
@@ -130,32 +103,28 @@ def _access(name: str, generation: int) -> Access:
     return Access.for_scope(record, generation)
 
 
-def _phase(phase: str, reason: str | None = None) -> Callable[[dict[str, Any]], bool]:
-    return lambda s: s.get("phase") == phase and (reason is None or s.get("reasonCode") == reason)
-
-
 async def test_no_collection_before_consent_then_grant_enables(
     operator: Operator, api: client.CustomObjectsApi, store: MemoryStore
 ) -> None:
     name = "before-consent"
     _create(api, "memoryscopes", _scope(name))
-    status = (await _until(api, "memoryscopes", name,
-                           _phase("Disabled", "CONSENT_MISSING")))["status"]
+    status = (await until_status(api, "memoryscopes", NS, name,
+                                 phase("Disabled", "CONSENT_MISSING")))["status"]
     assert status["storeSchemaVersion"] >= 1
     with pytest.raises(StoreRefusal) as refused:
         await store.save(_access(name, status.get("consentGeneration", 0)), "likes tea")
     assert refused.value.reason in {Reason.SCOPE_DISABLED, Reason.STALE_GENERATION,
                                     Reason.SCOPE_MISSING}
     consent = _create(api, "consentrecords", _consent(name))
-    enabled = (await _until(api, "memoryscopes", name, _phase("Enabled", "OK")))["status"]
+    enabled = (await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK")))["status"]
     generation = enabled["consentGeneration"]
     assert generation >= 1
     entry = await store.save(_access(name, generation), "prefers green tea")
     assert entry
-    receipt = (await _until(api, "consentrecords", consent["metadata"]["name"],
-                            lambda s: "receipt" in s))["status"]["receipt"]
+    receipt = (await until_status(api, "consentrecords", NS, consent["metadata"]["name"],
+                                  lambda s: "receipt" in s))["status"]["receipt"]
     assert receipt["result"] == "Applied" and receipt["generation"] == generation
-    counted = await _until(api, "memoryscopes", name, lambda s: s.get("entryCount") == 1)
+    counted = await until_status(api, "memoryscopes", NS, name, lambda s: s.get("entryCount") == 1)
     assert counted["status"]["hardExpiry"]
 
 
@@ -165,13 +134,13 @@ async def test_withdrawal_erases_verifies_and_fences_stale_writes(
     name = "withdrawal"
     _create(api, "memoryscopes", _scope(name))
     consent = _create(api, "consentrecords", _consent(name))
-    g1 = (await _until(api, "memoryscopes", name, _phase("Enabled")))["status"][
+    g1 = (await until_status(api, "memoryscopes", NS, name, phase("Enabled")))["status"][
         "consentGeneration"]
     for i in range(5):
         await store.save(_access(name, g1), f"fact {i} {SENTINEL}")
     _withdraw(api, consent)
-    status = (await _until(api, "memoryscopes", name,
-                           _phase("Disabled", "CONSENT_WITHDRAWN")))["status"]
+    status = (await until_status(api, "memoryscopes", NS, name,
+                                 phase("Disabled", "CONSENT_WITHDRAWN")))["status"]
     assert status["lastErasure"]["result"] == "Verified"
     assert status["entryCount"] == 0 and status["consentGeneration"] > g1
     assert await store.entry_count(f"{NS}/{name}") == 0
@@ -180,13 +149,13 @@ async def test_withdrawal_erases_verifies_and_fences_stale_writes(
         await store.save(_access(name, g1), "late background save")
     # Re-grant is a new record, a new generation; the old one stays dead.
     _create(api, "consentrecords", _consent(name))
-    g3 = (await _until(api, "memoryscopes", name, _phase("Enabled")))["status"][
+    g3 = (await until_status(api, "memoryscopes", NS, name, phase("Enabled")))["status"][
         "consentGeneration"]
     assert g3 > status["consentGeneration"]
     with pytest.raises(StoreRefusal) as stale:
         await store.save(_access(name, g1), "stale")
     assert stale.value.reason is Reason.STALE_GENERATION
-    for obj in (await asyncio.to_thread(_get, api, "memoryscopes", name),):
+    for obj in (await asyncio.to_thread(get_object, api, "memoryscopes", NS, name),):
         assert SENTINEL not in str(obj)
 
 
@@ -196,14 +165,14 @@ async def test_deleting_the_scope_erases_before_it_goes(
     name = "deleted"
     _create(api, "memoryscopes", _scope(name))
     _create(api, "consentrecords", _consent(name))
-    generation = (await _until(api, "memoryscopes", name, _phase("Enabled")))["status"][
+    generation = (await until_status(api, "memoryscopes", NS, name, phase("Enabled")))["status"][
         "consentGeneration"]
     await store.save(_access(name, generation), "a fact")
     api.delete_namespaced_custom_object(GROUP, VERSION, NS, "memoryscopes", name)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            await asyncio.to_thread(_get, api, "memoryscopes", name)
+            await asyncio.to_thread(get_object, api, "memoryscopes", NS, name)
         except ApiException as exc:
             assert exc.status == 404
             break
@@ -220,11 +189,12 @@ async def test_federated_and_mismatched_subjects_stay_disabled(
     remote = {"mxid": "@alice:remote.example", "originKind": "native-local"}
     _create(api, "memoryscopes", _scope("remote", subject=remote))
     _create(api, "consentrecords", _consent("remote", subject=remote))
-    await _until(api, "memoryscopes", "remote", _phase("Disabled", "FEDERATION_DENIED"))
+    await until_status(api, "memoryscopes", NS, "remote", phase("Disabled", "FEDERATION_DENIED"))
     _create(api, "memoryscopes", _scope("mismatch"))
     _create(api, "consentrecords", _consent(
         "mismatch", subject={"mxid": "@mallory:fgentic.local", "originKind": "native-local"}))
-    await _until(api, "memoryscopes", "mismatch", _phase("Disabled", "CONSENT_SUBJECT_MISMATCH"))
+    await until_status(api, "memoryscopes", NS, "mismatch",
+                       phase("Disabled", "CONSENT_SUBJECT_MISMATCH"))
 
 
 async def test_restart_mid_erasure_resumes(
@@ -233,7 +203,7 @@ async def test_restart_mid_erasure_resumes(
     name = "restart"
     _create(api, "memoryscopes", _scope(name))
     consent = _create(api, "consentrecords", _consent(name))
-    generation = (await _until(api, "memoryscopes", name, _phase("Enabled")))["status"][
+    generation = (await until_status(api, "memoryscopes", NS, name, phase("Enabled")))["status"][
         "consentGeneration"]
     for i in range(3):
         await store.save(_access(name, generation), f"fact {i}")
@@ -243,8 +213,8 @@ async def test_restart_mid_erasure_resumes(
     assert await store.entry_count(f"{NS}/{name}") == 3
     _withdraw(api, consent)
     operator.start()
-    status = (await _until(api, "memoryscopes", name,
-                           lambda s: s.get("lastErasure", {}).get("result") == "Verified"))[
+    status = (await until_status(api, "memoryscopes", NS, name,
+                                 lambda s: s.get("lastErasure", {}).get("result") == "Verified"))[
         "status"]
     assert status["phase"] == "Disabled"
     assert await store.entry_count(f"{NS}/{name}") == 0
@@ -257,9 +227,9 @@ async def test_phase_changes_and_erasures_are_content_free_events(
     name = "events"
     _create(api, "memoryscopes", _scope(name))
     consent = _create(api, "consentrecords", _consent(name))
-    await _until(api, "memoryscopes", name, _phase("Enabled"))
+    await until_status(api, "memoryscopes", NS, name, phase("Enabled"))
     _withdraw(api, consent)
-    await _until(api, "memoryscopes", name, lambda s: "lastErasure" in s)
+    await until_status(api, "memoryscopes", NS, name, lambda s: "lastErasure" in s)
     core = client.CoreV1Api(k8s_client)
     deadline = time.monotonic() + 20
     reasons: set[str] = set()
@@ -292,8 +262,8 @@ async def test_store_with_unpinned_log_settings_grants_nothing(
         name = "unsafe-settings"
         _create(api, "memoryscopes", _scope(name))
         _create(api, "consentrecords", _consent(name))
-        status = (await _until(api, "memoryscopes", name,
-                               _phase("Failed", "STORE_SETTINGS_UNSAFE")))["status"]
+        status = (await until_status(api, "memoryscopes", NS, name,
+                                     phase("Failed", "STORE_SETTINGS_UNSAFE")))["status"]
         ready = {c["type"]: c for c in status["conditions"]}["StoreReady"]
         assert ready["status"] == "False" and ready["reason"] == "STORE_SETTINGS_UNSAFE"
         with pytest.raises(StoreRefusal) as untouched:  # Nothing was granted, or even written.
@@ -303,7 +273,7 @@ async def test_store_with_unpinned_log_settings_grants_nothing(
         # Pinned again by a DBA: the next check publishes the store as fit, and consent applies.
         await admin.execute(
             f"ALTER DATABASE \"{database}\" SET log_min_error_statement = 'panic'")
-        await _until(api, "memoryscopes", name, _phase("Enabled", "OK"))
+        await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"))
         assert (await store.scope_state(f"{NS}/{name}")).enabled
     finally:
         op.stop()

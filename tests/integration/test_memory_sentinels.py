@@ -61,8 +61,8 @@ from fgentic_governance.memory import (
 )
 from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
-from tests import processes
-from tests.support import example
+from tests.support import processes
+from tests.support.objects import example
 
 pytestmark = pytest.mark.integration
 

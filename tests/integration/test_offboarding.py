@@ -7,37 +7,26 @@ import asyncio
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 from kubernetes import client
 
 from fgentic_governance.api.common import OriginKind, Principal
 from fgentic_governance.api.memory import MemoryScopeSpec
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, migrate
-from fgentic_governance.offboarding.cli import object_name
-from tests import processes
-from tests.integration.test_memory_operator import _until
-from tests.support import consent_obj, scope_obj
+from fgentic_governance.cli.offboard import object_name
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
+from tests.support import processes
+from tests.support.kube import GROUP, VERSION, until_status
+from tests.support.objects import consent_obj, scope_obj
 
 pytestmark = pytest.mark.integration
-GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
 # Unique per run: offboarding enumerates every scope of the principal cluster-wide (CRs and
 # store), so a shared name would also find the scopes other test modules create.
 ALICE = f"@alice-{uuid.uuid4().hex[:8]}:fgentic.local"
 BOB = f"@bob-{uuid.uuid4().hex[:8]}:fgentic.local"
-
-
-@pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
-    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=4)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield MemoryStore(pool)
-    await pool.close()
 
 
 @pytest.fixture
@@ -66,19 +55,12 @@ async def _enabled_scope(env: dict[str, Any], store: MemoryStore, name: str, mxi
     api.create_namespaced_custom_object(GROUP, VERSION, ns, "memoryscopes", scope)
     api.create_namespaced_custom_object(GROUP, VERSION, ns, "consentrecords",
                                         consent_obj(ns, name, mxid))
-    obj = await _until_ns(env, name, lambda s: s.get("phase") == "Enabled")
+    obj = await until_status(api, "memoryscopes", ns, name, lambda s: s.get("phase") == "Enabled")
     record = ScopeRecord.from_spec(ns, name, MemoryScopeSpec.model_validate(scope["spec"]))
     access = Access.for_scope(record, obj["status"]["consentGeneration"])
     for i in range(facts):
         await store.save(access, f"fact {i}")
     return record.scope_key
-
-
-async def _until_ns(env: dict[str, Any], name: str, check: Any) -> dict[str, Any]:
-    import tests.integration.test_memory_operator as mem
-
-    mem.NS = env["ns"]
-    return await _until(env["api"], "memoryscopes", name, check)
 
 
 async def _store_only_scope(store: MemoryStore, facts: int) -> str:
@@ -127,8 +109,8 @@ async def test_offboarding_erases_every_scope_of_the_exact_principal(
     assert (await store.scope_state(bob)).entry_count == 2  # Another principal is untouched.
     assert ALICE not in str(status)  # Content-free: not even the MXID is echoed in status.
     # The scope CRs follow: disabled, refusing re-enablement while offboarding stands.
-    await _until_ns(env, "alice-docs",
-                    lambda s: s.get("reasonCode") == "OFFBOARDING_IN_PROGRESS")
+    await until_status(env["api"], "memoryscopes", env["ns"], "alice-docs",
+                       lambda s: s.get("reasonCode") == "OFFBOARDING_IN_PROGRESS")
 
 
 async def test_restart_mid_offboarding_resumes(env: dict[str, Any], store: MemoryStore) -> None:

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
 from fgentic_governance.contract import ContractError, load_identity
-from fgentic_governance.retrieval import corpus, prefilter
-from fgentic_governance.retrieval.acl_reference import admits
+from fgentic_governance.retrieval.search import corpus, prefilter
+from fgentic_governance.retrieval.search.acl_reference import admits
 
 pytestmark = pytest.mark.integration
 

@@ -30,10 +30,10 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from fgentic_governance.devenv import free_port, terminate
 from fgentic_governance.devenv.binaries import upstream_dir
-from fgentic_governance.retrieval import render_names as n
-from fgentic_governance.retrieval.render import RenderOptions, render
+from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval.render.binding import RenderOptions, render
 from fgentic_governance.tls import CertificateAuthority
-from tests.unit.test_render import binding
+from tests.support.render import binding
 
 pytestmark = pytest.mark.integration
 BRIDGE_KEY, AGENT_KEY = "bridge-key-7f3a", "agent-key-19c2"

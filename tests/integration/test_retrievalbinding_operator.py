@@ -17,12 +17,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.retrieval import render_apply
-from fgentic_governance.retrieval import render_names as n
-from fgentic_governance.retrieval.render import render
-from tests import processes
-from tests.support import api_prefix, example, object_path, raw_request
-from tests.unit.test_render import JWKS
+from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval.render import ownership
+from fgentic_governance.retrieval.render.binding import render
+from tests.support import processes
+from tests.support.objects import api_prefix, example, object_path, raw_request
+from tests.support.render import JWKS
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION, PLURAL = "governance.fgentic.dev", "v1alpha1", "retrievalbindings"
@@ -108,7 +108,7 @@ def _raw_get(api: client.CustomObjectsApi, path: str, **query: str) -> dict[str,
 
 def _labelled(api: client.CustomObjectsApi, label: str) -> list[tuple[str, str, str]]:
     found = []
-    for (api_version, kind), plural in n.KINDS.items():
+    for (api_version, kind), plural in n.RENDERED_KINDS.items():
         items = _raw_get(api, f"{api_prefix(api_version)}/{plural}",
                          labelSelector=f"{n.BINDING_LABEL}={label}")
         found += [(kind, i["metadata"]["namespace"], i["metadata"]["name"])
@@ -117,7 +117,7 @@ def _labelled(api: client.CustomObjectsApi, label: str) -> list[tuple[str, str, 
 
 
 def _object(api: client.CustomObjectsApi, obj: dict[str, Any]) -> dict[str, Any]:
-    return _raw_get(api, object_path(obj, render_apply.plural(obj)))
+    return _raw_get(api, object_path(obj, ownership.plural(obj)))
 
 
 def _expected(env: Env, name: str, **changes: Any) -> Any:
@@ -193,7 +193,7 @@ async def test_quiet_resyncs_list_versions_and_apply_nothing(
     env: Env, api: client.CustomObjectsApi, control_plane: Any
 ) -> None:
     """With nothing drifted, a resync round costs the shared metadata LISTs, not 13 applies
-    per binding (handlers/drift.py); the edit test above shows drift is still corrected."""
+    per binding (retrieval/apply.py); the edit test above shows drift is still corrected."""
     api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("quiet"))
     await _applied(api, env, "quiet")
     await asyncio.sleep(2.5)  # The first resync rounds (1 s) see the applied versions.

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from fgentic_governance.retrieval import render_apply
-from fgentic_governance.retrieval.render import Rendered, render
-from tests.support import object_path, raw_request
-from tests.unit.test_render import JWKS, binding
+from fgentic_governance.retrieval.render import ownership
+from fgentic_governance.retrieval.render.binding import Rendered, render
+from tests.support.objects import object_path, raw_request
+from tests.support.render import JWKS, binding
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ def test_kubernetes_form_is_accepted_by_the_api_server(
     for obj in rendered.objects:
         meta = obj["metadata"]
         created = raw_request(k8s_client, "POST",
-                              object_path(obj, render_apply.plural(obj), named=False), obj,
+                              object_path(obj, ownership.plural(obj), named=False), obj,
                               fieldValidation="Strict")
         body = "data" if obj["kind"] == "ConfigMap" else "spec"
         for key, value in obj[body].items():
@@ -63,7 +63,7 @@ def test_server_side_apply_dry_run_of_the_whole_set(
 ) -> None:
     rendered = _rendered_in_fresh_namespaces(control_plane, True)
     for obj in rendered.objects:
-        raw_request(k8s_client, "PATCH", object_path(obj, render_apply.plural(obj)), obj,
+        raw_request(k8s_client, "PATCH", object_path(obj, ownership.plural(obj)), obj,
                     content_type="application/apply-patch+yaml", dryRun="All",
                     fieldManager="fgentic-governance", force="true", fieldValidation="Strict")
 

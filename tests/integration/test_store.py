@@ -8,9 +8,9 @@ Python store still passes the same gate.
 from __future__ import annotations
 
 import asyncio
+import re
 import traceback
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -24,28 +24,16 @@ from fgentic_governance.memory import (
     Access,
     ErasureKind,
     MemoryStore,
-    ScopeRecord,
     StoreRefusal,
-    migrate,
 )
 from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
+from tests.support.store import ALICE, ROOM, enabled, scope_record
 
 pytestmark = pytest.mark.integration
 
-ALICE = "@alice:example.org"
 BOB = "@bob:example.org"
-ROOM = "!alice-control:example.org"
 DIM = 768
-
-
-def scope(key: str = "team-a/alice-helper", **overrides: Any) -> ScopeRecord:
-    fields: dict[str, Any] = {
-        "scope_key": key, "subject_mxid": ALICE, "origin_kind": "native-local",
-        "agent_namespace": "team-a", "agent_name": "helper", "control_room": ROOM,
-    }
-    fields.update(overrides)
-    return ScopeRecord(**fields)
 
 
 def vec(seed: int) -> list[float]:
@@ -60,41 +48,8 @@ def refusal(exc_info: pytest.ExceptionInfo[StoreRefusal]) -> Reason:
 
 
 @pytest.fixture
-async def pool(pg_dsn: str) -> AsyncIterator[Any]:
-    """Owner (operator) connections; the schema is migrated once."""
-    owner = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=24)
-    async with owner.acquire() as conn:
-        await migrate(conn)
-    yield owner
-    await owner.close()
-
-
-@pytest.fixture
-async def runtime_pool(pg_dsn: str, pool: Any) -> AsyncIterator[Any]:
-    """Connections as the restricted fgentic_memory_runtime role (what kagent would use)."""
-    runtime = await asyncpg.create_pool(
-        pg_dsn, min_size=1, max_size=24,
-        server_settings={"role": "fgentic_memory_runtime",
-                         "search_path": "fgentic_memory, public"})
-    yield runtime
-    await runtime.close()
-
-
-@pytest.fixture
-def store(pool: Any) -> MemoryStore:
-    return MemoryStore(pool)
-
-
-@pytest.fixture
 def runtime(runtime_pool: Any) -> MemoryStore:
     return MemoryStore(runtime_pool)
-
-
-async def enabled(store: MemoryStore, record: ScopeRecord | None = None) -> Access:
-    record = record or scope()
-    await store.ensure_scope(record)
-    generation = await store.grant(record.scope_key)
-    return Access.for_scope(record, generation)
 
 
 # kagent v0.9.11's StoreAgentMemory plus the two governed columns an adapter adds.
@@ -137,7 +92,7 @@ async def db_refusal(coro: Any) -> Reason:
 
 async def test_no_write_or_read_before_consent(store: MemoryStore, runtime: MemoryStore,
                                                runtime_pool: Any) -> None:
-    record = scope()
+    record = scope_record()
     state = await store.ensure_scope(record)
     assert (state.enabled, state.posture, state.consent_generation) == (
         False, Posture.FULLY_DISABLED, 0)
@@ -219,28 +174,29 @@ async def test_scope_transitions_always_advance_generation(store: MemoryStore,
 
 
 async def test_binding_and_retention_are_immutable(store: MemoryStore) -> None:
-    record = scope()
+    record = scope_record()
     await store.ensure_scope(record)
-    for changed in (scope(subject_mxid=BOB), scope(control_room="!other:example.org"),
-                    scope(agent_name="other"), scope(origin_kind="bridged")):
+    for changed in (scope_record(subject_mxid=BOB), scope_record(control_room="!other:example.org"),
+                    scope_record(agent_name="other"), scope_record(origin_kind="bridged")):
         with pytest.raises(StoreRefusal) as info:
             await store.ensure_scope(changed)
         assert refusal(info) is Reason.BINDING_CONFLICT
     with pytest.raises(StoreRefusal) as info:
-        await store.ensure_scope(scope(max_retention_days=6))
+        await store.ensure_scope(scope_record(max_retention_days=6))
     assert refusal(info) is Reason.INVALID_SPEC
     # Out-of-bounds policy never reaches a CHECK constraint (whose error would echo the row).
-    for bad in (scope(entry_cap=101), scope(max_fact_bytes=513), scope(max_retention_days=8),
-                scope("team-a/y", subject_mxid="alice")):
+    for bad in (scope_record(entry_cap=101), scope_record(max_fact_bytes=513),
+                scope_record(max_retention_days=8),
+                scope_record("team-a/y", subject_mxid="alice")):
         with pytest.raises(StoreRefusal) as info:
             await store.ensure_scope(bad)
         assert refusal(info) is Reason.INVALID_SPEC
     # Mutable bounds may change within their ceilings.
-    assert (await store.ensure_scope(scope(entry_cap=10))).entry_cap == 10
+    assert (await store.ensure_scope(scope_record(entry_cap=10))).entry_cap == 10
 
 
 async def test_federated_origin_cannot_be_enabled(store: MemoryStore) -> None:
-    record = scope(origin_kind="remote-federated", subject_mxid="@carol:partner.example")
+    record = scope_record(origin_kind="remote-federated", subject_mxid="@carol:partner.example")
     await store.ensure_scope(record)
     with pytest.raises(StoreRefusal) as info:
         await store.grant(record.scope_key)
@@ -290,7 +246,7 @@ async def test_expired_row_is_unreadable_before_cleanup(store: MemoryStore,
 
 async def test_expired_rows_do_not_hold_the_cap(store: MemoryStore,
                                                 runtime: MemoryStore) -> None:
-    access = await enabled(store, scope(entry_cap=1))
+    access = await enabled(store, scope_record(entry_cap=1))
     await runtime.save(access, "Alice is in Lisbon this week.", ttl=timedelta(seconds=1))
     with pytest.raises(StoreRefusal) as info:
         await runtime.save(access, "Alice prefers tea.")
@@ -406,7 +362,7 @@ async def test_entry_cap_and_fact_size(store: MemoryStore, runtime: MemoryStore)
     assert refusal(info) is Reason.ENTRY_CAP_REACHED
     assert await store.entry_count(access.scope_key) == 100
 
-    other = await enabled(store, scope("team-a/alice-b", control_room="!b:example.org"))
+    other = await enabled(store, scope_record("team-a/alice-b", control_room="!b:example.org"))
     # The bound is UTF-8 bytes: 256 two-byte characters fit, 171 three-byte ones do not.
     await runtime.save(other, "é" * 256)
     with pytest.raises(StoreRefusal) as info:
@@ -449,7 +405,7 @@ async def test_content_update_passes_the_gate(store: MemoryStore, runtime: Memor
 
 
 async def test_cap_holds_under_concurrency(store: MemoryStore, runtime: MemoryStore) -> None:
-    access = await enabled(store, scope(entry_cap=10))
+    access = await enabled(store, scope_record(entry_cap=10))
 
     async def attempt(i: int) -> Reason:
         try:
@@ -481,7 +437,7 @@ async def test_forget_deletes_exactly_one_entry(store: MemoryStore, runtime: Mem
         await runtime.forget_entry(access, "not-an-id")
     assert refusal(info) is Reason.INVALID_SPEC
     # Another scope's id cannot be forgotten (or probed) through this scope.
-    other = await enabled(store, scope("team-a/alice-b", control_room="!b:example.org"))
+    other = await enabled(store, scope_record("team-a/alice-b", control_room="!b:example.org"))
     foreign = await runtime.save(other, "Other scope fact.")
     assert (await runtime.forget_entry(access, foreign)).deleted == 0
     assert [e.id for e in await runtime.list_entries(other)] == [foreign]
@@ -500,7 +456,7 @@ async def test_withdraw_disables_clears_and_verifies(store: MemoryStore,
     assert receipt.kind is ErasureKind.WITHDRAWAL
     assert receipt.result is ErasureResult.VERIFIED and receipt.reason is Reason.OK
     assert receipt.deleted == 5 and receipt.generation == access.generation + 1
-    assert len(receipt.id) == 32 and int(receipt.id, 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{32}", receipt.id), receipt.id  # opaque: 128 random bits
     status = receipt.last_erasure()
     assert status.result is ErasureResult.VERIFIED and status.reason_code == "OK"
 
@@ -510,6 +466,10 @@ async def test_withdraw_disables_clears_and_verifies(store: MemoryStore,
     with pytest.raises(StoreRefusal) as info:
         await runtime.search(access, vec(1))
     assert refusal(info) is Reason.SCOPE_DISABLED
+    # Each erasure has an id of its own.
+    other = await enabled(store, scope_record("team-a/alice-b", control_room="!b:example.org"))
+    second = await store.withdraw(other.scope_key)
+    assert re.fullmatch(r"[0-9a-f]{32}", second.id) and second.id != receipt.id
 
 
 async def test_erase_scope_fences_but_keeps_consent(store: MemoryStore,
@@ -601,11 +561,11 @@ async def test_no_cross_user_agent_or_room_reuse(store: MemoryStore, runtime: Me
                                                  runtime_pool: Any) -> None:
     alice = await enabled(store)
     # Same person and Agent, a second control room: a distinct scope.
-    alice_b = await enabled(store, scope("team-a/alice-b", control_room="!b:example.org"))
-    bob = await enabled(store, scope("team-a/bob-helper", subject_mxid=BOB,
-                                     control_room="!bob:example.org"))
-    other_agent = await enabled(store, scope("team-a/alice-other", agent_name="other",
-                                             control_room="!o:example.org"))
+    alice_b = await enabled(store, scope_record("team-a/alice-b", control_room="!b:example.org"))
+    bob = await enabled(store, scope_record("team-a/bob-helper", subject_mxid=BOB,
+                                            control_room="!bob:example.org"))
+    other_agent = await enabled(store, scope_record("team-a/alice-other", agent_name="other",
+                                                    control_room="!o:example.org"))
     await runtime.save(alice, "Alice's private preference.", embedding=vec(7))
 
     for access in (alice_b, bob, other_agent):
@@ -683,8 +643,8 @@ async def test_sentinels_in_refused_content_never_surface(
 ) -> None:
     # Lower-case letters and digits only, so the sentinel itself does not look like a token.
     sentinel = f"sentinel-{uuid.uuid4().hex}"
-    access = await enabled(store, scope(entry_cap=1))
-    disabled = scope("team-a/alice-off", control_room="!off:example.org")
+    access = await enabled(store, scope_record(entry_cap=1))
+    disabled = scope_record("team-a/alice-off", control_room="!off:example.org")
     await store.ensure_scope(disabled)
     attempts: list[tuple[Reason, Any]] = [
         (Reason.CREDENTIAL_CONTENT, runtime.save(access, f"{sentinel} password={sentinel}")),

@@ -29,11 +29,11 @@ from fgentic_governance.memory import (
     migrate,
 )
 from fgentic_governance.reasons import Reason
+from tests.support.store import RUNTIME_SETTINGS
 
 pytestmark = pytest.mark.integration
 ALICE, BOB = "@alice:fgentic.local", "@bob:fgentic.local"
 ROOM = "!alice-control:fgentic.local"
-RUNTIME_SETTINGS = {"role": "fgentic_memory_runtime", "search_path": "fgentic_memory, public"}
 # Longer than any bound below (runtime 5 s, pool lock wait 8 s), so a hang fails the test
 # instead of hanging the suite; on the code before the fix these waits never ended.
 HANG = 30.0
@@ -52,7 +52,7 @@ def record(key: str = "team-a/alice-helper", subject: str = ALICE,
 
 
 @pytest.fixture
-async def store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
+async def bounded_store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
     """The operator's store: its pool has the operator's bounds (bounds.POOL)."""
     pool = await asyncpg.create_pool(pg_dsn, **bounds.pool_kwargs(min_size=1, max_size=8))
     async with pool.acquire() as conn:
@@ -62,7 +62,7 @@ async def store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
 
 
 @pytest.fixture
-async def runtime_conn(pg_dsn: str, store: MemoryStore) -> AsyncIterator[Any]:
+async def runtime_conn(pg_dsn: str, bounded_store: MemoryStore) -> AsyncIterator[Any]:
     """A runtime connection opened after the migration, so the database defaults apply."""
     conn = await asyncpg.connect(pg_dsn, server_settings=RUNTIME_SETTINGS)
     yield conn
@@ -95,6 +95,12 @@ async def open_insert(conn: Any, access: Access) -> Any:
     return tx
 
 
+async def defeat_bounds(conn: Any) -> None:
+    """What a hostile runtime can do after the gate: lift its transaction's bounds."""
+    for name in bounds.RUNTIME:
+        await conn.execute(f"SET LOCAL {name} = 0")
+
+
 async def refusal(work: Any) -> Reason:
     with pytest.raises(StoreRefusal) as info:
         await work
@@ -107,8 +113,8 @@ async def test_database_defaults_bound_the_runtime(runtime_conn: Any) -> None:
 
 
 async def test_gates_bound_a_runtime_that_loosened_its_session(
-        store: MemoryStore, runtime_conn: Any) -> None:
-    access = await granted(store)
+        bounded_store: MemoryStore, runtime_conn: Any) -> None:
+    access = await granted(bounded_store)
     for name in bounds.RUNTIME:
         await runtime_conn.execute(f"SET {name} = 0")
     async with runtime_conn.transaction():
@@ -119,9 +125,9 @@ async def test_gates_bound_a_runtime_that_loosened_its_session(
 
 @pytest.mark.parametrize("hold", ["uncommitted insert", "select for update"])
 async def test_withdrawal_outlasts_a_stuck_runtime_transaction(
-        store: MemoryStore, runtime_conn: Any, hold: str) -> None:
-    access = await granted(store)
-    await store.save(access, "an older fact")
+        bounded_store: MemoryStore, runtime_conn: Any, hold: str) -> None:
+    access = await granted(bounded_store)
+    await bounded_store.save(access, "an older fact")
     if hold == "uncommitted insert":
         await open_insert(runtime_conn, access)
     else:
@@ -130,11 +136,11 @@ async def test_withdrawal_outlasts_a_stuck_runtime_transaction(
         await runtime_conn.fetch(
             "SELECT id FROM memory WHERE scope_key = $1 FOR UPDATE", access.scope_key)
     started = time.monotonic()
-    receipt = await asyncio.wait_for(store.withdraw(access.scope_key), HANG)
+    receipt = await asyncio.wait_for(bounded_store.withdraw(access.scope_key), HANG)
     took = time.monotonic() - started
     assert receipt.verified and receipt.reason is Reason.OK
-    assert await store.entry_count(access.scope_key) == 0
-    state = await store.scope_state(access.scope_key)
+    assert await bounded_store.entry_count(access.scope_key) == 0
+    state = await bounded_store.scope_state(access.scope_key)
     assert not state.enabled and not state.held
     # The runtime's idle-in-transaction bound ended its session (that released the lock).
     assert took >= 1.0, "the fence did not wait for the runtime at all"
@@ -143,18 +149,17 @@ async def test_withdrawal_outlasts_a_stuck_runtime_transaction(
 
 
 async def test_fence_that_cannot_get_its_lock_fails_closed_then_completes(
-        store: MemoryStore, runtime_conn: Any, pg_dsn: str) -> None:
-    access = await granted(store)
-    await store.save(access, "an older fact")
+        bounded_store: MemoryStore, runtime_conn: Any, pg_dsn: str) -> None:
+    access = await granted(bounded_store)
+    await bounded_store.save(access, "an older fact")
     tx = await open_insert(runtime_conn, access)
     # A runtime that defeats its own bounds (inside the transaction, after the gate).
-    for name in bounds.RUNTIME:
-        await runtime_conn.execute(f"SET LOCAL {name} = 0")
+    await defeat_bounds(runtime_conn)
 
-    assert await asyncio.wait_for(refusal(store.withdraw(access.scope_key)), HANG) is (
+    assert await asyncio.wait_for(refusal(bounded_store.withdraw(access.scope_key)), HANG) is (
         Reason.STORE_LOCK_TIMEOUT)
     # Closed although the fence never ran: held, nothing readable, writable or admissible.
-    state = await store.scope_state(access.scope_key)
+    state = await bounded_store.scope_state(access.scope_key)
     assert state.held and state.enabled  # The scope row itself is still locked.
     other = await asyncpg.connect(pg_dsn, server_settings=RUNTIME_SETTINGS)
     try:
@@ -174,51 +179,50 @@ async def test_fence_that_cannot_get_its_lock_fails_closed_then_completes(
             assert await other.fetchval("SELECT count(*) FROM readable_memory") == 0
     finally:
         await other.close()
-    assert await refusal(store.search(access, [0.1] * 768)) is Reason.SCOPE_DISABLED
+    assert await refusal(bounded_store.search(access, [0.1] * 768)) is Reason.SCOPE_DISABLED
 
     # The stuck writer commits after all: the retried erasure removes its row too.
     await tx.commit()
-    outcome = await flow.reconcile(store, record(), Verdict(Posture.FULLY_DISABLED,
-                                                            Reason.CONSENT_WITHDRAWN))
+    outcome = await flow.reconcile(bounded_store, record(), Verdict(Posture.FULLY_DISABLED,
+                                                                    Reason.CONSENT_WITHDRAWN))
     assert outcome.erasure is not None and outcome.erasure.verified
     assert outcome.erasure.deleted == 2
-    state = await store.scope_state(access.scope_key)
+    state = await bounded_store.scope_state(access.scope_key)
     assert not state.enabled and not state.held and state.entry_count == 0
 
 
 async def test_held_scope_with_standing_consent_is_erased_then_reopened(
-        store: MemoryStore, runtime_conn: Any) -> None:
+        bounded_store: MemoryStore, runtime_conn: Any) -> None:
     """A control-API forget-all whose fence ran out: the operator finishes it, consent stands."""
-    access = await granted(store)
-    await store.save(access, "an older fact")
+    access = await granted(bounded_store)
+    await bounded_store.save(access, "an older fact")
     tx = await open_insert(runtime_conn, access)
-    for name in bounds.RUNTIME:
-        await runtime_conn.execute(f"SET LOCAL {name} = 0")
-    assert await asyncio.wait_for(refusal(store.erase_scope(access.scope_key)), HANG) is (
+    await defeat_bounds(runtime_conn)
+    assert await asyncio.wait_for(refusal(bounded_store.erase_scope(access.scope_key)), HANG) is (
         Reason.STORE_LOCK_TIMEOUT)
     await tx.rollback()
-    outcome = await flow.reconcile(store, record(), Verdict(Posture.ENABLED, Reason.OK),
-                                   access.generation)
-    state = await store.scope_state(access.scope_key)
+    outcome = await flow.reconcile(bounded_store, record(),
+                                   Verdict(Posture.ENABLED, Reason.OK), access.generation)
+    state = await bounded_store.scope_state(access.scope_key)
     assert state.enabled and not state.held and state.entry_count == 0
     assert outcome.generation == state.consent_generation > access.generation
     fresh = Access.for_scope(record(), state.consent_generation)
-    await store.save(fresh, "a new fact")
-    assert await store.readable_count(fresh) == 1
+    await bounded_store.save(fresh, "a new fact")
+    assert await bounded_store.readable_count(fresh) == 1
 
 
-async def test_erasures_leave_connections_for_other_users(pg_dsn: str, store: MemoryStore,
-                                                          runtime_conn: Any) -> None:
+async def test_erasures_leave_connections_for_other_users(
+        pg_dsn: str, bounded_store: MemoryStore, runtime_conn: Any) -> None:
     """The control API's store: 4 parked erasures of one scope, another user still served."""
     pool = await asyncpg.create_pool(pg_dsn, **bounds.pool_kwargs(min_size=0, max_size=8))
     api_store = MemoryStore(pool, erasure_slots=4)
     try:
-        alice = await granted(store)
-        bob = await granted(store, record("team-a/bob-helper", BOB, "!bob-control:fgentic.local"))
-        await store.save(bob, "bob's fact")
+        alice = await granted(bounded_store)
+        bob = await granted(bounded_store,
+                            record("team-a/bob-helper", BOB, "!bob-control:fgentic.local"))
+        await bounded_store.save(bob, "bob's fact")
         tx = await open_insert(runtime_conn, alice)
-        for name in bounds.RUNTIME:
-            await runtime_conn.execute(f"SET LOCAL {name} = 0")
+        await defeat_bounds(runtime_conn)
         erasures = [asyncio.create_task(api_store.erase_scope(alice.scope_key))
                     for _ in range(6)]
         await asyncio.sleep(1.0)
@@ -238,13 +242,14 @@ async def test_erasures_leave_connections_for_other_users(pg_dsn: str, store: Me
 # -- finding 5: superseded_by -------------------------------------------------------------
 
 
-async def test_superseded_by_is_an_id_of_the_same_scope(store: MemoryStore,
-                                                        runtime_conn: Any) -> None:
-    alice = await granted(store)
-    bob = await granted(store, record("team-a/bob-helper", BOB, "!bob-control:fgentic.local"))
-    first = await store.save(alice, "first fact")
-    second = await store.save(alice, "second fact")
-    foreign = await store.save(bob, "bob's fact")
+async def test_superseded_by_is_an_id_of_the_same_scope(
+        bounded_store: MemoryStore, runtime_conn: Any) -> None:
+    alice = await granted(bounded_store)
+    bob = await granted(bounded_store,
+                        record("team-a/bob-helper", BOB, "!bob-control:fgentic.local"))
+    first = await bounded_store.save(alice, "first fact")
+    second = await bounded_store.save(alice, "second fact")
+    foreign = await bounded_store.save(bob, "bob's fact")
     update = "UPDATE memory SET superseded_by = $1 WHERE id = $2"
 
     async def refused(value: str) -> str:
@@ -261,15 +266,15 @@ async def test_superseded_by_is_an_id_of_the_same_scope(store: MemoryStore,
         "SELECT count(*) FROM memory WHERE id = $1", first) == 1
     await runtime_conn.execute(update, None, first)  # Clearing it is always allowed.
     # Setting it is a write: a withdrawn scope refuses it.
-    await store.withdraw(bob.scope_key)
-    await store.withdraw(alice.scope_key)
-    assert await store.entry_count(alice.scope_key) == 0
+    await bounded_store.withdraw(bob.scope_key)
+    await bounded_store.withdraw(alice.scope_key)
+    assert await bounded_store.entry_count(alice.scope_key) == 0
     rec = record()
-    await store.ensure_scope(rec)
-    again = Access.for_scope(rec, await store.grant(rec.scope_key))
-    kept = await store.save(again, "kept fact")
-    newer = await store.save(again, "newer fact")
-    await store.set_posture(rec.scope_key, Posture.CAPTURE_DISABLED)
+    await bounded_store.ensure_scope(rec)
+    again = Access.for_scope(rec, await bounded_store.grant(rec.scope_key))
+    kept = await bounded_store.save(again, "kept fact")
+    newer = await bounded_store.save(again, "newer fact")
+    await bounded_store.set_posture(rec.scope_key, Posture.CAPTURE_DISABLED)
     with pytest.raises(asyncpg.PostgresError) as info:
         await runtime_conn.execute(update, newer, kept)
     assert info.value.sqlstate == "FG003"  # CAPTURE_DISABLED
@@ -279,7 +284,7 @@ async def test_superseded_by_is_an_id_of_the_same_scope(store: MemoryStore,
 
 
 async def test_pinned_settings_are_verified_on_the_live_server(pg_dsn: str,
-                                                               store: MemoryStore) -> None:
+                                                               bounded_store: MemoryStore) -> None:
     database = pg_dsn.rsplit("/", 1)[1]
     login = f"rt_{database[-8:]}"
     conn = await asyncpg.connect(pg_dsn)

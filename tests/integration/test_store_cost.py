@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
@@ -18,59 +17,18 @@ from fgentic_governance.memory import (
     MemoryClient,
     MemoryStore,
     Operation,
-    ScopeRecord,
     StoreRefusal,
-    migrate,
 )
 from fgentic_governance.memory.metrics import ADMISSIONS, ADMITTED_UNITS, STORE_OPERATIONS
 from fgentic_governance.reasons import Reason
+from tests.support.store import ALICE, ROOM, enabled, scope_record
 
 pytestmark = pytest.mark.integration
-
-ALICE = "@alice:example.org"
-ROOM = "!alice-control:example.org"
-
-
-def scope(key: str = "team-a/alice-helper", **overrides: Any) -> ScopeRecord:
-    fields: dict[str, Any] = {
-        "scope_key": key, "subject_mxid": ALICE, "origin_kind": "native-local",
-        "agent_namespace": "team-a", "agent_name": "helper", "control_room": ROOM,
-    }
-    fields.update(overrides)
-    return ScopeRecord(**fields)
-
-
-@pytest.fixture
-async def pool(pg_dsn: str) -> AsyncIterator[Any]:
-    owner = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=24)
-    async with owner.acquire() as conn:
-        await migrate(conn)
-    yield owner
-    await owner.close()
-
-
-@pytest.fixture
-async def runtime_pool(pg_dsn: str, pool: Any) -> AsyncIterator[Any]:
-    runtime = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=24,
-                                        server_settings={"role": "fgentic_memory_runtime"})
-    yield runtime
-    await runtime.close()
-
-
-@pytest.fixture
-def store(pool: Any) -> MemoryStore:
-    return MemoryStore(pool)
 
 
 @pytest.fixture
 def gate(runtime_pool: Any) -> CostGate:
     return CostGate(runtime_pool)
-
-
-async def enabled(store: MemoryStore, record: ScopeRecord | None = None) -> Access:
-    record = record or scope()
-    await store.ensure_scope(record)
-    return Access.for_scope(record, await store.grant(record.scope_key))
 
 
 async def reason_of(coro: Any) -> Reason:
@@ -105,10 +63,10 @@ async def test_explicit_operations_burst_three_then_rate_limited(
 async def test_bucket_is_per_sender_and_agent(store: MemoryStore, gate: CostGate) -> None:
     first = await enabled(store)
     # Same sender and Agent from a second control room shares the bucket...
-    second = await enabled(store, scope("team-a/alice-b", control_room="!b:example.org"))
+    second = await enabled(store, scope_record("team-a/alice-b", control_room="!b:example.org"))
     # ...another Agent does not.
-    other = await enabled(store, scope("team-a/alice-o", agent_name="other",
-                                       control_room="!o:example.org"))
+    other = await enabled(store, scope_record("team-a/alice-o", agent_name="other",
+                                              control_room="!o:example.org"))
     for access in (first, second, first):
         await gate.admit(access, {Operation.LOAD: 1}, explicit=True)
     assert await reason_of(gate.admit(second, {Operation.LOAD: 1}, explicit=True)) is (
@@ -118,7 +76,7 @@ async def test_bucket_is_per_sender_and_agent(store: MemoryStore, gate: CostGate
 
 async def test_hourly_ceiling_is_a_sliding_window(store: MemoryStore, gate: CostGate,
                                                   pool: Any) -> None:
-    access = await enabled(store, scope(hourly_operation_ceiling=5))
+    access = await enabled(store, scope_record(hourly_operation_ceiling=5))
     assert await gate.admit(access, {Operation.SAVE: 1, Operation.EMBEDDING: 1}) == 3
     assert await gate.admit(access, {Operation.SAVE: 1, Operation.EMBEDDING: 1}) == 1
     # All items of one request are admitted together or not at all.
@@ -140,7 +98,7 @@ async def test_hourly_ceiling_is_a_sliding_window(store: MemoryStore, gate: Cost
 
 async def test_ceiling_holds_under_concurrency(store: MemoryStore, gate: CostGate,
                                                pool: Any) -> None:
-    access = await enabled(store, scope(hourly_operation_ceiling=10))
+    access = await enabled(store, scope_record(hourly_operation_ceiling=10))
 
     async def attempt() -> Reason:
         try:
@@ -158,7 +116,7 @@ async def test_ceiling_holds_under_concurrency(store: MemoryStore, gate: CostGat
 
 async def test_admission_is_fenced_like_every_operation(store: MemoryStore,
                                                         gate: CostGate) -> None:
-    record = scope()
+    record = scope_record()
     await store.ensure_scope(record)
     assert await reason_of(gate.admit(Access.for_scope(record, 0), {Operation.LOAD: 1})) is (
         Reason.SCOPE_DISABLED)
@@ -190,7 +148,7 @@ class Embedder:
 
 async def test_client_admits_before_embedding(store: MemoryStore, gate: CostGate,
                                               runtime_pool: Any) -> None:
-    access = await enabled(store, scope(hourly_operation_ceiling=4))
+    access = await enabled(store, scope_record(hourly_operation_ceiling=4))
     embedder = Embedder()
     client = MemoryClient(MemoryStore(runtime_pool), gate, access, embedder=embedder)
     entry = await client.save("Alice prefers tea.")  # save + embedding = 2 units

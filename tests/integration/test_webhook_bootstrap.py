@@ -13,9 +13,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.rendering.admission import webhook_configuration
-from tests import processes
-from tests.support import api_message, example
+from fgentic_admission.render import webhook_configuration
+from tests.support import processes
+from tests.support.objects import api_message, example
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from fgentic_governance.api.registry import KINDS, CustomResource
-from tests.proof.doc_paths import drop, get, paths, put
-from tests.support import ROOT, example
+from tests.support.doc_paths import drop, get, paths, put
+from tests.support.objects import ROOT, example
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

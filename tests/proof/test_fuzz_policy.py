@@ -1,7 +1,8 @@
 """Fuzzing the admission policy with arbitrary Agent-like objects.
 
 `agent_denials` must return a list of Denials and never raise; every code is from the bounded
-Code enum; a message is exactly "CODE at PATH" or "CODE at PATH (NAME)" where PATH is built from
+AdmissionCode enum; a message is exactly "CODE at PATH" or "CODE at PATH (NAME)" where PATH is
+built from
 the policy's own field names and indices and NAME is a header name that appears in the object
 (normalized) or the fixed placeholder. SENTINEL is placed in every non-name position (tool
 names, secret refs, memory config, server refs, metadata) and must never surface.
@@ -16,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fgentic_admission.policy import (
+    AdmissionCode,
     BindingView,
-    Code,
     Denial,
     PolicyState,
     ScopeView,
@@ -131,7 +132,7 @@ def assert_bounded(denials: list[Denial], doc: Any) -> None:
     assert isinstance(denials, list)
     allowed = names_in(doc)
     for denial in denials:
-        assert isinstance(denial, Denial) and isinstance(denial.code, Code)
+        assert isinstance(denial, Denial) and isinstance(denial.code, AdmissionCode)
         message = denial.message()
         match = _MESSAGE.fullmatch(message)
         assert match is not None, message

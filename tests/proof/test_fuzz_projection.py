@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from fgentic_governance import contract
 from fgentic_governance.contract import Code, ContractError
 from fgentic_governance.contract.shapes import FIELD_NAMES, AgentRef
-from tests.proof.doc_paths import drop, paths, put
+from tests.support.doc_paths import drop, paths, put
 
 DATA = Path(contract.__file__).parent / "testdata"
 SENTINEL = "Zq9xSENT"

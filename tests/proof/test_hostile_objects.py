@@ -19,8 +19,8 @@ import pydantic
 import pytest
 
 from fgentic_admission.policy import (
+    AdmissionCode,
     BindingView,
-    Code,
     PolicyState,
     agent_denials,
 )
@@ -28,8 +28,8 @@ from fgentic_governance import contract
 from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.contract import Code as CCode
-from fgentic_governance.contract import ContractError
-from tests.support import example
+from fgentic_governance.contract import ContractError, MatrixProjection, OAuthProjection
+from tests.support.objects import example
 
 DATA = Path(contract.__file__).parent / "testdata"
 NOW = 1784117000
@@ -159,12 +159,18 @@ def test_hostile_headers_are_rejected_with_their_code(
     assert str(info.value) in {code.value, f"{code.value} at {info.value.path}"}
 
 
-def test_the_unchanged_documents_are_accepted() -> None:
-    """Anchor: every row above differs from an accepted header in the one way it names."""
-    for raw in (VALID_MATRIX, VALID_OAUTH):
-        contract.decode_identity([b64(raw)], now=NOW, agent=None)
-    two = oauth(groups=["partner/org-b/doc", "partner/org-b/docs"])
-    contract.decode_identity([b64(jcs(two))], now=NOW, agent=None)
+@pytest.mark.parametrize(("document", "kind"), [
+    (doc("matrix_projection"), MatrixProjection),
+    (doc("oauth_projection"), OAuthProjection),
+    (oauth(groups=["partner/org-b/doc", "partner/org-b/docs"]), OAuthProjection),
+], ids=["matrix", "oauth", "oauth-two-groups"])
+def test_the_unchanged_documents_are_accepted(document: dict[str, Any],
+                                              kind: type[pydantic.BaseModel]) -> None:
+    """Anchor: every row above differs from an accepted header in the one way it names; the
+    accepted header decodes to exactly the document it carries."""
+    decoded = contract.decode_identity([b64(jcs(document))], now=NOW, agent=None)
+    assert type(decoded) is kind
+    assert decoded.model_dump(mode="json") == document
 
 
 # -- CRD models ---------------------------------------------------------------------------------
@@ -257,59 +263,59 @@ def agent(allowed: list[Any] | None = None, headers_from: list[str] | None = Non
             "spec": {"type": "Declarative", "declarative": {"tools": [tool]}}}
 
 
-PolicyRow = tuple[str, dict[str, Any], list[Code]]
+PolicyRow = tuple[str, dict[str, Any], list[AdmissionCode]]
 POLICY_ROWS: list[PolicyRow] = [
     # allowedHeaders: only the exact carrier name (ASCII case-insensitive, SP/HTAB padding).
-    ("cyrillic-e", agent([CARRIER.replace("e", "\u0435")]), [Code.FORBIDDEN_HEADER]),
+    ("cyrillic-e", agent([CARRIER.replace("e", "\u0435")]), [AdmissionCode.FORBIDDEN_HEADER]),
     ("cyrillic-a-like", agent(["x-fgentic-identity".replace("i", "\u0456", 1)]),
-     [Code.FORBIDDEN_HEADER]),
-    ("cyrillic-y", agent(["x-fgentic-identit\u0443"]), [Code.FORBIDDEN_HEADER]),
-    ("fullwidth", agent(["\uff58-fgentic-identity"]), [Code.FORBIDDEN_HEADER]),
+     [AdmissionCode.FORBIDDEN_HEADER]),
+    ("cyrillic-y", agent(["x-fgentic-identit\u0443"]), [AdmissionCode.FORBIDDEN_HEADER]),
+    ("fullwidth", agent(["\uff58-fgentic-identity"]), [AdmissionCode.FORBIDDEN_HEADER]),
     ("fullwidth-all", agent([CARRIER.translate({c: c + 0xFEE0 for c in range(0x21, 0x7F)})]),
-     [Code.FORBIDDEN_HEADER]),
-    ("zero-width-joiner", agent(["x-fgentic-\u200didentity"]), [Code.FORBIDDEN_HEADER]),
-    ("zero-width-space-end", agent([CARRIER + "\u200b"]), [Code.FORBIDDEN_HEADER]),
-    ("soft-hyphen", agent(["x-fgentic\u00ad-identity"]), [Code.FORBIDDEN_HEADER]),
-    ("underscore-variant", agent(["x_fgentic_identity"]), [Code.FORBIDDEN_HEADER]),
-    ("oversized-name", agent(["x-" + "a" * 5000]), [Code.FORBIDDEN_HEADER]),
-    ("non-string-name", agent([{"name": CARRIER}]), [Code.FORBIDDEN_HEADER]),
+     [AdmissionCode.FORBIDDEN_HEADER]),
+    ("zero-width-joiner", agent(["x-fgentic-\u200didentity"]), [AdmissionCode.FORBIDDEN_HEADER]),
+    ("zero-width-space-end", agent([CARRIER + "\u200b"]), [AdmissionCode.FORBIDDEN_HEADER]),
+    ("soft-hyphen", agent(["x-fgentic\u00ad-identity"]), [AdmissionCode.FORBIDDEN_HEADER]),
+    ("underscore-variant", agent(["x_fgentic_identity"]), [AdmissionCode.FORBIDDEN_HEADER]),
+    ("oversized-name", agent(["x-" + "a" * 5000]), [AdmissionCode.FORBIDDEN_HEADER]),
+    ("non-string-name", agent([{"name": CARRIER}]), [AdmissionCode.FORBIDDEN_HEADER]),
     ("trailing-space-unbound", agent([CARRIER + " "], name="other"),
-     [Code.IDENTITY_HEADER_UNBOUND]),
+     [AdmissionCode.IDENTITY_HEADER_UNBOUND]),
     ("trailing-tab-unbound", agent(["X-Fgentic-Identity\t"], name="other"),
-     [Code.IDENTITY_HEADER_UNBOUND]),
-    ("carrier-and-credential", agent([CARRIER, "Authorization"]), [Code.FORBIDDEN_HEADER]),
+     [AdmissionCode.IDENTITY_HEADER_UNBOUND]),
+    ("carrier-and-credential", agent([CARRIER, "Authorization"]), [AdmissionCode.FORBIDDEN_HEADER]),
     # headersFrom: never an X-Fgentic-* name, and never a name that is not an HTTP token.
-    ("from-carrier", agent(headers_from=[CARRIER]), [Code.FORBIDDEN_HEADERS_FROM]),
+    ("from-carrier", agent(headers_from=[CARRIER]), [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     ("from-trailing-space", agent(headers_from=["X-Fgentic-Identity "]),
-     [Code.FORBIDDEN_HEADERS_FROM]),
+     [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     ("from-room-context", agent(headers_from=["X-Fgentic-Room-Context"]),
-     [Code.FORBIDDEN_HEADERS_FROM]),
+     [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     ("from-cyrillic-e", agent(headers_from=["x-fg\u0435ntic-identity"]),
-     [Code.FORBIDDEN_HEADERS_FROM]),
+     [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     ("from-fullwidth", agent(headers_from=["\uff58-fgentic-identity"]),
-     [Code.FORBIDDEN_HEADERS_FROM]),
+     [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     ("from-zwj", agent(headers_from=["x-\u200dfgentic-identity"]),
-     [Code.FORBIDDEN_HEADERS_FROM]),
+     [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     ("from-nbsp-prefix", agent(headers_from=["\u00a0x-fgentic-identity"]),
-     [Code.FORBIDDEN_HEADERS_FROM]),
+     [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     ("from-authorization", agent(headers_from=["Authorization"]),
-     [Code.FORBIDDEN_HEADERS_FROM]),
+     [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     ("from-cyrillic-i-authorization", agent(headers_from=["authorizat\u0456on"]),
-     [Code.FORBIDDEN_HEADERS_FROM]),
-    ("from-x-user-id", agent(headers_from=["X-User-Id"]), [Code.FORBIDDEN_HEADERS_FROM]),
-    ("from-empty-name", agent(headers_from=[""]), [Code.FORBIDDEN_HEADERS_FROM]),
+     [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
+    ("from-x-user-id", agent(headers_from=["X-User-Id"]), [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
+    ("from-empty-name", agent(headers_from=[""]), [AdmissionCode.FORBIDDEN_HEADERS_FROM]),
     # Mixed shapes fail closed.
     ("tools-not-a-list", {**agent(), "spec": {"declarative": {"tools": "x"}}},
-     [Code.MALFORMED_OBJECT]),
+     [AdmissionCode.MALFORMED_OBJECT]),
     ("mcp-server-list", {**agent(), "spec": {"declarative": {"tools": [
-        {"mcpServer": [CARRIER]}]}}}, [Code.MALFORMED_OBJECT]),
+        {"mcpServer": [CARRIER]}]}}}, [AdmissionCode.MALFORMED_OBJECT]),
 ]
 
 
 @pytest.mark.parametrize(("obj", "expected"), [r[1:] for r in POLICY_ROWS],
                          ids=[r[0] for r in POLICY_ROWS])
 def test_hostile_agents_are_denied_with_their_code(obj: dict[str, Any],
-                                                   expected: list[Code]) -> None:
+                                                   expected: list[AdmissionCode]) -> None:
     denials = agent_denials(obj, BOUND)
     assert [d.code for d in denials] == expected
     for denial in denials:
@@ -325,7 +331,7 @@ def test_the_plain_carrier_is_admitted_when_bound() -> None:
 
 @pytest.mark.parametrize("name", [CARRIER + "\u3000", "\u2003" + CARRIER, CARRIER + "\x1f"])
 def test_unicode_padded_carrier_is_refused(name: str) -> None:
-    assert [d.code for d in agent_denials(agent([name]), BOUND)] == [Code.FORBIDDEN_HEADER]
+    assert [d.code for d in agent_denials(agent([name]), BOUND)] == [AdmissionCode.FORBIDDEN_HEADER]
 
 
 @pytest.mark.parametrize("name", ["x-fgentic-identit\u0443", "\uff58-fgentic-identity"])

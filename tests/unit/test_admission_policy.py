@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fgentic_admission.policy import (
+    AdmissionCode,
     BindingView,
-    Code,
     PolicyState,
     ScopeView,
     agent_denials,
@@ -18,7 +18,7 @@ from fgentic_admission.policy import (
     scope_denials,
 )
 from fgentic_admission.review import Lookups, Reviewer, Unanswerable
-from tests.support import example
+from tests.support.objects import example
 
 SERVER = ("kagent.dev", "RemoteMCPServer", "ns", "knowledge")
 STATE = PolicyState(
@@ -39,7 +39,7 @@ def agent(name: str = "retriever", headers: Any = None, **mcp: Any) -> dict[str,
     return doc
 
 
-def codes(doc: dict[str, Any], state: PolicyState = STATE) -> list[Code]:
+def codes(doc: dict[str, Any], state: PolicyState = STATE) -> list[AdmissionCode]:
     return [d.code for d in agent_denials(doc, state)]
 
 
@@ -52,40 +52,43 @@ def test_every_name_but_the_carrier_is_forbidden(name: str) -> None:
     if name.strip().lower() == "x-fgentic-identity":
         assert result == []
     else:
-        assert result == [Code.FORBIDDEN_HEADER]
+        assert result == [AdmissionCode.FORBIDDEN_HEADER]
 
 
 @given(st.sampled_from(["x-fgentic-identity", "X-FGENTIC-IDENTITY", " X-Fgentic-Identity "]))
 def test_the_carrier_needs_the_exact_binding(name: str) -> None:
     assert codes(agent(headers=[name])) == []
-    assert codes(agent("other", headers=[name])) == [Code.IDENTITY_HEADER_UNBOUND]
-    assert codes(agent(headers=[name], name="elsewhere")) == [Code.IDENTITY_HEADER_UNBOUND]
+    assert codes(agent("other", headers=[name])) == [AdmissionCode.IDENTITY_HEADER_UNBOUND]
+    assert codes(agent(headers=[name], name="elsewhere")) == [AdmissionCode.IDENTITY_HEADER_UNBOUND]
     assert codes(agent(headers=[name], toolNames=["search", "x"])) == [
-        Code.IDENTITY_TOOL_MISMATCH]
+        AdmissionCode.IDENTITY_TOOL_MISMATCH]
 
 
 def test_ambiguous_bindings_fail_closed() -> None:
     twice = PolicyState(bindings={("ns", "retriever"): [*STATE.bindings[("ns", "retriever")]] * 2})
-    assert codes(agent(headers=["x-fgentic-identity"]), twice) == [Code.IDENTITY_HEADER_UNBOUND]
+    assert codes(agent(headers=["x-fgentic-identity"]), twice) == [
+        AdmissionCode.IDENTITY_HEADER_UNBOUND]
 
 
 def test_inactive_binding_admits_nothing() -> None:
     view = BindingView("ns", "b", ("ns", "retriever"), SERVER, "search", active=False)
     state = PolicyState(bindings={("ns", "retriever"): [view]})
-    assert codes(agent(headers=["x-fgentic-identity"]), state) == [Code.IDENTITY_HEADER_UNBOUND]
+    assert codes(agent(headers=["x-fgentic-identity"]), state) == [
+        AdmissionCode.IDENTITY_HEADER_UNBOUND]
 
 
 @pytest.mark.parametrize(("memory", "scope", "expected"), [
     ({"modelConfig": "e", "ttlDays": 3}, ("demo", 3, True), []),
-    ({"modelConfig": "e", "ttlDays": 4}, ("demo", 3, True), [Code.MEMORY_TTL_EXCEEDS_RETENTION]),
-    ({"modelConfig": "e"}, ("demo", 3, True), [Code.MEMORY_TTL_MISSING]),
-    ({"modelConfig": "e", "ttlDays": True}, ("demo", 3, True), [Code.MEMORY_TTL_MISSING]),
-    ({"modelConfig": "e", "ttlDays": 1}, ("demo", 3, False), [Code.MEMORY_UNGATED]),
-    ({"modelConfig": "e", "ttlDays": 1}, ("production", 3, True), [Code.MEMORY_UNGATED]),
-    ({}, ("demo", 3, True), [Code.MEMORY_TTL_MISSING]),
+    ({"modelConfig": "e", "ttlDays": 4}, ("demo", 3, True),
+     [AdmissionCode.MEMORY_TTL_EXCEEDS_RETENTION]),
+    ({"modelConfig": "e"}, ("demo", 3, True), [AdmissionCode.MEMORY_TTL_MISSING]),
+    ({"modelConfig": "e", "ttlDays": True}, ("demo", 3, True), [AdmissionCode.MEMORY_TTL_MISSING]),
+    ({"modelConfig": "e", "ttlDays": 1}, ("demo", 3, False), [AdmissionCode.MEMORY_UNGATED]),
+    ({"modelConfig": "e", "ttlDays": 1}, ("production", 3, True), [AdmissionCode.MEMORY_UNGATED]),
+    ({}, ("demo", 3, True), [AdmissionCode.MEMORY_TTL_MISSING]),
 ])
 def test_memory_gates(memory: dict[str, Any], scope: tuple[str, int, bool],
-                      expected: list[Code]) -> None:
+                      expected: list[AdmissionCode]) -> None:
     doc = example("Agent")
     doc["metadata"] = {"name": "mem", "namespace": "ns"}
     doc["spec"]["declarative"]["memory"] = memory
@@ -122,15 +125,16 @@ def test_denial_messages_never_echo_values(text: str) -> None:
 def test_cross_object_rules() -> None:
     scope, consent = example("MemoryScope"), example("ConsentRecord")
     assert consent_denials(consent, scope) == []
-    assert [d.code for d in consent_denials(consent, None)] == [Code.CONSENT_SCOPE_MISSING]
+    assert [d.code for d in consent_denials(consent, None)] == [AdmissionCode.CONSENT_SCOPE_MISSING]
     assert [d.code for d in consent_denials(consent, scope, offboarding=True)] == [
-        Code.OFFBOARDING_IN_PROGRESS]
+        AdmissionCode.OFFBOARDING_IN_PROGRESS]
     scope["spec"]["subject"]["mxid"] = "@bob:fgentic.local"
-    assert [d.code for d in consent_denials(consent, scope)] == [Code.CONSENT_SUBJECT_MISMATCH]
+    assert [d.code for d in consent_denials(consent, scope)] == [
+        AdmissionCode.CONSENT_SUBJECT_MISMATCH]
     assert scope_denials(example("MemoryScope"), "fgentic.local") == []
     for home in ("", "other.example"):
         assert [d.code for d in scope_denials(example("MemoryScope"), home)] == [
-            Code.FEDERATION_DENIED]
+            AdmissionCode.FEDERATION_DENIED]
 
 
 def _review(doc: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:

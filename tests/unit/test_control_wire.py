@@ -14,7 +14,7 @@ import pytest
 
 from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.control.codes import ControlError, ControlReason, Drift
-from fgentic_governance.control.directory import ScopeView, select
+from fgentic_governance.control.directory import DirectoryScope, select
 from fgentic_governance.control.wire import (
     AgentKey,
     Command,
@@ -24,7 +24,7 @@ from fgentic_governance.control.wire import (
     parse,
 )
 from fgentic_governance.reasons import Reason
-from tests.support import example
+from tests.support.objects import example
 
 SENTINEL = "SENTINEL-c0ntr0l-wire-9d1e"
 SUBJECT = "@alice:fgentic.local"
@@ -109,10 +109,10 @@ def test_malformed_requests_are_refused_without_echo(model: type[Command], raw: 
 # -- resolution ------------------------------------------------------------------------------
 
 
-def view(name: str, **spec: Any) -> ScopeView:
+def view(name: str, **spec: Any) -> DirectoryScope:
     raw = example("MemoryScope")["spec"]
     raw.update(spec)
-    return ScopeView("demo", name, MemoryScopeSpec.model_validate(raw))
+    return DirectoryScope("demo", name, MemoryScopeSpec.model_validate(raw))
 
 
 ALICE = view("alice", subject={"mxid": SUBJECT, "originKind": "native-local"},
@@ -122,7 +122,7 @@ BOB = view("bob", subject={"mxid": "@bob:fgentic.local", "originKind": "native-l
 KEY = AgentKey(namespace="demo", name="docs-agent")
 
 
-def refusal(scopes: list[ScopeView], subject: str = SUBJECT, agent: AgentKey = KEY,
+def refusal(scopes: list[DirectoryScope], subject: str = SUBJECT, agent: AgentKey = KEY,
             room_id: str = "!alice-control") -> ControlError:
     with pytest.raises(ControlError) as info:
         select(scopes, subject, agent, room_id)
@@ -156,7 +156,7 @@ def test_the_subjects_scope_from_another_room_is_room_drift() -> None:
 
 
 def test_two_objects_claiming_one_triple_is_a_binding_conflict() -> None:
-    twin = ScopeView("other-ns", "alice", ALICE.spec)
+    twin = DirectoryScope("other-ns", "alice", ALICE.spec)
     assert refusal([ALICE, twin]).code is Reason.BINDING_CONFLICT
 
 

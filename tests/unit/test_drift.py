@@ -1,10 +1,10 @@
-"""Drift decisions for rendered objects (handlers/drift.py): apply unless every rendered object
+"""Drift decisions for rendered objects (retrieval/apply.py): apply unless every rendered object
 is live at exactly the version our last apply left it at."""
 
 from __future__ import annotations
 
-from fgentic_governance.handlers.drift import AppliedVersions, unchanged
-from fgentic_governance.retrieval.render_names import BindingId
+from fgentic_governance.retrieval.apply import AppliedVersions, unchanged
+from fgentic_governance.retrieval.render.names import BindingId
 
 A = ("v1", "ConfigMap", "ns", "a")
 B = ("networking.k8s.io/v1", "NetworkPolicy", "ns", "b")

@@ -9,7 +9,7 @@ import pytest
 from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Posture
 from fgentic_governance.consent.gates import Environment, evaluate
 from fgentic_governance.reasons import Reason
-from tests.support import example
+from tests.support.objects import example
 
 ENV = Environment(local_homeserver="fgentic.local", store_ready=True)
 

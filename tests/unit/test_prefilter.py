@@ -18,8 +18,8 @@ from fgentic_governance.contract import (
     OAuthProjection,
     load_identity,
 )
-from fgentic_governance.retrieval import corpus, prefilter
-from fgentic_governance.retrieval.acl_reference import admits
+from fgentic_governance.retrieval.search import corpus, prefilter
+from fgentic_governance.retrieval.search.acl_reference import admits
 
 DATA = Path(contract.__file__).parent / "testdata"
 MATRIX = load_identity((DATA / "adr0017_matrix_projection.json").read_text())

@@ -1,121 +1,49 @@
 """The identity projector's decisions (ADR 0017 §4, §6-§8, §12), as pure functions.
 
-The check headers are those the rendered agentgateway config sends (see render_rules); the e2e
+The check headers are those the rendered agentgateway config sends (see render.rules); the e2e
 tests in tests/e2e/test_gateway_*.py send the same requests through the real gateway.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
-from typing import Any
 
 import pytest
 
 from fgentic_governance import contract
-from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.contract import (
-    AgentRef,
     BridgedMatrixProjection,
     Code,
     MatrixProjection,
     OAuthClient,
     OAuthProjection,
-    RoomContext,
 )
-from fgentic_governance.retrieval import render_names as n
-from fgentic_governance.retrieval.projector import Decision, Headers, Projector, Reason
-from fgentic_governance.retrieval.projector_config import (
+from fgentic_governance.retrieval.projector.config import (
     ProjectorConfig,
     PublicRoute,
-    projector_config,
 )
-from tests.support import example
+from fgentic_governance.retrieval.projector.core import (
+    Decision,
+    Headers,
+    Projector,
+    ProjectorReason,
+)
+from fgentic_governance.retrieval.render import names as n
+from tests.support.objects import example
+from tests.support.projector import (
+    AGENT,
+    ALICE,
+    AUDIENCE,
+    ISSUER,
+    NOW,
+    SLACK_BOB,
+    config,
+    local_headers,
+    public_headers,
+    room_context,
+)
 
-NOW = 1_784_116_800
-AGENT = AgentRef(namespace="fgentic-demo", name="docs-agent")
-ALICE = "@alice:org-a.example"
-SLACK_BOB = "@slack-bob:org-a.example"
-WORKLOAD = "serviceaccount:matrix/matrix-a2a-bridge"
-ISSUER = "https://issuer.example"
-AUDIENCE = "fgentic-a2a"
-STATE = "58e67efe5cd7f5ff2805eb0f35192ea90ef64244c896417b5504af8ad102be17"
-DELEGATION = "9f4e9e8b6a8d33bdb85d8fd5bc13ed101cb42a1c9d9b49ccf42c0a49387eddb6"
 CODE_TEXT = re.compile(r"^[A-Z0-9_]+(/[A-Z0-9_]+)?$")
-
-
-def spec(**changes: Any) -> RetrievalBindingSpec:
-    doc = example("RetrievalBinding")["spec"]
-    doc.update(changes)
-    return RetrievalBindingSpec.model_validate(doc)
-
-
-def config(**changes: Any) -> ProjectorConfig:
-    return projector_config(spec(**changes))
-
-
-def room_context(*, caller: dict[str, str] | None = None,
-                 audience: list[dict[str, str]] | None = None,
-                 classes: tuple[str, ...] = ("public",)) -> RoomContext:
-    caller = caller or {"kind": "matrix", "principal": ALICE}
-    return RoomContext.model_validate_json(json.dumps({  # strict models: JSON lists
-        "allowed_classifications": classes,
-        "audience": audience if audience is not None else [caller],
-        "caller": caller,
-        "delegation_id": DELEGATION,
-        "room": {"event_id": "$event", "history_visibility": "joined",
-                 "id": "!room:org-a.example", "join_rule": "invite", "state_sha256": STATE},
-        "v": 1,
-    }))
-
-
-def local_headers(context: RoomContext | None = None, *, user: str = ALICE,
-                  changes: Mapping[str, list[str] | None] | None = None,
-                  ) -> dict[str, list[str]]:
-    """The check request of the rendered local route for one well-formed bridge request."""
-    headers: dict[str, list[str]] = {
-        n.USER_ID: [user],
-        n.ROOM_CONTEXT: [contract.encode_room_context(context or room_context())],
-        n.A2A_VERSION[0]: ["1.0"],
-        n.CHECK_AGENT: ["fgentic-demo/docs-agent"],
-        n.CHECK_HTTP_METHOD: ["POST"],
-        n.CHECK_PATH: ["/a2a/fgentic-demo/docs-agent"],
-        n.CHECK_A2A_METHOD: ["SendMessage"],
-        n.CHECK_WORKLOAD: [WORKLOAD],
-        n.CHECK_USER_ID_COUNT: ["1"],
-        n.CHECK_ROOM_CONTEXT_COUNT: ["1"],
-        "host": ["projector:9090"],
-    }
-    return _apply(headers, changes or {})
-
-
-def public_headers(*, token_exp: int = NOW + 3600, azp: str = "org-b-a2a",
-                   changes: Mapping[str, list[str] | None] | None = None,
-                   ) -> dict[str, list[str]]:
-    headers: dict[str, list[str]] = {
-        n.A2A_VERSION[0]: ["1.0"],
-        n.CHECK_AGENT: ["fgentic-demo/docs-agent"],
-        n.CHECK_HTTP_METHOD: ["POST"],
-        n.CHECK_PATH: ["/a2a/fgentic-demo/docs-agent"],
-        n.CHECK_A2A_METHOD: ["SendMessage"],
-        n.CHECK_ISSUER: [ISSUER],
-        n.CHECK_AUDIENCE: [AUDIENCE],
-        n.CHECK_AZP: [azp],
-        n.CHECK_TOKEN_EXP: [str(token_exp)],
-        n.CHECK_TIMEOUT: ["30"],
-    }
-    return _apply(headers, changes or {})
-
-
-def _apply(headers: dict[str, list[str]],
-           changes: Mapping[str, list[str] | None]) -> dict[str, list[str]]:
-    for name, value in changes.items():
-        if value is None:
-            headers.pop(name, None)
-        else:
-            headers[name] = value
-    return headers
 
 
 def decide_local(headers: Headers, cfg: ProjectorConfig | None = None) -> Decision:
@@ -165,28 +93,28 @@ LOCAL_CHECK_HEADERS = [n.USER_ID, n.A2A_VERSION[0], n.CHECK_AGENT, n.CHECK_HTTP_
 def test_local_missing_check_header_denies(name: str) -> None:
     headers = local_headers()
     del headers[name]
-    assert decide_local(headers).reason is Reason.CHECK_HEADER_MISSING
+    assert decide_local(headers).reason is ProjectorReason.CHECK_HEADER_MISSING
 
 
 @pytest.mark.parametrize("name", LOCAL_CHECK_HEADERS)
 def test_local_repeated_check_header_denies(name: str) -> None:
     headers = local_headers()
     headers[name] = headers[name] * 2
-    assert decide_local(headers).reason is Reason.CHECK_HEADER_DUPLICATE
+    assert decide_local(headers).reason is ProjectorReason.CHECK_HEADER_DUPLICATE
 
 
 @pytest.mark.parametrize(("name", "value", "reason"), [
-    (n.CHECK_WORKLOAD, "agent:fgentic-demo/docs-agent", Reason.WORKLOAD_MISMATCH),
-    (n.CHECK_WORKLOAD, "", Reason.WORKLOAD_MISMATCH),
-    (n.CHECK_AGENT, "fgentic-demo/other-agent", Reason.AGENT_MISMATCH),
-    (n.CHECK_HTTP_METHOD, "GET", Reason.HTTP_METHOD_MISMATCH),
-    (n.CHECK_PATH, "/a2a/fgentic-demo/other-agent", Reason.PATH_MISMATCH),
-    (n.CHECK_PATH, "/a2a/fgentic-demo/docs-agent/", Reason.PATH_MISMATCH),
-    (n.CHECK_A2A_METHOD, "GetTask", Reason.A2A_METHOD_MISMATCH),
-    (n.CHECK_A2A_METHOD, "sendmessage", Reason.A2A_METHOD_MISMATCH),
-    (n.A2A_VERSION[0], "1.0.1", Reason.A2A_VERSION_MISMATCH),
+    (n.CHECK_WORKLOAD, "agent:fgentic-demo/docs-agent", ProjectorReason.WORKLOAD_MISMATCH),
+    (n.CHECK_WORKLOAD, "", ProjectorReason.WORKLOAD_MISMATCH),
+    (n.CHECK_AGENT, "fgentic-demo/other-agent", ProjectorReason.AGENT_MISMATCH),
+    (n.CHECK_HTTP_METHOD, "GET", ProjectorReason.HTTP_METHOD_MISMATCH),
+    (n.CHECK_PATH, "/a2a/fgentic-demo/other-agent", ProjectorReason.PATH_MISMATCH),
+    (n.CHECK_PATH, "/a2a/fgentic-demo/docs-agent/", ProjectorReason.PATH_MISMATCH),
+    (n.CHECK_A2A_METHOD, "GetTask", ProjectorReason.A2A_METHOD_MISMATCH),
+    (n.CHECK_A2A_METHOD, "sendmessage", ProjectorReason.A2A_METHOD_MISMATCH),
+    (n.A2A_VERSION[0], "1.0.1", ProjectorReason.A2A_VERSION_MISMATCH),
 ])
-def test_local_route_shape_must_be_exact(name: str, value: str, reason: Reason) -> None:
+def test_local_route_shape_must_be_exact(name: str, value: str, reason: ProjectorReason) -> None:
     assert decide_local(local_headers(changes={name: [value]})).reason is reason
 
 
@@ -194,9 +122,10 @@ def test_local_route_shape_must_be_exact(name: str, value: str, reason: Reason) 
     (None, Code.HEADER_MISSING), ("0", Code.HEADER_MISSING), ("2", Code.HEADER_DUPLICATE),
     ("17", Code.HEADER_DUPLICATE), ("one", Code.SHAPE_INVALID), ("", Code.SHAPE_INVALID)])
 @pytest.mark.parametrize(("header", "reason"), [
-    (n.CHECK_USER_ID_COUNT, Reason.USER_ID_COUNT),
-    (n.CHECK_ROOM_CONTEXT_COUNT, Reason.ROOM_CONTEXT_COUNT)])
-def test_local_raw_counts_must_be_exactly_one(header: str, reason: Reason, count: str | None,
+    (n.CHECK_USER_ID_COUNT, ProjectorReason.USER_ID_COUNT),
+    (n.CHECK_ROOM_CONTEXT_COUNT, ProjectorReason.ROOM_CONTEXT_COUNT)])
+def test_local_raw_counts_must_be_exactly_one(header: str, reason: ProjectorReason,
+                                              count: str | None,
                                               detail: Code) -> None:
     """The gateway forwards only a header's first value, so its CEL count is the proof."""
     decision = decide_local(local_headers(changes={header: [count] if count is not None else None}))
@@ -207,7 +136,7 @@ def test_local_raw_counts_must_be_exactly_one(header: str, reason: Reason, count
                                   n.IDENTITY])
 def test_local_refuses_a_check_that_carries_credentials_or_a_projection(name: str) -> None:
     decision = decide_local(local_headers(changes={name: ["anything"]}))
-    assert decision.reason is Reason.CHECK_HEADER_FORBIDDEN
+    assert decision.reason is ProjectorReason.CHECK_HEADER_FORBIDDEN
 
 
 def test_local_room_context_missing_or_repeated_at_the_check() -> None:
@@ -225,13 +154,13 @@ def test_local_room_context_missing_or_repeated_at_the_check() -> None:
 def test_local_malformed_room_context_denies_with_the_contract_code(value: str,
                                                                     detail: Code) -> None:
     decision = decide_local(local_headers(changes={n.ROOM_CONTEXT: [value]}))
-    assert (decision.reason, decision.detail) == (Reason.ROOM_CONTEXT_INVALID, detail)
+    assert (decision.reason, decision.detail) == (ProjectorReason.ROOM_CONTEXT_INVALID, detail)
 
 
 @pytest.mark.parametrize("user", ["@bob:org-a.example", "@alice", "alice", ALICE + " "])
 def test_local_user_id_must_be_the_room_context_caller(user: str) -> None:
     decision = decide_local(local_headers(user=user))
-    assert (decision.reason, decision.detail) == (Reason.ROOM_CONTEXT_INVALID,
+    assert (decision.reason, decision.detail) == (ProjectorReason.ROOM_CONTEXT_INVALID,
                                                   Code.CALLER_MISMATCH)
 
 
@@ -241,7 +170,7 @@ def test_local_classification_above_the_binding_ceiling_is_refused() -> None:
     assert allowed.allowed_classifications == ("approved_non_public", "public")
     strict = config(classificationCeiling="public", publicRoute=None)
     decision = decide_local(local_headers(approved), strict)
-    assert decision.reason is Reason.CLASSIFICATION_ABOVE_CEILING
+    assert decision.reason is ProjectorReason.CLASSIFICATION_ABOVE_CEILING
 
 
 def _with_namespaces() -> ProjectorConfig:
@@ -272,7 +201,7 @@ def test_local_sender_kinds_follow_the_trusted_appservice_namespaces(
     decision = decide_local(local_headers(context, user=caller["principal"]), _with_namespaces())
     assert decision.allowed is allowed
     if not allowed:
-        assert decision.reason is Reason.SENDER_KIND_INVALID
+        assert decision.reason is ProjectorReason.SENDER_KIND_INVALID
 
 
 # -- public route ------------------------------------------------------------------------
@@ -324,48 +253,49 @@ def test_public_token_lifetime_must_exceed_timeout_plus_skew_and_caps_exp(
         identity, _ = projected(decision)
         assert identity.exp == NOW + exp_offset  # min(iat + 600, token exp)
     else:
-        assert decision.reason is Reason.TOKEN_NEAR_EXPIRY
+        assert decision.reason is ProjectorReason.TOKEN_NEAR_EXPIRY
 
 
 @pytest.mark.parametrize("value", ["", "1.7e9", "-1", "+5", " 1784120000", "0x10",
                                    "99999999999999999"])
 def test_public_token_expiry_must_be_a_plain_integer(value: str) -> None:
     decision = decide_public(public_headers(changes={n.CHECK_TOKEN_EXP: [value]}))
-    assert decision.reason is Reason.TOKEN_EXPIRY_INVALID
+    assert decision.reason is ProjectorReason.TOKEN_EXPIRY_INVALID
 
 
 @pytest.mark.parametrize(("name", "value", "reason"), [
-    (n.CHECK_ISSUER, "https://issuer.example/", Reason.ISSUER_MISMATCH),
-    (n.CHECK_ISSUER, "https://evil.example", Reason.ISSUER_MISMATCH),
-    (n.CHECK_AUDIENCE, "other", Reason.AUDIENCE_MISMATCH),
-    (n.CHECK_AZP, "org-c-a2a", Reason.PARTNER_UNKNOWN),
-    (n.CHECK_AZP, "ORG-B-A2A", Reason.PARTNER_UNKNOWN),
-    (n.CHECK_TIMEOUT, "60", Reason.TIMEOUT_MISMATCH),
-    (n.CHECK_AGENT, "kagent/docs-agent", Reason.AGENT_MISMATCH),
-    (n.CHECK_A2A_METHOD, "GetTask", Reason.A2A_METHOD_MISMATCH),
-    (n.CHECK_A2A_METHOD, "CancelTask", Reason.A2A_METHOD_MISMATCH),
+    (n.CHECK_ISSUER, "https://issuer.example/", ProjectorReason.ISSUER_MISMATCH),
+    (n.CHECK_ISSUER, "https://evil.example", ProjectorReason.ISSUER_MISMATCH),
+    (n.CHECK_AUDIENCE, "other", ProjectorReason.AUDIENCE_MISMATCH),
+    (n.CHECK_AZP, "org-c-a2a", ProjectorReason.PARTNER_UNKNOWN),
+    (n.CHECK_AZP, "ORG-B-A2A", ProjectorReason.PARTNER_UNKNOWN),
+    (n.CHECK_TIMEOUT, "60", ProjectorReason.TIMEOUT_MISMATCH),
+    (n.CHECK_AGENT, "kagent/docs-agent", ProjectorReason.AGENT_MISMATCH),
+    (n.CHECK_A2A_METHOD, "GetTask", ProjectorReason.A2A_METHOD_MISMATCH),
+    (n.CHECK_A2A_METHOD, "CancelTask", ProjectorReason.A2A_METHOD_MISMATCH),
 ])
 def test_public_validated_metadata_must_match_exactly(name: str, value: str,
-                                                      reason: Reason) -> None:
+                                                      reason: ProjectorReason) -> None:
     assert decide_public(public_headers(changes={name: [value]})).reason is reason
 
 
 @pytest.mark.parametrize("name", [n.CHECK_ISSUER, n.CHECK_AUDIENCE, n.CHECK_AZP,
                                   n.CHECK_TOKEN_EXP, n.CHECK_TIMEOUT])
 def test_public_missing_jwt_metadata_denies(name: str) -> None:
-    assert decide_public(public_headers(changes={name: None})).reason is Reason.CHECK_HEADER_MISSING
+    assert decide_public(public_headers(changes={name: None})).reason is (
+        ProjectorReason.CHECK_HEADER_MISSING)
 
 
 @pytest.mark.parametrize("name", [n.USER_ID, n.ROOM_CONTEXT, n.IDENTITY, "authorization",
                                   "cookie"])
 def test_public_caller_identity_headers_have_no_authority(name: str) -> None:
     decision = decide_public(public_headers(changes={name: [ALICE]}))
-    assert decision.reason is Reason.CHECK_HEADER_FORBIDDEN
+    assert decision.reason is ProjectorReason.CHECK_HEADER_FORBIDDEN
 
 
 def test_public_route_absent_from_the_binding_denies() -> None:
     cfg = config(publicRoute=None)
-    assert decide_public(public_headers(), cfg).reason is Reason.ROUTE_NOT_CONFIGURED
+    assert decide_public(public_headers(), cfg).reason is ProjectorReason.ROUTE_NOT_CONFIGURED
 
 
 def test_public_ambiguous_registry_denies_even_if_loading_was_bypassed() -> None:
@@ -374,7 +304,7 @@ def test_public_ambiguous_registry_denies_even_if_loading_was_bypassed() -> None
     twice = PublicRoute.model_construct(**{**dict(cfg.public),
                                            "partners": cfg.public.partners * 2})
     forged = ProjectorConfig.model_construct(**{**dict(cfg), "public": twice})
-    assert decide_public(public_headers(), forged).reason is Reason.PARTNER_AMBIGUOUS
+    assert decide_public(public_headers(), forged).reason is ProjectorReason.PARTNER_AMBIGUOUS
 
 
 # -- content-free codes ------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fgentic_governance.retrieval.projector_config import (
+from fgentic_governance.retrieval.projector.config import (
     APPROVED,
     PUBLIC_ONLY,
     ProjectorConfigError,
@@ -18,8 +18,8 @@ from fgentic_governance.retrieval.projector_config import (
     parse_config,
     projector_config,
 )
-from tests.support import example
-from tests.unit.test_projector import config, spec
+from tests.support.objects import example
+from tests.support.projector import config, spec
 
 
 def test_derived_from_the_example_binding() -> None:

@@ -15,10 +15,10 @@ from multidict import CIMultiDict
 from fgentic_governance import contract
 from fgentic_governance.cli import main
 from fgentic_governance.devenv import free_port
-from fgentic_governance.retrieval import render_names as n
-from fgentic_governance.retrieval.projector import Projector
-from fgentic_governance.retrieval.projector_server import projector_runner
-from tests.unit.test_projector import AGENT, ALICE, NOW, config, local_headers, public_headers
+from fgentic_governance.retrieval.projector.core import Projector
+from fgentic_governance.retrieval.projector.server import projector_runner
+from fgentic_governance.retrieval.render import names as n
+from tests.support.projector import AGENT, ALICE, NOW, config, local_headers, public_headers
 
 
 def _multi(headers: dict[str, list[str]]) -> CIMultiDict[str]:

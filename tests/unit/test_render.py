@@ -12,38 +12,23 @@ import pydantic
 import pytest
 import rfc8785
 
-from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.cli import main
 from fgentic_governance.devenv.binaries import upstream_dir
-from fgentic_governance.retrieval import render_apply
-from fgentic_governance.retrieval import render_names as n
-from fgentic_governance.retrieval.projector_config import dump_config, parse_config
-from fgentic_governance.retrieval.render import (
+from fgentic_governance.retrieval.projector.config import dump_config, parse_config
+from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval.render import ownership
+from fgentic_governance.retrieval.render.binding import (
     Rendered,
     RenderError,
     digest,
     render,
     validate_jwks,
 )
-from fgentic_governance.retrieval.render_rules import UNENFORCEABLE
-from tests.support import example
+from fgentic_governance.retrieval.render.rules import UNENFORCEABLE
+from tests.support.objects import example
+from tests.support.render import JWKS, binding, rendered
 
-JWKS = json.dumps({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "use": "sig",
-                             "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
-                             "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]})
 FORBIDDEN_TO_PROJECTOR = {"authorization", "proxy-authorization", "cookie", n.IDENTITY}
-
-
-def binding(**changes: Any) -> tuple[str, str, RetrievalBindingSpec]:
-    doc = example("RetrievalBinding")
-    doc["spec"].update(changes)
-    return (doc["metadata"]["namespace"], doc["metadata"]["name"],
-            RetrievalBindingSpec.model_validate(doc["spec"]))
-
-
-def rendered(**changes: Any) -> Rendered:
-    namespace, name, spec = binding(**changes)
-    return render(namespace, name, spec, jwks=JWKS)
 
 
 def walk(node: Any) -> Iterator[tuple[str, Any]]:
@@ -357,15 +342,15 @@ def test_long_names_stay_within_kubernetes_limits() -> None:
 
 def test_owner_references_only_in_the_binding_namespace_and_stale_objects() -> None:
     r = rendered()
-    owner = render_apply.Owner("governance.fgentic.dev/v1alpha1", "RetrievalBinding",
+    owner = ownership.Owner("governance.fgentic.dev/v1alpha1", "RetrievalBinding",
                                "agentgateway-system", "docs-agent-retrieval", "uid-1")
-    owned = render_apply.with_owner(r.objects, owner)
+    owned = ownership.with_owner(r.objects, owner)
     for obj in owned:
         refs = obj["metadata"].get("ownerReferences")
         assert bool(refs) == (obj["metadata"]["namespace"] == "agentgateway-system")
     assert "ownerReferences" not in r.objects[0]["metadata"]  # the input is not modified
     smaller = rendered(publicRoute=None)
-    stale = render_apply.stale(r.objects, smaller.objects, r.binding)
+    stale = ownership.stale(r.objects, smaller.objects, r.binding)
     assert [k[3].rsplit(".", 1)[1] for k in stale] == ["public", "public"]
 
 

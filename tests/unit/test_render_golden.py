@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_render import rendered
+from tests.support.render import rendered
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("FGENTIC_UPDATE_GOLDEN") == "1"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fgentic_governance import serving
-from fgentic_governance.serving import Refusal, Refused
+from fgentic_governance import serving, strict_json
+from fgentic_governance.strict_json import Refusal, Refused
 
 SENTINEL = "SENTINEL-5ee7"
 
@@ -30,7 +30,7 @@ SENTINEL = "SENTINEL-5ee7"
 ])
 def test_refusals_carry_only_a_code(raw: bytes, code: Refusal) -> None:
     with pytest.raises(Refused) as info:
-        serving.loads(raw)
+        strict_json.loads(raw)
     assert info.value.code is code
     assert str(info.value) == code.value and info.value.status == 400
     assert info.value.__cause__ is None and info.value.__suppress_context__
@@ -43,18 +43,19 @@ def test_refusals_carry_only_a_code(raw: bytes, code: Refusal) -> None:
     (b'"\\u003cb\\u003e"', "<b>"),
 ])
 def test_valid_json_is_returned(raw: bytes, value: object) -> None:
-    assert serving.loads(raw) == value
+    assert strict_json.loads(raw) == value
 
 
 def test_the_depth_bound_is_inclusive_and_a_parameter() -> None:
-    parsed = serving.loads(b'[' * serving.MAX_JSON_DEPTH + b']' * serving.MAX_JSON_DEPTH)
+    depth_max = strict_json.MAX_JSON_DEPTH
+    parsed = strict_json.loads(b'[' * depth_max + b']' * depth_max)
     depth = 1
     while parsed:
         parsed, depth = parsed[0], depth + 1
-    assert depth == serving.MAX_JSON_DEPTH
-    assert serving.loads(b'{"a": {"b": 1}}', max_depth=2) == {"a": {"b": 1}}
+    assert depth == strict_json.MAX_JSON_DEPTH
+    assert strict_json.loads(b'{"a": {"b": 1}}', max_depth=2) == {"a": {"b": 1}}
     with pytest.raises(Refused):
-        serving.loads(b'{"a": {"b": []}}', max_depth=2)
+        strict_json.loads(b'{"a": {"b": []}}', max_depth=2)
 
 
 def test_body_refusal_statuses() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from fgentic_admission import metrics
-from fgentic_admission.policy import Code, PolicyState, agent_denials
+from fgentic_admission.policy import AdmissionCode, PolicyState, agent_denials
 
 log = logging.getLogger("fgentic_admission.audit")
 
@@ -37,7 +37,7 @@ def scan(agents: list[dict[str, Any]], state: PolicyState) -> dict[tuple[str, st
 
 def publish(found: dict[tuple[str, str, str], list[str]]) -> None:
     counts = Counter(m.split(" ", 1)[0] for messages in found.values() for m in messages)
-    for code in Code:
+    for code in AdmissionCode:
         metrics.AUDIT_VIOLATIONS.labels(code.value).set(counts.get(code.value, 0))
     metrics.AUDIT_RUNS.inc()
 

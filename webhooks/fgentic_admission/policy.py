@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-IDENTITY_HEADER = "x-fgentic-identity"
+from fgentic_governance.contract.codec import IDENTITY_HEADER as CARRIER
+
+IDENTITY_HEADER = CARRIER.lower()
+"""The carrier, as header names compare here (ASCII lowercase)."""
 RESERVED_PREFIX = "x-fgentic-"
 # Never set on the retrieval server by headersFrom: credentials, attribution, our carriers.
 RETRIEVAL_FORBIDDEN_SET = frozenset({"authorization", "x-user-id"})
@@ -23,7 +26,7 @@ _TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
 _ECHO = frozenset("-_*0123456789abcdefghijklmnopqrstuvwxyz")
 
 
-class Code(StrEnum):
+class AdmissionCode(StrEnum):
     """Bounded admission reason codes."""
 
     FORBIDDEN_HEADER = "FORBIDDEN_HEADER"
@@ -48,7 +51,7 @@ class Code(StrEnum):
 
 @dataclass(frozen=True)
 class Denial:
-    code: Code
+    code: AdmissionCode
     path: str
     header: str = ""
 
@@ -121,7 +124,7 @@ def agent_denials(agent: Mapping[str, Any], state: PolicyState) -> list[Denial]:
         denials += _memory_denials(memory, memory, "spec.declarative.memory", key, state)
         return denials
     except (TypeError, AttributeError, ValueError):
-        return [Denial(Code.MALFORMED_OBJECT, "spec")]
+        return [Denial(AdmissionCode.MALFORMED_OBJECT, "spec")]
 
 
 def _tools(declarative: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any]]]:
@@ -151,7 +154,7 @@ def _tool_denials(
     if bound and binding is not None:
         approvals = mcp.get("requireApproval") or []
         if binding.tool in [str(a) for a in approvals]:
-            denials.append(Denial(Code.REQUIRE_APPROVAL_ON_RETRIEVAL,
+            denials.append(Denial(AdmissionCode.REQUIRE_APPROVAL_ON_RETRIEVAL,
                                   f"{path}.mcpServer.requireApproval"))
     retrieval = server is not None and _is_retrieval_server(server, state)
     for position, entry in enumerate(tool.get("headersFrom") or []):
@@ -160,7 +163,8 @@ def _tool_denials(
         # letter, or a zero-width joiner) cannot be compared reliably: fail closed.
         if name.startswith(RESERVED_PREFIX) or (retrieval and name in RETRIEVAL_FORBIDDEN_SET) \
                 or not _only(name, _TCHAR):
-            denials.append(Denial(Code.FORBIDDEN_HEADERS_FROM, f"{path}.headersFrom[{position}]",
+            denials.append(Denial(AdmissionCode.FORBIDDEN_HEADERS_FROM,
+                                  f"{path}.headersFrom[{position}]",
                                   _safe_name(name)))
     return denials
 
@@ -174,11 +178,11 @@ def _header_denials(
         where = f"{path}.allowedHeaders[{position}]"
         name = _header_name(header)
         if name != IDENTITY_HEADER:
-            denials.append(Denial(Code.FORBIDDEN_HEADER, where, _safe_name(name)))
+            denials.append(Denial(AdmissionCode.FORBIDDEN_HEADER, where, _safe_name(name)))
         elif not bound or binding is None:
-            denials.append(Denial(Code.IDENTITY_HEADER_UNBOUND, where, IDENTITY_HEADER))
+            denials.append(Denial(AdmissionCode.IDENTITY_HEADER_UNBOUND, where, IDENTITY_HEADER))
         elif [str(t) for t in mcp.get("toolNames") or []] != [binding.tool]:
-            denials.append(Denial(Code.IDENTITY_TOOL_MISMATCH, f"{path}.toolNames"))
+            denials.append(Denial(AdmissionCode.IDENTITY_TOOL_MISMATCH, f"{path}.toolNames"))
     return denials
 
 
@@ -195,14 +199,14 @@ def _memory_denials(
         return []
     scopes = state.scopes.get(agent, ())
     if not any(s.gates_hold and s.profile == "demo" for s in scopes):
-        return [Denial(Code.MEMORY_UNGATED, path)]
+        return [Denial(AdmissionCode.MEMORY_UNGATED, path)]
     if declarative_memory is None:  # v1alpha1 cannot express a TTL at all.
-        return [Denial(Code.MEMORY_TTL_MISSING, path)]
+        return [Denial(AdmissionCode.MEMORY_TTL_MISSING, path)]
     ttl = declarative_memory.get("ttlDays")
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0:
-        return [Denial(Code.MEMORY_TTL_MISSING, f"{path}.ttlDays")]
+        return [Denial(AdmissionCode.MEMORY_TTL_MISSING, f"{path}.ttlDays")]
     if ttl > min(s.max_retention_days for s in scopes):
-        return [Denial(Code.MEMORY_TTL_EXCEEDS_RETENTION, f"{path}.ttlDays")]
+        return [Denial(AdmissionCode.MEMORY_TTL_EXCEEDS_RETENTION, f"{path}.ttlDays")]
     return []
 
 
@@ -227,8 +231,8 @@ def _safe_name(name: str) -> str:
 def header_denials(agent: Mapping[str, Any]) -> list[Denial]:
     """The stateless header rules alone (what the ValidatingAdmissionPolicy also enforces)."""
     return [d for d in agent_denials(agent, PolicyState())
-            if d.code in {Code.FORBIDDEN_HEADER, Code.IDENTITY_HEADER_UNBOUND,
-                          Code.MALFORMED_OBJECT}]
+            if d.code in {AdmissionCode.FORBIDDEN_HEADER, AdmissionCode.IDENTITY_HEADER_UNBOUND,
+                          AdmissionCode.MALFORMED_OBJECT}]
 
 
 # -- our own kinds: cross-object rules the CRD schema cannot express ----------------------------
@@ -239,11 +243,11 @@ def consent_denials(consent: Mapping[str, Any], scope: Mapping[str, Any] | None,
     """A ConsentRecord's subject must equal its scope's; none while the principal offboards."""
     spec = consent.get("spec") or {}
     if scope is None:
-        return [Denial(Code.CONSENT_SCOPE_MISSING, "spec.scopeRef.name")]
+        return [Denial(AdmissionCode.CONSENT_SCOPE_MISSING, "spec.scopeRef.name")]
     if spec.get("subject") != (scope.get("spec") or {}).get("subject"):
-        return [Denial(Code.CONSENT_SUBJECT_MISMATCH, "spec.subject")]
+        return [Denial(AdmissionCode.CONSENT_SUBJECT_MISMATCH, "spec.subject")]
     if offboarding and spec.get("decision") == "granted":
-        return [Denial(Code.OFFBOARDING_IN_PROGRESS, "spec.decision")]
+        return [Denial(AdmissionCode.OFFBOARDING_IN_PROGRESS, "spec.decision")]
     return []
 
 
@@ -259,7 +263,7 @@ def binding_denials(
         if (other_meta.get("namespace"), other_meta.get("name")) == me:
             continue
         if (other.get("spec") or {}).get("agent") == agent:
-            return [Denial(Code.BINDING_DUPLICATE_AGENT, "spec.agent")]
+            return [Denial(AdmissionCode.BINDING_DUPLICATE_AGENT, "spec.agent")]
     return []
 
 
@@ -268,10 +272,10 @@ def scope_denials(scope: Mapping[str, Any], local_homeserver: str) -> list[Denia
     spec = scope.get("spec")
     subject = spec.get("subject") if isinstance(spec, Mapping) else None
     if not isinstance(subject, Mapping):  # fail closed with a bounded code, never raise
-        return [Denial(Code.FEDERATION_DENIED, "spec.subject")]
+        return [Denial(AdmissionCode.FEDERATION_DENIED, "spec.subject")]
     mxid = str(subject.get("mxid", ""))
     server = mxid.split(":", 1)[1] if ":" in mxid else ""
     if subject.get("originKind") != "native-local" or not local_homeserver \
             or server != local_homeserver:
-        return [Denial(Code.FEDERATION_DENIED, "spec.subject")]
+        return [Denial(AdmissionCode.FEDERATION_DENIED, "spec.subject")]
     return []

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from fgentic_admission import metrics
 from fgentic_admission.policy import (
-    Code,
+    AdmissionCode,
     Denial,
     PolicyState,
     agent_denials,
@@ -30,9 +30,10 @@ from fgentic_admission.policy import (
     scope_denials,
 )
 
-STATEFUL = frozenset({Code.IDENTITY_HEADER_UNBOUND, Code.IDENTITY_TOOL_MISMATCH,
-                      Code.MEMORY_UNGATED, Code.MEMORY_TTL_EXCEEDS_RETENTION,
-                      Code.REQUIRE_APPROVAL_ON_RETRIEVAL, Code.FORBIDDEN_HEADERS_FROM})
+STATEFUL = frozenset({AdmissionCode.IDENTITY_HEADER_UNBOUND, AdmissionCode.IDENTITY_TOOL_MISMATCH,
+                      AdmissionCode.MEMORY_UNGATED, AdmissionCode.MEMORY_TTL_EXCEEDS_RETENTION,
+                      AdmissionCode.REQUIRE_APPROVAL_ON_RETRIEVAL,
+                      AdmissionCode.FORBIDDEN_HEADERS_FROM})
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE"})
 MAX_UID_LENGTH: Final = 128
 """The API server's uid is a UUID (36 characters); anything longer is not one of its reviews."""
@@ -42,7 +43,7 @@ class Unanswerable(Exception):
     """No uid to echo: the review can only be refused (HTTP 400), not answered."""
 
     def __init__(self) -> None:
-        super().__init__(Code.REVIEW_MALFORMED.value)
+        super().__init__(AdmissionCode.REVIEW_MALFORMED.value)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Reviewer:
         try:
             denials = _malformed(request) or await self._decide(route, request)
         except Exception:
-            denials = [Denial(Code.POLICY_STATE_UNAVAILABLE, "request")]
+            denials = [Denial(AdmissionCode.POLICY_STATE_UNAVAILABLE, "request")]
         metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
         reason = denials[0].code.value if denials else "OK"
         metrics.DECISIONS.labels(route, str(not denials).lower(), reason).inc()
@@ -84,7 +85,7 @@ class Reviewer:
             return await self._agent(obj)
         if route == "governance":
             return await self._governance(str(request["operation"]), obj)
-        return [Denial(Code.UNSUPPORTED_KIND, "request")]
+        return [Denial(AdmissionCode.UNSUPPORTED_KIND, "request")]
 
     async def _agent(self, obj: Mapping[str, Any]) -> list[Denial]:
         state = self._lookups.cached_state()
@@ -109,12 +110,12 @@ class Reviewer:
             return binding_denials(obj, await self._lookups.list_bindings())
         if kind == "MemoryScope":
             return scope_denials(obj, self._local)
-        return [Denial(Code.UNSUPPORTED_KIND, "kind")]
+        return [Denial(AdmissionCode.UNSUPPORTED_KIND, "kind")]
 
 
 def count_malformed(route: str) -> None:
     """A review refused before a verdict counts as a malformed-review denial."""
-    metrics.DECISIONS.labels(route, "false", Code.REVIEW_MALFORMED.value).inc()
+    metrics.DECISIONS.labels(route, "false", AdmissionCode.REVIEW_MALFORMED.value).inc()
 
 
 def _uid(uid: Any) -> str | None:
@@ -129,7 +130,7 @@ def _malformed(request: Mapping[str, Any]) -> list[Denial]:
     """A denial unless this is a CREATE or UPDATE of an object (all we register)."""
     if request.get("operation") in OPERATIONS and isinstance(request.get("object"), Mapping):
         return []
-    return [Denial(Code.REVIEW_MALFORMED, "request")]
+    return [Denial(AdmissionCode.REVIEW_MALFORMED, "request")]
 
 
 def response(uid: str, denials: Sequence[Denial]) -> dict[str, Any]:

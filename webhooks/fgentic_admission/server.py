@@ -6,7 +6,8 @@ Reviews are served over TLS by our own listener on the shared content-free serve
 Certificates are files (written by ``bootstrap`` or mounted by the chart), polled for changes
 and swapped in for new connections (hot reload). Kopf is not used here: its webhook server
 took its metric labels from the request path, kept aiohttp's 1 MiB body limit and its own
-timeouts; our configuration (``rendering/admission.py``, the chart) is not Kopf's either.
+timeouts; our configuration (``fgentic_admission/render.py``, the chart) is not Kopf's
+either.
 
 Health, readiness and metrics are plain HTTP on a separate port, on the same server base.
 """
@@ -30,14 +31,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fgentic_admission import audit, bootstrap, metrics
 from fgentic_admission.informer import Informer
-from fgentic_admission.policy import Code, PolicyState
+from fgentic_admission.policy import AdmissionCode, PolicyState
 from fgentic_admission.review import Lookups, Reviewer, Unanswerable, count_malformed
 from fgentic_admission.views import build_state
-from fgentic_governance import serving
+from fgentic_governance import serving, strict_json
+from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING, RETRIEVAL_BINDING
 
 log = logging.getLogger("fgentic_admission")
 access = logging.getLogger("fgentic_admission.access")
-GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
 
 ETCD_MAX_OBJECT_BYTES: Final = 3 * 512 * 1024
 """etcd's default ``--max-request-bytes`` (1.5 MiB): no stored object (an oldObject) is larger."""
@@ -55,7 +57,7 @@ the webhook to 128 MiB and it idles near 77 MiB; a 5 MiB review made of many sma
 objects takes about 40 MiB while parsed, so two at once could get it killed (fail closed:
 every Agent write refused). A review over the budget is answered 503 BUSY instead."""
 PATHS: Final = {f"/{route}": route for route in metrics.ROUTES}
-"""The paths of our ValidatingWebhookConfiguration (``rendering/admission.py``, the chart)."""
+"""The paths of our ValidatingWebhookConfiguration (``render.py`` here, the chart)."""
 
 
 class StateSource:
@@ -63,8 +65,9 @@ class StateSource:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api = client.CustomObjectsApi(api_client)
-        self.bindings = Informer(api_client, GROUP, VERSION, "retrievalbindings", self._rebuild)
-        self.scopes = Informer(api_client, GROUP, VERSION, "memoryscopes", self._rebuild)
+        self.bindings = Informer(api_client, GROUP, VERSION, RETRIEVAL_BINDING.plural,
+                                 self._rebuild)
+        self.scopes = Informer(api_client, GROUP, VERSION, MEMORY_SCOPE.plural, self._rebuild)
         self._state: PolicyState | None = None
 
     def start(self) -> None:
@@ -83,30 +86,30 @@ class StateSource:
         return self._state
 
     async def live(self) -> PolicyState:
-        bindings, scopes = await asyncio.gather(self._list("retrievalbindings"),
-                                                self._list("memoryscopes"))
+        bindings, scopes = await asyncio.gather(self._list(RETRIEVAL_BINDING.plural),
+                                                self._list(MEMORY_SCOPE.plural))
         return build_state(bindings, scopes)
 
     async def _list(self, plural: str) -> list[dict[str, Any]]:
-        listing: dict[str, Any] = await asyncio.to_thread(  # type: ignore[assignment]
+        listing: dict[str, Any] = await asyncio.to_thread(
             self.api.list_cluster_custom_object, GROUP, VERSION, plural)
         return list(listing.get("items", []))
 
     async def get_scope(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         try:
-            return await asyncio.to_thread(self.api.get_namespaced_custom_object, GROUP,  # type: ignore[no-any-return]
-                                           VERSION, namespace, "memoryscopes", name)
+            return await asyncio.to_thread(self.api.get_namespaced_custom_object, GROUP,
+                                           VERSION, namespace, MEMORY_SCOPE.plural, name)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
     async def list_bindings(self) -> Sequence[Mapping[str, Any]]:
-        return await self._list("retrievalbindings")
+        return await self._list(RETRIEVAL_BINDING.plural)
 
     async def offboarding(self, subject: Mapping[str, Any]) -> bool:
         """Any PrincipalOffboarding for this exact principal refuses new consent."""
-        items = await self._list("principaloffboardings")
+        items = await self._list(PRINCIPAL_OFFBOARDING.plural)
         return any((o.get("spec") or {}).get("principal") == dict(subject) for o in items)
 
     def lookups(self) -> Lookups:
@@ -146,21 +149,21 @@ class ReviewService:
             with self._budget.hold(request, MAX_REVIEW_BYTES):
                 raw = await serving.read_body(request, MAX_REVIEW_BYTES)
                 return await self._review(route, raw)
-        except serving.Refused as refused:
+        except strict_json.Refused as refused:
             answer = _text(refused.status, refused.code.value)
             answer.force_close()  # The rest of the body is not worth waiting for.
             return answer
 
     async def _review(self, route: str, raw: bytes) -> web.StreamResponse:
         try:
-            review = serving.loads(raw)
-        except serving.Refused:
+            review = strict_json.loads(raw)
+        except strict_json.Refused:
             count_malformed(route)
-            return _text(400, Code.REVIEW_MALFORMED.value)
+            return _text(400, AdmissionCode.REVIEW_MALFORMED.value)
         try:
             verdict = await self._reviewer(review, webhook=route)
         except Unanswerable:
-            return _text(400, Code.REVIEW_MALFORMED.value)
+            return _text(400, AdmissionCode.REVIEW_MALFORMED.value)
         return web.Response(body=json.dumps(verdict).encode(), content_type="application/json")
 
 

@@ -9,17 +9,17 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from fgentic_governance.contract import limits
+
 GROUP = "governance.fgentic.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
-# Go RE2 and pydantic's Rust regex both accept these patterns (no look-around).
-DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-# A complete Matrix user ID: historical localpart characters, then a server name with an
-# optional port. A bare localpart has no ':' and fails.
-MXID_PATTERN = r"^@[a-z0-9._=/+-]+:[A-Za-z0-9.-]+(:[0-9]{1,5})?$"
-# Room IDs: room v12 IDs carry no server part; earlier versions do.
-ROOM_ID_PATTERN = r"^![A-Za-z0-9._~+/=-]+(:[A-Za-z0-9.-]+(:[0-9]{1,5})?)?$"
+# Go RE2 and pydantic's Rust regex both accept these patterns (no look-around). The grammars
+# live in contract/limits.py; these names are the forms our CRDs use.
+DNS1123_LABEL = limits.DNS1123_LABEL
+MXID_PATTERN = limits.SUBJECT_MXID
+ROOM_ID_PATTERN = limits.CONTROL_ROOM_ID
 TOKEN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 

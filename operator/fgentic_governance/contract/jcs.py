@@ -82,18 +82,19 @@ def b64url_decode(value: str | bytes) -> bytes:
     _fail(Code.NOT_BASE64URL)
 
 
-class _Duplicate(Exception):
-    pass
+class DuplicateName(Exception):
+    """Raised by :func:`unique_object` (a ``json.loads`` object hook)."""
 
 
 class _BadNumber(Exception):
     pass
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing duplicate names (every strict JSON reader uses it)."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        raise _Duplicate
+        raise DuplicateName
     return obj
 
 
@@ -108,13 +109,14 @@ def _int(text: str) -> int:
     return number
 
 
-def _has_surrogate(value: Any) -> bool:
+def has_lone_surrogate(value: Any) -> bool:
+    """A lone UTF-16 surrogate anywhere in a parsed value (JSON's \\u escapes allow them)."""
     if isinstance(value, str):
         return not value.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in value)
     if isinstance(value, dict):
-        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+        return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
     if isinstance(value, list):
-        return any(_has_surrogate(v) for v in value)
+        return any(has_lone_surrogate(v) for v in value)
     return False
 
 
@@ -122,17 +124,17 @@ def strict_loads(raw: bytes) -> Any:
     """Parse JSON text strictly: UTF-8, no duplicate names, integers only, no lone surrogates."""
     failure: ContractError | None = None
     try:
-        value = json.loads(raw.decode("utf-8"), object_pairs_hook=_object,
+        value = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_object,
                            parse_float=_float, parse_constant=_float, parse_int=_int)
     except UnicodeDecodeError:
         failure = ContractError(Code.NOT_UTF8)
-    except _Duplicate:
+    except DuplicateName:
         failure = ContractError(Code.DUPLICATE_NAME)
     except _BadNumber:
         failure = ContractError(Code.NUMBER_INVALID)
     except (ValueError, RecursionError):
         failure = ContractError(Code.NOT_JSON)
-    if failure is None and _has_surrogate(value):
+    if failure is None and has_lone_surrogate(value):
         failure = ContractError(Code.NOT_UTF8)
     if failure is not None:
         # Raised outside the handler so no parser exception (which may quote input) is chained.

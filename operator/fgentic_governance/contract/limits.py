@@ -36,10 +36,21 @@ LOWER_HEX_64: Final = r"^[0-9a-f]{64}$"
 # Matrix spec grammar: dns-name is 1*255 of ALPHA / DIGIT / "-" / "."; an IPv6 literal is
 # bracketed; an optional port of at most five digits.
 _SERVER = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?"
-# A complete user ID: current-grammar localpart, ':' and a server name. A bare localpart fails.
-MXID: Final = r"^@[a-z0-9._=/+-]+:" + _SERVER + "$"
+_NAMED_SERVER = r"[A-Za-z0-9.-]+(:[0-9]{1,5})?"
+_LOCALPART = r"@[a-z0-9._=/+-]+"
+_ROOM_HASH = r"![A-Za-z0-9._~+/=-]+"
+# The one MXID grammar, in two forms (a bare localpart, without ':', fails both):
+# - MXID: any user ID the Matrix grammar admits (a DNS name, IPv4 or bracketed IPv6 server,
+#   optional port): projections, room members, snapshots.
+# - SUBJECT_MXID: a governed subject (MemoryScope, ConsentRecord, PrincipalOffboarding,
+#   control API commands, the store's scope record): the same, without IPv6 literals, because
+#   the local homeserver it must name is a DNS name (the store's SQL guard checks this form).
+MXID: Final = "^" + _LOCALPART + ":" + _SERVER + "$"
+SUBJECT_MXID: Final = "^" + _LOCALPART + ":" + _NAMED_SERVER + "$"
 # Room v12 IDs are a bare hash; earlier versions carry a server name. Same for event IDs.
-ROOM_ID: Final = r"^![A-Za-z0-9._~+/=-]+(:" + _SERVER + ")?$"
+ROOM_ID: Final = "^" + _ROOM_HASH + "(:" + _SERVER + ")?$"
+CONTROL_ROOM_ID: Final = "^" + _ROOM_HASH + "(:" + _NAMED_SERVER + ")?$"
+"""A scope's control room (no IPv6 literal server, as SUBJECT_MXID)."""
 EVENT_ID: Final = r"^\$[A-Za-z0-9._~+/=-]+(:" + _SERVER + ")?$"
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 PARTNER_GROUP: Final = r"^partner/" + _LABEL + "/" + _LABEL + "$"

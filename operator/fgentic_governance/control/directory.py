@@ -20,7 +20,7 @@ from fgentic_governance.reasons import Reason
 
 
 @dataclass(frozen=True)
-class ScopeView:
+class DirectoryScope:
     """One MemoryScope as the API sees it: identity, spec and the last recorded erasure."""
 
     namespace: str
@@ -37,16 +37,17 @@ class ScopeView:
 
 
 class ScopeDirectory(Protocol):
-    async def list_scopes(self) -> Sequence[ScopeView]: ...
+    async def list_scopes(self) -> Sequence[DirectoryScope]: ...
 
-    async def record_erasure(self, scope: ScopeView, erasure: LastErasure) -> None:
+    async def record_erasure(self, scope: DirectoryScope, erasure: LastErasure) -> None:
         """Publish a content-free erasure result as the scope's ``status.lastErasure``."""
 
-    async def withdraw_consent(self, scope: ScopeView) -> None:
+    async def withdraw_consent(self, scope: DirectoryScope) -> None:
         """Durably withdraw the scope's consent, so the operator keeps it disabled."""
 
 
-def select(scopes: Sequence[ScopeView], subject: str, agent: AgentKey, room: str) -> ScopeView:
+def select(scopes: Sequence[DirectoryScope], subject: str, agent: AgentKey,
+           room: str) -> DirectoryScope:
     """The one scope of exactly (subject, Agent, room), or a refusal.
 
     No scope of this subject for this Agent is SCOPE_MISSING - the same answer whether the
@@ -73,17 +74,17 @@ def select(scopes: Sequence[ScopeView], subject: str, agent: AgentKey, room: str
 class StaticDirectory:
     """A fixed set of scopes (tests, or a deployment without API-server access)."""
 
-    scopes: list[ScopeView] = field(default_factory=list)
+    scopes: list[DirectoryScope] = field(default_factory=list)
     erasures: list[tuple[str, LastErasure]] = field(default_factory=list)
     withdrawals: list[str] = field(default_factory=list)
 
-    async def list_scopes(self) -> Sequence[ScopeView]:
+    async def list_scopes(self) -> Sequence[DirectoryScope]:
         return list(self.scopes)
 
-    async def record_erasure(self, scope: ScopeView, erasure: LastErasure) -> None:
+    async def record_erasure(self, scope: DirectoryScope, erasure: LastErasure) -> None:
         self.erasures.append((scope.key, erasure))
-        self.scopes = [ScopeView(s.namespace, s.name, s.spec, erasure) if s.key == scope.key
+        self.scopes = [DirectoryScope(s.namespace, s.name, s.spec, erasure) if s.key == scope.key
                        else s for s in self.scopes]
 
-    async def withdraw_consent(self, scope: ScopeView) -> None:
+    async def withdraw_consent(self, scope: DirectoryScope) -> None:
         self.withdrawals.append(scope.key)

@@ -24,7 +24,7 @@ from typing import Any, Final, TypeVar
 from aiohttp import web
 from prometheus_client import Counter
 
-from fgentic_governance import serving
+from fgentic_governance import serving, strict_json
 from fgentic_governance.control.auth import BearerTokenFile
 from fgentic_governance.control.codes import ControlError, ControlReason
 from fgentic_governance.control.service import ControlService, Reply
@@ -95,8 +95,8 @@ async def _body(request: web.BaseRequest, timeout: float) -> bytes:
     """The body, or REQUEST_TOO_LARGE / REQUEST_MALFORMED (too slow, or cut short)."""
     try:
         return await serving.read_body(request, MAX_BODY_BYTES, timeout)
-    except serving.Refused as refused:
-        too_large = refused.code is serving.Refusal.BODY_TOO_LARGE
+    except strict_json.Refused as refused:
+        too_large = refused.code is strict_json.Refusal.BODY_TOO_LARGE
     raise ControlError(ControlReason.REQUEST_TOO_LARGE if too_large
                        else ControlReason.REQUEST_MALFORMED)
 

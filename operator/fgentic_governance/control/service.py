@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 from fgentic_governance.api.memory import LastErasure, Posture
 from fgentic_governance.control.codes import ControlError, ControlReason
 from fgentic_governance.control.confirm import Action, Binding, ConfirmationBook
-from fgentic_governance.control.directory import ScopeDirectory, ScopeView, select
+from fgentic_governance.control.directory import DirectoryScope, ScopeDirectory, select
 from fgentic_governance.control.room import RoomPolicy, check_room, server_of
 from fgentic_governance.control.wire import (
     MAX_OFFSET,
@@ -66,7 +66,7 @@ class Reply:
 
 @dataclass(frozen=True)
 class Admitted:
-    scope: ScopeView
+    scope: DirectoryScope
     state: ScopeState
     access: Access
 
@@ -115,7 +115,7 @@ class ControlService:
     async def admit(self, command: Command) -> Admitted:
         if server_of(command.subject) != self.policy.local_server:
             raise ControlError(Reason.FEDERATION_DENIED)  # ADR 0023 §30: native local only.
-        scopes: Sequence[ScopeView] = await self.directory.list_scopes()
+        scopes: Sequence[DirectoryScope] = await self.directory.list_scopes()
         scope = select(scopes, command.subject, command.agent, command.room.room_id)
         drift = check_room(command.room, policy=self.policy, subject=command.subject,
                            agent=command.agent, control_room=scope.spec.control_room,
@@ -200,7 +200,7 @@ class ControlService:
             receipt = await _store(self.store.erase_scope(adm.scope.key))
         return await self._erased(adm.scope, receipt)
 
-    async def _erased(self, scope: ScopeView, receipt: ErasureReceipt) -> Reply:
+    async def _erased(self, scope: DirectoryScope, receipt: ErasureReceipt) -> Reply:
         try:
             await self.directory.record_erasure(scope, receipt.last_erasure())
         except ControlError as refused:
@@ -213,5 +213,5 @@ class ControlService:
         }, receipt_id=receipt.id)
 
 
-def _access(scope: ScopeView, state: ScopeState) -> Access:
+def _access(scope: DirectoryScope, state: ScopeState) -> Access:
     return Access.for_scope(scope.record(), state.consent_generation)

@@ -5,7 +5,7 @@ rule, history visibility, ACL entries, remote members) are accepted as bounded s
 and judged in ``room``, so that drift is reported as drift and not as a malformed request.
 Parsing never echoes input: ``hide_input_in_errors`` plus callers that drop the
 ``ValidationError`` and answer REQUEST_MALFORMED. Before pydantic sees a body, the strict JSON
-reader (``serving.loads``) refuses what pydantic would silently accept: a duplicate name
+reader (``strict_json.loads``) refuses what pydantic would silently accept: a duplicate name
 (pydantic keeps the last one, so ``{"subject": "@bob…", …, "subject": "@alice…"}`` was served
 as Alice), invalid UTF-8, non-finite numbers and deep nesting.
 """
@@ -18,7 +18,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from fgentic_governance import serving
+from fgentic_governance import strict_json
 from fgentic_governance.api.common import DNS1123_LABEL, MXID_PATTERN, ROOM_ID_PATTERN
 from fgentic_governance.contract import limits
 from fgentic_governance.control.codes import ControlError, ControlReason
@@ -128,8 +128,8 @@ def parse(model: type[C], body: bytes) -> C:
     validation error (whose location list names the offending field) is dropped entirely.
     """
     try:
-        serving.loads(body, max_depth=MAX_JSON_DEPTH)  # Strict syntax first (module doc).
+        strict_json.loads(body, max_depth=MAX_JSON_DEPTH)  # Strict syntax first (module doc).
         return model.model_validate_json(body)
-    except (serving.Refused, pydantic.ValidationError, ValueError):
+    except (strict_json.Refused, pydantic.ValidationError, ValueError):
         pass
     raise ControlError(ControlReason.REQUEST_MALFORMED)

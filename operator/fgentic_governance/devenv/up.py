@@ -20,16 +20,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fgentic_admission.render import webhook_configuration
 from fgentic_governance import paths
+from fgentic_governance.api.registry import KINDS as RESOURCES
 from fgentic_governance.devenv import free_port, terminate, wait_until
 from fgentic_governance.devenv.binaries import upstream_crds
 from fgentic_governance.devenv.controlplane import KubectlError, LocalControlPlane
 from fgentic_governance.devenv.postgres import LocalPostgres
-from fgentic_governance.rendering.admission import webhook_configuration
 from fgentic_governance.tls import write_serving_bundle
 
 LOCAL_HOMESERVER = "fgentic.local"
-KINDS = ("memoryscopes", "consentrecords", "retrievalbindings", "principaloffboardings")
+KINDS = tuple(resource.plural for resource in RESOURCES)
 
 
 def spawn_cli(args: Sequence[str], log: Path,

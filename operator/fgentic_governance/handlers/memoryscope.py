@@ -9,11 +9,12 @@ from typing import Any
 
 import kopf
 
+from fgentic_governance import kube
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Posture, ScopePhase
+from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Environment, Verdict, evaluate
-from fgentic_governance.handlers import kube
 from fgentic_governance.handlers.common import (
     backoff,
     condition,
@@ -33,7 +34,7 @@ POKE = f"{GROUP}/consent-revision"
 RESYNC_INTERVAL = float(os.environ.get("FGENTIC_SCOPE_RESYNC_SECONDS", "30"))
 
 
-@kopf.index(GROUP, VERSION, "consentrecords")  # type: ignore[arg-type]
+@kopf.index(GROUP, VERSION, CONSENT_RECORD.plural)
 def consents_by_scope(
     namespace: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
 ) -> dict[tuple[str, str], tuple[str, str, dict[str, Any]]]:
@@ -42,14 +43,14 @@ def consents_by_scope(
     return {key: (str(meta.get("creationTimestamp", "")), str(meta.get("name")), dict(spec))}
 
 
-@kopf.on.resume(GROUP, VERSION, "memoryscopes")
-@kopf.on.create(GROUP, VERSION, "memoryscopes")
-@kopf.on.update(GROUP, VERSION, "memoryscopes")
+@kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)
+@kopf.on.create(GROUP, VERSION, MEMORY_SCOPE.plural)
+@kopf.on.update(GROUP, VERSION, MEMORY_SCOPE.plural)
 async def reconcile_scope(**kwargs: Any) -> None:
     await _reconcile(**kwargs)
 
 
-@kopf.timer(GROUP, VERSION, "memoryscopes", interval=RESYNC_INTERVAL,
+@kopf.timer(GROUP, VERSION, MEMORY_SCOPE.plural, interval=RESYNC_INTERVAL,
             initial_delay=RESYNC_INTERVAL)
 async def resync_scope(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
     """Periodic re-evaluation (the store may come back, entries expire, counts change).
@@ -115,7 +116,7 @@ async def _reconcile(
         raise kopf.TemporaryError(outcome.reason.value, delay=backoff(retry))
 
 
-@kopf.on.delete(GROUP, VERSION, "memoryscopes")
+@kopf.on.delete(GROUP, VERSION, MEMORY_SCOPE.plural)
 async def erase_on_delete(
     *, namespace: str, name: str, spec: kopf.Spec, retry: int = 0, **_: Any
 ) -> None:
@@ -205,13 +206,13 @@ async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
         "reasonCode": outcome.reason.value,
         "time": now(),
     }
-    await kube.patch_status(group=GROUP, version=VERSION, plural="consentrecords",
+    await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
                             namespace=namespace, name=consent, status={"receipt": receipt})
 
 
-@kopf.on.create(GROUP, VERSION, "consentrecords")
-@kopf.on.update(GROUP, VERSION, "consentrecords")
-@kopf.on.resume(GROUP, VERSION, "consentrecords")
+@kopf.on.create(GROUP, VERSION, CONSENT_RECORD.plural)
+@kopf.on.update(GROUP, VERSION, CONSENT_RECORD.plural)
+@kopf.on.resume(GROUP, VERSION, CONSENT_RECORD.plural)
 async def reconcile_consent(
     *, namespace: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
     **_: Any,
@@ -230,7 +231,7 @@ async def reconcile_consent(
         "Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation,
         status.get("conditions"))]}
     if record is not None and not handled(status, meta):
-        await kube.annotate(group=GROUP, version=VERSION, plural="memoryscopes",
+        await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
                             namespace=namespace, name=record.scope_ref.name,
                             annotations={POKE: now()})
     update_status(patch, status, fields)

@@ -8,6 +8,7 @@ import kopf
 
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
+from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
 from fgentic_governance.handlers.common import condition, merge_conditions, parse
 from fgentic_governance.memory import StoreRefusal
 from fgentic_governance.offboarding.flow import offboard
@@ -17,7 +18,7 @@ from fgentic_governance.runtime_context import context, scope_lock
 RETRY_DELAY = 10
 
 
-@kopf.index(GROUP, VERSION, "memoryscopes")  # type: ignore[arg-type]
+@kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
 def scopes_by_subject(
     namespace: str, name: str, spec: kopf.Spec, **_: Any
 ) -> dict[tuple[str, str], str]:
@@ -25,14 +26,14 @@ def scopes_by_subject(
     return {(str(subject.get("mxid")), str(subject.get("originKind"))): f"{namespace}/{name}"}
 
 
-@kopf.index(GROUP, VERSION, "principaloffboardings")  # type: ignore[arg-type]
+@kopf.index(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
 def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], bool]:
     principal = spec.get("principal") or {}
     return {(str(principal.get("mxid")), str(principal.get("originKind"))): True}
 
 
-@kopf.on.resume(GROUP, VERSION, "principaloffboardings")
-@kopf.on.create(GROUP, VERSION, "principaloffboardings")
+@kopf.on.resume(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
+@kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
 async def reconcile_offboarding(
     *, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch,
     scopes_by_subject: kopf.Index[Any, Any], **_: Any,

@@ -1,5 +1,5 @@
-"""RetrievalBinding registrations: render (pure, `retrieval.render`), server-side apply, prune,
-correct drift on a timer, and report content-free status.
+"""RetrievalBinding registrations: render (pure, `retrieval.render`), then apply, prune and
+correct drift on a timer (`retrieval.apply`), and report content-free status.
 
 Two bindings for one Agent: the earliest (creationTimestamp, then namespace/name) keeps it; every
 later one reports `Conflict`, applies nothing and removes what it may have applied before.
@@ -13,9 +13,10 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance import kube
 from fgentic_governance.api.common import API_VERSION, GROUP, VERSION
+from fgentic_governance.api.registry import RETRIEVAL_BINDING
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.handlers import drift, kube
 from fgentic_governance.handlers.common import (
     condition,
     handled,
@@ -24,23 +25,22 @@ from fgentic_governance.handlers.common import (
     update_status,
 )
 from fgentic_governance.reasons import Reason
-from fgentic_governance.retrieval import render_apply
-from fgentic_governance.retrieval.render import Rendered, RenderError, render
-from fgentic_governance.retrieval.render_names import FIELD_MANAGER, KINDS, BindingId
+from fgentic_governance.retrieval.apply import BindingApplier
+from fgentic_governance.retrieval.render.binding import Rendered, RenderError, render
+from fgentic_governance.retrieval.render.names import BindingId
+from fgentic_governance.retrieval.render.ownership import Owner
 from fgentic_governance.runtime_context import scope_lock
 
 KIND = "RetrievalBinding"
-PLURAL = "retrievalbindings"
+PLURAL = RETRIEVAL_BINDING.plural
 JWKS_KEY = "jwks.json"
 RETRY_DELAY = 10
 # Reapply on a timer: server-side apply with force resets any field we own that someone edited.
 RESYNC_INTERVAL = float(os.environ.get("FGENTIC_BINDING_RESYNC_SECONDS", "60"))
-APPLIED = drift.AppliedVersions()
-# One shared snapshot, refreshed at least twice per resync interval (handlers/drift.py).
-LIVE = drift.LiveSnapshot(max_age=RESYNC_INTERVAL / 2)
+APPLIER = BindingApplier(RESYNC_INTERVAL)
 
 
-@kopf.index(GROUP, VERSION, PLURAL)  # type: ignore[arg-type]
+@kopf.index(GROUP, VERSION, PLURAL)
 def bindings_by_agent(
     namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
 ) -> dict[tuple[str, str], tuple[str, str]]:
@@ -100,15 +100,15 @@ async def _reconcile(
         except RenderError:
             report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
             return
-        owner = render_apply.Owner(API_VERSION, KIND, namespace, name, str(meta.get("uid")))
+        owner = Owner(API_VERSION, KIND, namespace, name, str(meta.get("uid")))
         # A resync that renders what was last applied (and pruned against) has nothing new to
         # prune, and nothing to apply unless an object drifted.
         same = resync and _applied(status, rendered.digest)
-        if same and await _undrifted(binding, rendered):
+        if same and await APPLIER.undrifted(binding, rendered):
             report.done(rendered=Reason.OK, applied=Reason.OK, result=rendered)
             return
         try:
-            await _apply(binding, rendered, owner)
+            await APPLIER.apply(binding, rendered, owner)
             if not same:  # The prune's cluster-wide label LISTs: 5 per binding.
                 await _prune(binding, rendered.objects)
         except ApiException as exc:
@@ -120,41 +120,13 @@ async def _reconcile(
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 async def remove_rendered(*, namespace: str, name: str, **_: Any) -> None:
     """Cross-namespace objects have no owner reference; delete everything labelled for us."""
-    APPLIED.forget(BindingId(namespace, name))
+    APPLIER.forget(BindingId(namespace, name))
     await _prune(BindingId(namespace, name), [])
 
 
-async def _apply(binding: BindingId, rendered: Rendered, owner: render_apply.Owner) -> None:
-    versions = {}
-    for obj in render_apply.with_owner(rendered.objects, owner):
-        versions[render_apply.key(obj)] = await kube.server_side_apply(
-            obj, render_apply.plural(obj), FIELD_MANAGER)
-    APPLIED.record(binding, versions)
-
-
-async def _undrifted(binding: BindingId, rendered: Rendered) -> bool:
-    """Our last apply of this exact rendering still stands, object for object."""
-    last = APPLIED.get(binding)
-    if last is None:
-        return False  # Not applied by this process (a restart): apply.
-    applied_at, versions = last
-    live = await LIVE.versions(newer_than=applied_at)
-    return live is not None and drift.unchanged(
-        versions, live, {render_apply.key(obj) for obj in rendered.objects})
-
-
 async def _prune(binding: BindingId, keep: list[dict[str, Any]]) -> None:
-    existing: list[dict[str, Any]] = []
-    for (api_version, kind), plural in KINDS.items():
-        for item in await _listed(api_version, plural, render_apply.selector(binding)):
-            existing.append({**item, "apiVersion": api_version, "kind": kind})  # lists omit them
-    for api_version, kind, obj_namespace, obj_name in render_apply.stale(existing, keep, binding):
-        await kube.delete_object(api_version, KINDS[(api_version, kind)], obj_namespace, obj_name)
-
-
-async def _listed(api_version: str, plural: str, selector: str) -> list[dict[str, Any]]:
     try:
-        return await kube.list_labelled(api_version, plural, selector)
+        await APPLIER.prune(binding, keep)
     except ApiException as exc:
         raise kopf.TemporaryError(f"list failed: {exc.status}", delay=RETRY_DELAY) from None
 

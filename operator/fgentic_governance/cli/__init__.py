@@ -1,0 +1,193 @@
+"""The `fgentic-governance` command: operator | webhook | render | crds | projector | dev."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fgentic_governance import paths
+
+
+def _crds(args: argparse.Namespace) -> int:
+    """CRDs and the contract's JSON Schemas: every artefact generated from the models."""
+    from fgentic_governance.api import crdgen
+    from fgentic_governance.contract import schemagen
+
+    dirs = [Path(d) for d in args.output] if args.output else paths.crd_dirs()
+    schemas = paths.repo_root() / "schemas"
+    if args.check:
+        problems = crdgen.drift(dirs) + ([] if args.output else schemagen.drift(schemas))
+        for problem in problems:
+            print(f"drift: {problem}", file=sys.stderr)
+        if problems:
+            print("run `fgentic-governance crds` and commit the result", file=sys.stderr)
+            return 1
+        print(f"crds up to date in {', '.join(map(str, dirs))}")
+        return 0
+    crdgen.write(dirs)
+    print(f"wrote {len(crdgen.render_all())} CRDs to {', '.join(map(str, dirs))}")
+    if not args.output:
+        schemagen.write(schemas)
+        print(f"wrote the contract's JSON Schemas to {schemas}")
+    return 0
+
+
+def _operator(args: argparse.Namespace) -> int:
+    from fgentic_governance.runtime import run_operator
+
+    return int(run_operator(args))
+
+
+def _webhook(args: argparse.Namespace) -> int:
+    from fgentic_admission.server import run_webhook
+
+    return int(run_webhook(args))
+
+
+def _render(args: argparse.Namespace) -> int:
+    from fgentic_governance.cli.render import run_render
+
+    return int(run_render(args))
+
+
+def _offboard(args: argparse.Namespace) -> int:
+    from fgentic_governance.cli.offboard import run_offboard
+
+    return int(run_offboard(args))
+
+
+def _projector(args: argparse.Namespace) -> int:
+    from fgentic_governance.retrieval.projector.server import run_projector
+
+    return int(run_projector(args))
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from fgentic_governance.devenv.up import run_dev
+
+    return int(run_dev(args))
+
+
+def _control_api(args: argparse.Namespace) -> int:
+    from fgentic_governance.control.server import run_control_api
+
+    return int(run_control_api(args))
+
+
+def _add_memory_commands(sub: Any) -> None:
+    """`memory status|list-scopes|erase-scope` and `control-api` (the memory control API)."""
+    from fgentic_governance.cli import memory
+    from fgentic_governance.control import server
+
+    parser = sub.add_parser("memory", help="content-free memory store status and erasure")
+    memory.add_arguments(parser)
+    control = sub.add_parser("control-api", help="run the memory control API (!memory)")
+    server.add_arguments(control)
+    control.set_defaults(func=_control_api)
+
+
+def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of subcommands)
+    parser = argparse.ArgumentParser(prog="fgentic-governance", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crds = sub.add_parser("crds", help="generate crds/ and schemas/ from the models, or --check")
+    crds.add_argument("--check", action="store_true", help="fail if committed YAML differs")
+    crds.add_argument("--output", action="append", help="directory (repeatable)")
+    crds.set_defaults(func=_crds)
+
+    op = sub.add_parser("operator", help="run the reconcilers")
+    _add_runtime_flags(op)
+    op.set_defaults(func=_operator)
+
+    wh = sub.add_parser("webhook", help="run the validating admission webhook server")
+    _add_runtime_flags(wh)
+    wh.add_argument("--tls-dir", type=Path, required=True,
+                    help="directory with tls.crt, tls.key and ca.crt")
+    wh.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
+    wh.add_argument("--port", type=int, default=9443)
+    wh.add_argument("--health-port", type=int, default=8080,
+                    help="plain HTTP: /healthz, /readyz, /metrics")
+    wh.add_argument("--audit-interval", type=float, default=60.0,
+                    help="seconds between audits of existing Agents (0 disables)")
+    wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
+                    help="how often to check the certificate files for renewal")
+    boot = wh.add_argument_group("TLS bootstrap (cert-manager style; otherwise mount a Secret)")
+    boot.add_argument("--bootstrap-secret", help="Secret holding the generated CA and pair")
+    boot.add_argument("--bootstrap-namespace", default="fgentic-system")
+    boot.add_argument("--bootstrap-service", default="fgentic-governance-webhook")
+    boot.add_argument("--bootstrap-webhook-config", default="fgentic-governance",
+                      help="ValidatingWebhookConfiguration whose caBundle is injected")
+    boot.add_argument("--bootstrap-host", action="append",
+                      help="extra DNS name or IP for the serving certificate (repeatable)")
+    wh.set_defaults(func=_webhook)
+
+    render = sub.add_parser("render", help="render manifests offline, for GitOps")
+    targets = render.add_subparsers(dest="target", required=True)
+    vwc = targets.add_parser("webhook-config", help="the ValidatingWebhookConfiguration")
+    vwc.add_argument("--url", required=True,
+                     help="base https URL of the webhook (/agents and /governance are appended)")
+    vwc.add_argument("--ca-file", type=Path, required=True, help="PEM CA that signed it")
+    vwc.add_argument("--name", default="fgentic-governance")
+    rb = targets.add_parser("retrievalbinding",
+                            help="NetworkPolicies + agentgateway config of RetrievalBindings")
+    rb.add_argument("file", type=Path, help="YAML with one or more RetrievalBindings")
+    rb.add_argument("-o", "--output", type=Path, help="directory for one file per form")
+    rb.add_argument("--format", choices=["standalone", "kubernetes", "all"],
+                    help="default: all with -o, kubernetes on stdout")
+    rb.add_argument("--jwks-file", type=Path,
+                    help="the public route's JWKS (what the operator reads from jwksConfigMap)")
+    rb.add_argument("--cluster-domain", default="cluster.local")
+    rb.add_argument("--standalone-host", action="append", default=[], metavar="KEY=HOST:PORT",
+                    help="standalone address of projector, kagent or retrieval (repeatable)")
+    render.set_defaults(func=_render)
+
+    off = sub.add_parser("offboard", help="request erasure of every memory scope of a principal")
+    off.add_argument("mxid", help="complete MXID of the deactivated user")
+    off.add_argument("--origin-kind", default="native-local")
+    off.add_argument("--kubeconfig", type=Path)
+    off.add_argument("--wait", type=float, default=0.0,
+                     help="seconds to wait for ReadyForDeactivation (0: do not wait)")
+    off.set_defaults(func=_offboard)
+
+    _add_projector(sub)
+
+    dev = sub.add_parser("dev", help="local control plane + PostgreSQL + operator + webhook")
+    dev.add_argument("action", choices=["up"], help="run the demo end to end")
+    dev.add_argument("--workdir", type=Path, default=Path(".run"))
+    dev.add_argument("--hold", action="store_true", help="keep running until interrupted")
+    dev.set_defaults(func=_dev)
+    _add_memory_commands(sub)
+    return parser
+
+
+def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    proj = sub.add_parser("projector",
+                          help="run the retrieval identity projector (agentgateway ext-authz)")
+    proj.add_argument("--config", type=Path, required=True,
+                      help="projector configuration (JSON or YAML, see docs/projector.md)")
+    proj.add_argument("--port", type=int, default=9090)
+    proj.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
+    proj.set_defaults(func=_projector)
+
+
+def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster or ~/.kube/config")
+    parser.add_argument("--namespace", action="append", help="watch only these namespaces")
+    parser.add_argument("--store-dsn-file", type=Path,
+                        help="file holding the PostgreSQL DSN (mounted from a Secret)")
+    parser.add_argument("--local-homeserver", default="",
+                        help="server name of the local homeserver (federation boundary)")
+    parser.add_argument("--metrics-port", type=int, default=0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

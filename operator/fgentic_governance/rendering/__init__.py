@@ -1,1 +1,0 @@
-"""Pure renderers: spec in, manifests out; shared by the operator and `render`."""

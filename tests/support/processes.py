@@ -1,0 +1,47 @@
+"""Run our own console script as a child process in tests."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from fgentic_governance.devenv import free_port, terminate, wait_until
+from fgentic_governance.devenv.up import port_open, spawn_cli
+
+__all__ = ["free_port", "spawn_and_wait", "spawn_cli", "stop"]
+
+
+def spawn_and_wait(args: Sequence[str], log: Path, port: int) -> subprocess.Popen[bytes]:
+    proc = spawn_cli(args, log)
+    wait_until(lambda: port_open(port), proc, what=args[0], log=log, timeout=60)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    terminate(proc)
+
+
+def spawn_operator(kubeconfig: Path, dsn_file: Path, namespaces: Sequence[str],
+                   log: Path) -> subprocess.Popen[bytes]:
+    """The operator watching ``namespaces``, with the store at the DSN in ``dsn_file``."""
+    return spawn_cli(["operator", "--kubeconfig", str(kubeconfig),
+                      *[arg for ns in namespaces for arg in ("--namespace", ns)],
+                      "--local-homeserver", "fgentic.local", "--store-dsn-file", str(dsn_file)],
+                     log)
+
+
+def spawn_webhook(kubeconfig: Path, work: Path, *, audit_interval: int = 0
+                  ) -> tuple[subprocess.Popen[bytes], int, bytes]:
+    """The webhook on 127.0.0.1 with a fresh serving bundle in ``work/tls``: (process, review
+    port, CA bundle)."""
+    from fgentic_governance.tls import write_serving_bundle
+
+    _, _, ca = write_serving_bundle(work / "tls", ["127.0.0.1"])
+    port = free_port()
+    proc = spawn_and_wait(
+        ["webhook", "--kubeconfig", str(kubeconfig), "--tls-dir", str(work / "tls"),
+         "--host", "127.0.0.1", "--port", str(port), "--health-port", str(free_port()),
+         "--local-homeserver", "fgentic.local", "--audit-interval", str(audit_interval)],
+        work / "webhook.log", port)
+    return proc, port, ca.read_bytes()
