@@ -21,13 +21,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_admission.render import admission_policy, webhook_configuration
+from fgentic_governance.api.common import GROUP
 from fgentic_governance.devenv.controlplane import KubectlError
 from tests.support import processes
 from tests.support.objects import api_message, example
 
 pytestmark = pytest.mark.integration
 NS = "admission"
-GROUP = "governance.fgentic.dev"
 BOUND = {"apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": NS,
          "name": "knowledge-retrieval"}
 OTHER = {"apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": NS,

@@ -11,11 +11,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.api.common import GROUP, VERSION
 from tests.support.objects import api_message, example, set_path
 
 pytestmark = pytest.mark.integration
 
-GROUP, VERSION, NS = "governance.fgentic.dev", "v1alpha1", "crd-tests"
+NS = "crd-tests"
 CLEANUP = "test.fgentic.dev/crd-validation"
 PLURALS = {
     "MemoryScope": "memoryscopes",

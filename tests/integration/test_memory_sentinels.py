@@ -44,6 +44,7 @@ import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 
+from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.devenv.postgres import LocalPostgres
 from fgentic_governance.memory import (
@@ -66,7 +67,6 @@ from tests.support.objects import example
 
 pytestmark = pytest.mark.integration
 
-GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
 DIM = 768
 SCOPE = "sentinels"
 TWIN = "sentinels-twin"  # same typed triple as SCOPE: the store refuses it (a failure path)

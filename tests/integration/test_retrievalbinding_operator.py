@@ -16,6 +16,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.registry import RETRIEVAL_BINDING
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render import ownership
@@ -25,7 +27,7 @@ from tests.support.objects import api_prefix, example, object_path, raw_request
 from tests.support.render import JWKS
 
 pytestmark = pytest.mark.integration
-GROUP, VERSION, PLURAL = "governance.fgentic.dev", "v1alpha1", "retrievalbindings"
+PLURAL = RETRIEVAL_BINDING.plural
 
 
 class Env:

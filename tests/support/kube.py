@@ -12,9 +12,9 @@ from typing import Any
 
 from kubernetes import client
 
+from fgentic_governance.api.common import GROUP, VERSION
 from tests.support.objects import ROOT
 
-GROUP, VERSION = "governance.fgentic.dev", "v1alpha1"
 Check = Callable[[dict[str, Any]], bool]
 
 
