@@ -205,7 +205,7 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
         routes = {group: hook["clientConfig"]["url"] for hook in config["webhooks"]
                   for rule in hook["rules"] for group in rule["apiGroups"]}
         made = Stack(control_plane, client.CustomObjectsApi(k8s_client), resources, routes,
-                     ssl.create_default_context(cafile=str(ca)), work / "operator.log")
+                     ssl.create_default_context(cadata=ca.decode()), work / "operator.log")
         cleanup.callback(_delete_cluster_objects, made)  # Runs before the processes stop.
         _wait_enforced(made, namespaces[0])
         yield made
