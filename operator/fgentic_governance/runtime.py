@@ -134,7 +134,7 @@ def run_operator(args: argparse.Namespace) -> int:
 
             serving.scrub_library_logs()
             metrics_runners.append(await serving.serve(
-                serving.metrics_handler(), "0.0.0.0", args.metrics_port))  # noqa: S104
+                serving.health_handler(), "0.0.0.0", args.metrics_port))  # noqa: S104
         if args.store_dsn_file:
             tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file)))
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import ssl
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -227,22 +228,40 @@ class TLSSite(web.BaseSite):
             reuse_address=True, ssl_handshake_timeout=self._handshake)
 
 
-def metrics_handler() -> Handler:
-    """``GET /metrics`` (the default Prometheus registry) and ``GET /healthz``; else 404.
+def health_handler(ready: Callable[[], bool] | None = None) -> Handler:
+    """The plain-HTTP side port: ``GET /healthz``, ``GET /metrics`` (the default Prometheus
+    registry) and, given ``ready``, ``GET /readyz`` (503 ``syncing`` while it is False).
+    Another method on those paths is 405; any other path 404.
 
     Replaces ``prometheus_client.start_http_server``, whose server has no time bounds.
     """
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+    paths = {"/healthz", "/metrics"} | ({"/readyz"} if ready is not None else set())
+
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
-        if request.method == "GET" and request.path == "/metrics":
+        if request.path not in paths:
+            return web.Response(status=404, text="NOT_FOUND\n")
+        if request.method != "GET":
+            return web.Response(status=405, text="METHOD_NOT_ALLOWED\n")
+        if request.path == "/metrics":
             return web.Response(body=generate_latest(),
                                 headers={"Content-Type": CONTENT_TYPE_LATEST})
-        if request.method == "GET" and request.path == "/healthz":
-            return web.Response(text="ok\n")
-        return web.Response(status=404, text="NOT_FOUND\n")
+        if request.path == "/readyz" and ready is not None and not ready():
+            return web.Response(status=503, text="syncing")
+        return web.Response(text="ok")
 
     return handle
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event SIGTERM or SIGINT sets (a process's graceful stop); call on the running loop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 # -- bodies ------------------------------------------------------------------------------------

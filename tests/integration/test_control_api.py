@@ -33,14 +33,16 @@ from prometheus_client import REGISTRY, generate_latest
 from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.control.auth import BearerTokenFile
 from fgentic_governance.control.confirm import ConfirmationBook
-from fgentic_governance.control.http import make_handler, scrub_library_logs, serve
+from fgentic_governance.control.http import make_handler
 from fgentic_governance.control.kube_directory import KubeDirectory
 from fgentic_governance.control.room import RoomPolicy
 from fgentic_governance.control.service import ControlService
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds
+from fgentic_governance.serving import scrub_library_logs, serve
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, Check, until_status
 from tests.support.objects import example
+from tests.support.store import RUNTIME_SETTINGS, defeat_bounds, open_insert
 
 pytestmark = pytest.mark.integration
 
@@ -759,21 +761,13 @@ async def _probe(env: Env, path: str) -> tuple[int, dict[str, Any]]:
         return response.status, json.loads(await response.text())
 
 
-async def _stuck_runtime(dsn: str, access: Access) -> Any:
-    """A runtime connection holding the scope row in an open insert, its own bounds defeated."""
-    stuck = await asyncpg.connect(dsn, server_settings={
-        "role": "fgentic_memory_runtime", "search_path": "fgentic_memory, public"})
-    await stuck.execute("BEGIN")
-    await stuck.fetchrow("SELECT * FROM enter_scope($1, $2, $3, $4, $5, $6, 'capture')",
-                         *access.params())
-    await stuck.fetchval(
-        "INSERT INTO memory (agent_name, user_id, content, metadata, expires_at, scope_key,"
-        " consent_generation) VALUES ($1, $2, 'a fact', '{}', now() + interval '1 day', $3, $4)"
-        " RETURNING id", f"{access.agent_namespace}/{access.agent_name}", access.subject_mxid,
-        access.scope_key, access.generation)
-    for name in bounds.RUNTIME:
-        await stuck.execute(f"SET LOCAL {name} = 0")
-    return stuck
+async def _stuck_runtime(dsn: str, access: Access) -> tuple[Any, Any]:
+    """A runtime connection holding the scope row in an open insert, its own bounds defeated;
+    (connection, open transaction)."""
+    stuck = await asyncpg.connect(dsn, server_settings=RUNTIME_SETTINGS)
+    tx = await open_insert(stuck, access)
+    await defeat_bounds(stuck)
+    return stuck, tx
 
 
 async def test_parked_erasures_leave_other_users_answered(
@@ -814,8 +808,8 @@ async def test_parked_erasures_leave_other_users_answered(
         user = users[held.index(True)]
         status, body = await post(api, "inspect", command(env, user, subject=f"@{user}:{LOCAL}"))
         assert status == 403 and body["reason"] == "SCOPE_DISABLED"
-        for conn in stuck:
-            await conn.execute("ROLLBACK")
+        for _, tx in stuck:
+            await tx.rollback()
         _, first = await post(api, "forget-all", command(env, user, subject=f"@{user}:{LOCAL}"))
         status, done = await post(api, "forget-all",
                                   confirm(user, first["confirmation"]["token"]))
@@ -823,7 +817,7 @@ async def test_parked_erasures_leave_other_users_answered(
         assert not (await env.store.scope_state(accesses[users.index(user)].scope_key)).held
     finally:
         processes.stop(proc)
-        for conn in stuck:
+        for conn, _ in stuck:
             await conn.close()
 
 
@@ -900,7 +894,7 @@ async def test_the_log_check_would_catch_aiohttps_echo_without_the_filter(
     env: Env, log_capture: pytest.LogCaptureFixture,
 ) -> None:
     """A control for the sentinel test: unfiltered, aiohttp logs the offending bytes."""
-    from fgentic_governance.control.http import ContentFreeFilter
+    from fgentic_governance.serving import ContentFreeFilter
 
     removed = [(logger, f) for logger in (logging.getLogger("aiohttp.server"),)
                for f in logger.filters if isinstance(f, ContentFreeFilter)]

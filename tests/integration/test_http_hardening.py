@@ -232,7 +232,7 @@ async def test_metrics_ports_close_partial_requests_within_the_bounds(
     prometheus_client's, which has no time bounds); the control API's stands for both."""
     port = control_api.ports["metrics"]
     answers = await _partial_requests(port, _request("GET", "/healthz"), _body_head("/metrics"))
-    assert all(a.startswith(b"HTTP/1.1 404 ") for a in answers)
+    assert all(a.startswith(b"HTTP/1.1 405 ") for a in answers)
     async with aiohttp.ClientSession() as http, http.get(f"{port.url}/metrics") as response:
         assert response.status == 200
         assert "fgentic_memory_control_requests" in await response.text()

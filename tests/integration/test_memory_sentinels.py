@@ -64,6 +64,7 @@ from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
 from tests.support import processes
 from tests.support.objects import example
+from tests.support.store import RUNTIME_SETTINGS
 
 pytestmark = pytest.mark.integration
 
@@ -267,8 +268,7 @@ async def harness(
             assert await conn.fetchval(f"SHOW {setting}") == value
     runtime_pool = await asyncpg.create_pool(
         pg_dsn, min_size=1, max_size=4,
-        server_settings={"role": "fgentic_memory_runtime",
-                         "search_path": "fgentic_memory, public"})
+        server_settings=RUNTIME_SETTINGS)
     namespace = f"sentinels-{uuid.uuid4().hex[:8]}"
     control_plane.ensure_namespace(namespace)
     dsn_file = tmp_path / "dsn"
@@ -401,8 +401,7 @@ async def test_literal_sql_writes_leave_nothing_in_the_postgres_log(harness: Har
         insert(literal("fine fact"), metadata=literal('{"k": ' + h.sentinel("literal-json"))),
         f"SELECT {literal(h.sentinel('literal-cast'))}::integer",
     ]
-    fresh = await asyncpg.connect(h.dsn, server_settings={
-        "role": "fgentic_memory_runtime", "search_path": "fgentic_memory, public"})
+    fresh = await asyncpg.connect(h.dsn, server_settings=RUNTIME_SETTINGS)
     try:
         for statement in statements:
             # The caller's own driver error may quote its own literal (the client sent it);

@@ -26,10 +26,17 @@ from fgentic_governance.memory import (
     ScopeRecord,
     StoreRefusal,
     bounds,
-    migrate,
 )
 from fgentic_governance.reasons import Reason
-from tests.support.store import RUNTIME_SETTINGS
+from tests.support.store import (
+    GATED_INSERT,
+    RUNTIME_SETTINGS,
+    defeat_bounds,
+    enter,
+    migrated_pool,
+    open_insert,
+    store_agent,
+)
 
 pytestmark = pytest.mark.integration
 ALICE, BOB = "@alice:fgentic.local", "@bob:fgentic.local"
@@ -37,11 +44,6 @@ ROOM = "!alice-control:fgentic.local"
 # Longer than any bound below (runtime 5 s, pool lock wait 8 s), so a hang fails the test
 # instead of hanging the suite; on the code before the fix these waits never ended.
 HANG = 30.0
-INSERT = """
-INSERT INTO memory (agent_name, user_id, content, metadata, expires_at, scope_key,
-                    consent_generation)
-VALUES ($1, $2, $3, '{}'::jsonb, now() + interval '1 day', $4, $5) RETURNING id
-"""
 
 
 def record(key: str = "team-a/alice-helper", subject: str = ALICE,
@@ -54,9 +56,7 @@ def record(key: str = "team-a/alice-helper", subject: str = ALICE,
 @pytest.fixture
 async def bounded_store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
     """The operator's store: its pool has the operator's bounds (bounds.POOL)."""
-    pool = await asyncpg.create_pool(pg_dsn, **bounds.pool_kwargs(min_size=1, max_size=8))
-    async with pool.acquire() as conn:
-        await migrate(conn)
+    pool = await migrated_pool(pg_dsn, **bounds.pool_kwargs(min_size=1, max_size=8))
     yield MemoryStore(pool)
     await pool.close()
 
@@ -70,35 +70,10 @@ async def runtime_conn(pg_dsn: str, bounded_store: MemoryStore) -> AsyncIterator
         await conn.close()
 
 
-def store_agent(access: Access) -> str:
-    return f"{access.agent_namespace}/{access.agent_name}"
-
-
 async def granted(store: MemoryStore, rec: ScopeRecord | None = None) -> Access:
     rec = rec or record()
     await store.ensure_scope(rec)
     return Access.for_scope(rec, await store.grant(rec.scope_key))
-
-
-async def enter(conn: Any, access: Access, mode: str = "capture") -> None:
-    await conn.fetchrow("SELECT * FROM enter_scope($1, $2, $3, $4, $5, $6, $7)",
-                        *access.params(), mode)
-
-
-async def open_insert(conn: Any, access: Access) -> Any:
-    """BEGIN, a gated insert left uncommitted (the scope row stays locked): a stuck runtime."""
-    tx = conn.transaction()
-    await tx.start()
-    await enter(conn, access)
-    await conn.fetchval(INSERT, store_agent(access), access.subject_mxid, "a fact",
-                        access.scope_key, access.generation)
-    return tx
-
-
-async def defeat_bounds(conn: Any) -> None:
-    """What a hostile runtime can do after the gate: lift its transaction's bounds."""
-    for name in bounds.RUNTIME:
-        await conn.execute(f"SET LOCAL {name} = 0")
 
 
 async def refusal(work: Any) -> Reason:
@@ -168,7 +143,7 @@ async def test_fence_that_cannot_get_its_lock_fails_closed_then_completes(
                 await enter(other, access, "recall")
         assert info.value.sqlstate == "FG002"  # SCOPE_DISABLED
         with pytest.raises(asyncpg.PostgresError) as info:
-            await other.fetchval(INSERT, store_agent(access), access.subject_mxid,
+            await other.fetchval(GATED_INSERT, store_agent(access), access.subject_mxid,
                                  "another fact", access.scope_key, access.generation)
         assert info.value.sqlstate == "FG002"
         async with other.transaction():

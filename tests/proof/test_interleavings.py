@@ -42,6 +42,7 @@ from fgentic_governance.memory import (
     migrate,
 )
 from fgentic_governance.reasons import Reason
+from tests.support.store import RUNTIME_SETTINGS
 
 pytestmark = pytest.mark.integration
 
@@ -102,8 +103,7 @@ async def pools(pg_dsn: str) -> AsyncIterator[tuple[Any, Any, Any]]:
         await migrate(conn)
     runtime = await asyncpg.create_pool(
         pg_dsn, min_size=2, max_size=12,
-        server_settings={"role": "fgentic_memory_runtime",
-                         "search_path": "fgentic_memory, public"})
+        server_settings=RUNTIME_SETTINGS)
     probe = await asyncpg.connect(pg_dsn)
     yield owner, runtime, probe
     await probe.close()

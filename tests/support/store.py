@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, migrate
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds, migrate
 
 # What kagent would connect with: the restricted role, our schema first.
 RUNTIME_SETTINGS = {"role": "fgentic_memory_runtime", "search_path": "fgentic_memory, public"}
@@ -15,9 +15,12 @@ ALICE = "@alice:example.org"
 ROOM = "!alice-control:example.org"
 
 
-async def migrated_pool(dsn: str, *, max_size: int) -> asyncpg.Pool:
-    """An owner (operator) pool on ``dsn`` whose schema is migrated; the caller closes it."""
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_size)
+async def migrated_pool(dsn: str, *, max_size: int, **pool_kwargs: Any) -> asyncpg.Pool:
+    """An owner (operator) pool on ``dsn`` whose schema is migrated; the caller closes it.
+
+    ``pool_kwargs`` go to ``asyncpg.create_pool`` (``memory.bounds.pool_kwargs()`` for the
+    operator's own bounds)."""
+    pool = await asyncpg.create_pool(dsn, **{"min_size": 1, **pool_kwargs, "max_size": max_size})
     async with pool.acquire() as conn:
         await migrate(conn)
     return pool
@@ -39,3 +42,41 @@ async def enabled(store: MemoryStore, record: ScopeRecord | None = None) -> Acce
     await store.ensure_scope(record)
     generation = await store.grant(record.scope_key)
     return Access.for_scope(record, generation)
+
+
+# -- a stuck runtime: what blocks an erasure fence ---------------------------------------------
+
+GATED_INSERT = """
+INSERT INTO memory (agent_name, user_id, content, metadata, expires_at, scope_key,
+                    consent_generation)
+VALUES ($1, $2, $3, '{}'::jsonb, now() + interval '1 day', $4, $5) RETURNING id
+"""
+"""A runtime's plain-SQL save (the write gate of sql/0002 runs on it)."""
+
+
+def store_agent(access: Access) -> str:
+    """The ``agent_name`` spelling rows of the scope carry."""
+    return f"{access.agent_namespace}/{access.agent_name}"
+
+
+async def enter(conn: Any, access: Access, mode: str = "capture") -> None:
+    """``enter_scope`` for ``access`` in the connection's current transaction."""
+    await conn.fetchrow("SELECT * FROM enter_scope($1, $2, $3, $4, $5, $6, $7)",
+                        *access.params(), mode)
+
+
+async def open_insert(conn: Any, access: Access) -> Any:
+    """BEGIN, a gated insert left uncommitted (the scope row stays locked): a stuck runtime.
+    Returns the open transaction."""
+    tx = conn.transaction()
+    await tx.start()
+    await enter(conn, access)
+    await conn.fetchval(GATED_INSERT, store_agent(access), access.subject_mxid, "a fact",
+                        access.scope_key, access.generation)
+    return tx
+
+
+async def defeat_bounds(conn: Any) -> None:
+    """What a hostile runtime can do after the gate: lift its transaction's bounds."""
+    for name in bounds.RUNTIME:
+        await conn.execute(f"SET LOCAL {name} = 0")

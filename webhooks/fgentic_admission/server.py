@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import logging
-import signal
 import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,7 +26,6 @@ from typing import Any, Final
 from aiohttp import web
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fgentic_admission import audit, bootstrap, metrics
 from fgentic_admission.informer import Informer
@@ -221,26 +219,6 @@ class ServingCertificate:
             self.refresh()
 
 
-# -- health, readiness, metrics ----------------------------------------------------------------
-
-
-def health_handler(source: StateSource) -> serving.Handler:
-    async def handle(request: web.BaseRequest) -> web.StreamResponse:
-        if request.method != "GET":
-            return _text(405, "METHOD_NOT_ALLOWED")
-        if request.path == "/healthz":
-            return web.Response(text="ok")
-        if request.path == "/readyz":
-            return web.Response(text="ok") if source.synced else web.Response(
-                status=503, text="syncing")
-        if request.path == "/metrics":
-            return web.Response(body=generate_latest(),
-                                headers={"Content-Type": CONTENT_TYPE_LATEST})
-        return _text(404, "NOT_FOUND")
-
-    return handle
-
-
 # -- the process -------------------------------------------------------------------------------
 
 
@@ -259,7 +237,8 @@ async def serve(args: argparse.Namespace) -> None:
             bootstrap.keep_settled(api_client, target, Path(args.tls_dir))))
     source = StateSource(api_client)
     source.start()
-    health = await serving.serve(health_handler(source), args.host, args.health_port)
+    health = await serving.serve(serving.health_handler(ready=lambda: source.synced),
+                                 args.host, args.health_port)
     if args.audit_interval > 0:
         tasks.append(asyncio.create_task(audit.run(api_client, source.cached,
                                                    args.audit_interval)))
@@ -270,20 +249,12 @@ async def serve(args: argparse.Namespace) -> None:
     await serving.TLSSite(reviews, args.host, args.port, certificate.listener).start()
     log.info("webhook serving on %s:%d", args.host, args.port)
     try:
-        await _until_stopped()
+        await serving.stop_on_signals().wait()
     finally:
         for task in tasks:
             task.cancel()
         await reviews.cleanup()
         await health.cleanup()
-
-
-async def _until_stopped() -> None:
-    stopped = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopped.set)
-    await stopped.wait()
 
 
 def _in_cluster() -> client.ApiClient:

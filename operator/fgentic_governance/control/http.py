@@ -2,7 +2,7 @@
 
 The server (``fgentic_governance.serving``) answers a request aiohttp cannot parse with the
 status and a fixed code, reduces aiohttp's log records to an exception type
-(:class:`ContentFreeFilter`), and bounds header, body and keep-alive times. Bodies are read
+(``serving.ContentFreeFilter``), and bounds header, body and keep-alive times. Bodies are read
 within ``MAX_BODY_BYTES`` and parsed strictly (duplicate names refused, ``wire.parse``).
 
 Every command is a POST of a JSON body to a fixed path - nothing user-supplied is ever in a
@@ -37,10 +37,7 @@ from fgentic_governance.control.wire import (
     parse,
 )
 from fgentic_governance.reasons import Reason
-from fgentic_governance.serving import ContentFreeFilter, scrub_library_logs
 
-__all__ = ["PREFIX", "REQUESTS", "ContentFreeFilter", "make_handler", "scrub_library_logs",
-           "serve"]
 log = logging.getLogger("fgentic_governance.control")
 C = TypeVar("C", bound=Command)
 Handler = serving.Handler
@@ -71,11 +68,6 @@ _STATUS: Final = MappingProxyType({
 })
 """Everything else (scope, subject, room-state and fence refusals) is 403."""
 _HEADERS: Final = MappingProxyType({"Cache-Control": "no-store"})
-
-
-async def serve(handler: Handler, host: str, port: int, *,
-                bounds: serving.Bounds = serving.DEFAULT_BOUNDS) -> web.ServerRunner:
-    return await serving.serve(handler, host, port, bounds)
 
 
 @dataclass(frozen=True)

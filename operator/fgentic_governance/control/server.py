@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,9 +52,10 @@ async def start(
     """A listening server and its shutdown (the store pool is created on the running loop)."""
     import asyncpg
 
+    from fgentic_governance import serving
     from fgentic_governance.control.auth import BearerTokenFile
     from fgentic_governance.control.confirm import ConfirmationBook
-    from fgentic_governance.control.http import make_handler, serve
+    from fgentic_governance.control.http import make_handler
     from fgentic_governance.control.kube_directory import KubeDirectory, api_client
     from fgentic_governance.control.room import RoomPolicy
     from fgentic_governance.control.service import ControlService
@@ -72,7 +72,7 @@ async def start(
     # other users' status and inspect calls keep a connection.
     store = MemoryStore(pool, erasure_slots=POOL_SIZE // 2)
     service = ControlService(store, directory, policy, ConfirmationBook(args.confirm_seconds))
-    runner = await serve(make_handler(service, BearerTokenFile(args.token_file),
+    runner = await serving.serve(make_handler(service, BearerTokenFile(args.token_file),
                                       store_ready=lambda: store_ready(pool)),
                          args.host, args.port)
 
@@ -101,11 +101,8 @@ def run_control_api(args: argparse.Namespace) -> int:
     serving.scrub_library_logs()
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        stopping = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopping.set)
-        metrics = (await serving.serve(serving.metrics_handler(), args.host, args.metrics_port)
+        stopping = serving.stop_on_signals()
+        metrics = (await serving.serve(serving.health_handler(), args.host, args.metrics_port)
                    if args.metrics_port else None)
         _, stop = await start(args)
         log.info("control api listening port=%d", args.port)

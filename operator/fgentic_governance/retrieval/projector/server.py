@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -109,12 +107,7 @@ async def serve(projector: Projector, host: str, port: int,
     await web.TCPSite(runner, host, port).start()
     log.info("projector serving on %s:%d (public route %s)", host, port,
              "on" if projector.config.public else "off")
-    done = stop or asyncio.Event()
-    if stop is None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, done.set)
+    done = stop or serving.stop_on_signals()
     try:
         await done.wait()
     finally:
