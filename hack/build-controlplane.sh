@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Builds the local control-plane binaries (kube-apiserver, kubectl, etcd, helm) from the
-# committed wrapper modules under tools/controlplane/ and caches them outside the repo,
+# Builds the local control-plane binaries (kube-apiserver, kubectl, etcd, helm) and, for the
+# cluster tier, the node components (kubelet, kube-controller-manager, kube-scheduler,
+# kube-proxy), the NetworkPolicy enforcer (kube-router) and the pause binary, from the
+# committed wrapper modules under tools/controlplane/, and caches them outside the repo,
 # keyed by version, so a second run costs nothing.
 set -euo pipefail
 
 KUBE_VERSION=v1.36.3
 ETCD_VERSION=v3.6.8
 HELM_VERSION=v4.3.2
+# Test-time NetworkPolicy enforcer only (docs/cluster-tier.md): the only version the module
+# proxy serves; never shipped.
+KUBE_ROUTER_VERSION=v2.1.0
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${FGENTIC_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fgentic-governance/bin}"
@@ -38,6 +43,31 @@ fi
 if [[ "$which" == all || "$which" == helm ]]; then
   build helm helm.sh/helm/v4/cmd/helm "$cache/helm-$HELM_VERSION" \
     "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
+fi
+
+if [[ "$which" == all || "$which" == node ]]; then
+  for cmd in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+    build node "k8s.io/kubernetes/cmd/$cmd" "$cache/$cmd-$KUBE_VERSION" "$kube_ld"
+  done
+  out="$cache/kube-router-$KUBE_ROUTER_VERSION"
+  if [[ ! -x "$out" ]]; then
+    echo "building kube-router (cached at $out afterwards)" >&2
+    gobin="$(mktemp -d)"
+    GOBIN="$gobin" go install -trimpath -ldflags "-s -w" \
+      "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
+    mv "$gobin/kube-router" "$out" && rmdir "$gobin"
+  fi
+  # The sandbox image's process, from the pinned kubernetes module's own source.
+  out="$cache/pause-$KUBE_VERSION"
+  if [[ ! -x "$out" ]]; then
+    src="$(cd "$root/tools/controlplane/node" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
+    gcc -Os -static -DVERSION="$KUBE_VERSION" -o "$out.tmp" "$src/build/pause/linux/pause.c"
+    strip "$out.tmp" && mv "$out.tmp" "$out"
+  fi
+  for cmd in kubelet kube-controller-manager kube-scheduler kube-proxy pause; do
+    ln -sf "$cmd-$KUBE_VERSION" "$cache/$cmd"
+  done
+  ln -sf "kube-router-$KUBE_ROUTER_VERSION" "$cache/kube-router"
 fi
 
 # Stable names for scripts and tests.

@@ -35,8 +35,12 @@ from tests.support.store import migrated_pool  # noqa: E402
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     integration_dir = _ROOT / "tests" / "integration"
+    cluster_dir = _ROOT / "tests" / "cluster"
     for item in items:
         if integration_dir in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+        if cluster_dir in item.path.parents:  # a real node: must never skip either
+            item.add_marker(pytest.mark.cluster)
             item.add_marker(pytest.mark.integration)
 
 

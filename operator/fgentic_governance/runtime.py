@@ -109,10 +109,9 @@ def run_operator(args: argparse.Namespace) -> int:
         os.environ["KUBECONFIG"] = str(args.kubeconfig)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    from kubernetes import config
+    from fgentic_governance.kube_client import api_client as build_api_client
 
-    api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
-        config_file=str(args.kubeconfig) if args.kubeconfig else None)
+    api_client = build_api_client(args.kubeconfig)
     configure(local_homeserver=args.local_homeserver, api_client=api_client)
 
     from fgentic_governance.handlers import (  # noqa: F401  (registration by import)

@@ -14,6 +14,7 @@ registers only CREATE and UPDATE, so the API server never sends anything else. A
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from fgentic_admission.policy import (
     consent_denials,
     scope_denials,
 )
+
+log = logging.getLogger("fgentic_admission.review")
 
 STATEFUL = frozenset({AdmissionCode.IDENTITY_HEADER_UNBOUND, AdmissionCode.IDENTITY_TOOL_MISMATCH,
                       AdmissionCode.MEMORY_UNGATED, AdmissionCode.MEMORY_TTL_EXCEEDS_RETENTION,
@@ -57,6 +60,15 @@ class Lookups:
     offboarding: Callable[[Mapping[str, Any]], Awaitable[bool]]
 
 
+def failure_code(exc: BaseException) -> str:
+    """A bounded name for why a lookup failed: the API server's HTTP status (a 403 is a
+    ClusterRole missing a verb) or the exception's class; never its message."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and 100 <= status <= 599:
+        return f"API_STATUS_{status}"
+    return type(exc).__name__
+
+
 class Reviewer:
     def __init__(self, lookups: Lookups, local_homeserver: str) -> None:
         self._lookups = lookups
@@ -72,7 +84,9 @@ class Reviewer:
             raise Unanswerable
         try:
             denials = _malformed(request) or await self._decide(route, request)
-        except Exception:
+        except Exception as exc:  # fail closed, and say why (bounded: never swallowed)
+            log.error("review on %s denied POLICY_STATE_UNAVAILABLE: %s", route,
+                      failure_code(exc))
             denials = [Denial(AdmissionCode.POLICY_STATE_UNAVAILABLE, "request")]
         metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
         reason = denials[0].code.value if denials else "OK"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from aiohttp import web
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_admission import audit, bootstrap, metrics
@@ -32,7 +32,7 @@ from fgentic_admission.informer import Informer
 from fgentic_admission.policy import AdmissionCode, PolicyState
 from fgentic_admission.review import Lookups, Reviewer, Unanswerable, count_malformed
 from fgentic_admission.views import build_state
-from fgentic_governance import serving, strict_json
+from fgentic_governance import kube_client, serving, strict_json
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING, RETRIEVAL_BINDING
 
@@ -223,8 +223,7 @@ class ServingCertificate:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
-        config_file=str(args.kubeconfig)) if args.kubeconfig else _in_cluster()
+    api_client = kube_client.api_client(args.kubeconfig)
     tasks = []
     if args.bootstrap_secret:
         # cert-manager style: own CA in a Secret, files written for the listener, CA injected.
@@ -255,11 +254,6 @@ async def serve(args: argparse.Namespace) -> None:
             task.cancel()
         await reviews.cleanup()
         await health.cleanup()
-
-
-def _in_cluster() -> client.ApiClient:
-    config.load_incluster_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
 
 
 def run_webhook(args: argparse.Namespace) -> int:

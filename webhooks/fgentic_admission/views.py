@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fgentic_admission.policy import MCP_GROUP, MCP_KIND, BindingView, PolicyState, ScopeView
-from fgentic_governance.memory.schema import SCHEMA_VERSION
+from fgentic_governance.schema_version import SCHEMA_VERSION
 
 
 def _conditions(obj: Mapping[str, Any]) -> dict[str, str]:

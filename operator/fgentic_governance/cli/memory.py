@@ -109,7 +109,8 @@ def _kube(args: argparse.Namespace) -> KubeDirectory | None:
     """A KubeDirectory, or None when --no-kube or no credentials can be found."""
     if args.no_kube:
         return None
-    from fgentic_governance.control.kube_directory import KubeDirectory, api_client
+    from fgentic_governance.control.kube_directory import KubeDirectory
+    from fgentic_governance.kube_client import api_client
 
     try:
         return KubeDirectory(api_client(str(args.kubeconfig) if args.kubeconfig else None))

@@ -12,11 +12,12 @@ import sys
 import time
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.api.common import GROUP, VERSION, OriginKind, Principal
 from fgentic_governance.api.registry import PRINCIPAL_OFFBOARDING
+from fgentic_governance.kube_client import api_client
 
 
 def object_name(principal: Principal) -> str:
@@ -37,8 +38,7 @@ def run_offboard(args: argparse.Namespace) -> int:
         print("INVALID_SPEC: a complete MXID and a known origin kind are required",
               file=sys.stderr)
         return 2
-    api = client.CustomObjectsApi(config.new_client_from_config(  # type: ignore[no-untyped-call]
-        config_file=str(args.kubeconfig) if args.kubeconfig else None))
+    api = client.CustomObjectsApi(api_client(args.kubeconfig))
     name = object_name(principal)
     try:
         api.create_cluster_custom_object(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural,

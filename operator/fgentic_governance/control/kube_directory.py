@@ -101,16 +101,3 @@ class KubeDirectory:
         await self._call(self._api.patch_namespaced_custom_object, GROUP, VERSION,
                          scope.namespace, CONSENTS, latest["metadata"]["name"],
                          {"spec": {"decision": "withdrawn"}})
-
-
-def api_client(kubeconfig: str | None) -> Any:
-    """In-cluster ServiceAccount when there is no kubeconfig, else the kubeconfig."""
-    from kubernetes import config
-
-    if kubeconfig is None:
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return client.ApiClient()
-        except config.ConfigException:
-            pass
-    return config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]

@@ -56,9 +56,10 @@ async def start(
     from fgentic_governance.control.auth import BearerTokenFile
     from fgentic_governance.control.confirm import ConfirmationBook
     from fgentic_governance.control.http import make_handler
-    from fgentic_governance.control.kube_directory import KubeDirectory, api_client
+    from fgentic_governance.control.kube_directory import KubeDirectory
     from fgentic_governance.control.room import RoomPolicy
     from fgentic_governance.control.service import ControlService
+    from fgentic_governance.kube_client import api_client
     from fgentic_governance.memory import MemoryStore, bounds
 
     policy = RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template,

@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -43,12 +44,27 @@ class KubectlError(RuntimeError):
         self.stderr = stderr
 
 
+@dataclass(frozen=True)
+class NodeSettings:
+    """How the API server must differ when a kubelet and controllers run beside it: bound to
+    the test bridge (pods reach it through the ``kubernetes`` Service), the ServiceAccount
+    admission and Node authorizer on, and a client certificate for the kubelet's port."""
+
+    address: str
+    port: int
+    service_cidr: str
+    service_ip: str
+
+
 class LocalControlPlane:
     """A throw-away etcd + kube-apiserver whose state and logs live in ``workdir``."""
 
-    def __init__(self, workdir: Path, *, startup_timeout: float = 60.0) -> None:
+    def __init__(self, workdir: Path, *, startup_timeout: float = 60.0,
+                 node: NodeSettings | None = None) -> None:
+        """``node``: serve a real node (devenv/node.py) instead of envtest-style loopback."""
         self.workdir = workdir
         self.startup_timeout = startup_timeout
+        self.node = node
         self.kubeconfig = workdir / "kubeconfig"
         self.server = ""
         self.ca_pem = b""
@@ -146,11 +162,17 @@ class LocalControlPlane:
         self._ca = CertificateAuthority("fgentic-local-ca")
         self.ca_pem = self._ca.cert_pem
         self._pki("ca.crt").write_bytes(self.ca_pem)
-        self._ca.issue_server(SERVING_HOSTS).write(
+        hosts = SERVING_HOSTS if self.node is None else [
+            *SERVING_HOSTS, self.node.address, self.node.service_ip,
+            "kubernetes", "kubernetes.default", "kubernetes.default.svc.cluster.local"]
+        self._ca.issue_server(hosts).write(
             self._pki("apiserver.crt"), self._pki("apiserver.key")
         )
         self._admin = self._ca.issue_client(ADMIN_USER, ("system:masters",))
         self._admin.write(self._pki("admin.crt"), self._pki("admin.key"))
+        if self.node is not None:
+            self._ca.issue_client("kube-apiserver-kubelet-client", ("system:masters",)).write(
+                self._pki("kubelet-client.crt"), self._pki("kubelet-client.key"))
         sa_key = ec.generate_private_key(ec.SECP256R1())
         self._pki("sa.key").touch(mode=0o600)
         self._pki("sa.key").write_bytes(sa_key.private_bytes(
@@ -194,14 +216,16 @@ class LocalControlPlane:
 
     def _start_apiserver(self) -> None:
         # The same port on a restart: kubeconfigs already handed out stay valid.
-        port = int(self.server.rsplit(":", 1)[1]) if self.server else free_port()
-        self.server = f"https://127.0.0.1:{port}"
+        address = "127.0.0.1" if self.node is None else self.node.address
+        port = (int(self.server.rsplit(":", 1)[1]) if self.server
+                else self.node.port if self.node else free_port())
+        self.server = f"https://{address}:{port}"
         proc, log = self._spawn("kube-apiserver", [
             str(binary("kube-apiserver")),
             f"--etcd-servers={self._etcd_url}",
             f"--secure-port={port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={address}",
+            f"--advertise-address={address}",
             f"--cert-dir={self._pki('')}",  # never the default /var/run/kubernetes
             f"--tls-cert-file={self._pki('apiserver.crt')}",
             f"--tls-private-key-file={self._pki('apiserver.key')}",
@@ -209,12 +233,9 @@ class LocalControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self._pki('sa.pub')}",
             f"--service-account-signing-key-file={self._pki('sa.key')}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=RBAC",
-            f"--enable-admission-plugins={ADMISSION_PLUGINS}",
-            "--disable-admission-plugins=ServiceAccount",
             "--allow-privileged=true",
             "--profiling=false",
+            *(self._envtest_args() if self.node is None else self._node_args()),
         ])
         self._apiserver = proc
         context = _client_context(self._pki("ca.crt"), self._pki("admin.crt"),
@@ -222,6 +243,25 @@ class LocalControlPlane:
         readyz = f"{self.server}/readyz"
         wait_until(lambda: _http_ok(readyz, context), proc, what="kube-apiserver", log=log,
                    timeout=self.startup_timeout)
+
+    @staticmethod
+    def _envtest_args() -> list[str]:
+        return [f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=RBAC",
+                f"--enable-admission-plugins={ADMISSION_PLUGINS}",
+                "--disable-admission-plugins=ServiceAccount"]
+
+    def _node_args(self) -> list[str]:
+        assert self.node is not None
+        return [f"--service-cluster-ip-range={self.node.service_cidr}",
+                "--authorization-mode=Node,RBAC",
+                f"--enable-admission-plugins={ADMISSION_PLUGINS},NodeRestriction",
+                # logs/exec reach the kubelet by the node's bridge address; webhooks are called
+                # at their endpoints (no ClusterIP hop from the host).
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={self._pki('kubelet-client.crt')}",
+                f"--kubelet-client-key={self._pki('kubelet-client.key')}",
+                "--enable-aggregator-routing=true",
+                "--api-audiences=https://kubernetes.default.svc.cluster.local"]
 
     def _write_admin_kubeconfig(self) -> None:
         assert self._admin is not None
@@ -270,4 +310,4 @@ def _write_kubeconfig(path: Path, server: str, ca_pem: bytes, user: str, cred: K
     path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
-__all__ = ["ADMIN_USER", "KubectlError", "LocalControlPlane", "StartupError"]
+__all__ = ["ADMIN_USER", "KubectlError", "LocalControlPlane", "NodeSettings", "StartupError"]

@@ -83,9 +83,13 @@ def _ensure_system_user() -> pwd.struct_passwd:
 class LocalPostgres:
     """PostgreSQL on 127.0.0.1:<free port>; logs in ``workdir``, data in a private temp dir."""
 
-    def __init__(self, workdir: Path, *, startup_timeout: float = 60.0) -> None:
+    def __init__(self, workdir: Path, *, startup_timeout: float = 60.0,
+                 pod_network: tuple[str, str] | None = None) -> None:
+        """``pod_network`` = (bridge address, pod CIDR): also listen on the test cluster's
+        bridge and trust its pods (devenv/node.py); nothing else is reachable."""
         self.workdir = workdir
         self.startup_timeout = startup_timeout
+        self.pod_network = pod_network
         self.port = 0
         self.datadir: Path | None = None
         self._bin = _wheel_install() / "bin"
@@ -206,6 +210,9 @@ class LocalPostgres:
             )
         if result.returncode != 0:
             raise StartupError(f"initdb failed ({result.returncode}); see {log}")
+        if self.pod_network:
+            with (self.datadir / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {self.pod_network[1]} trust\n")
 
     def _run_server(self) -> None:
         assert self.datadir is not None
@@ -214,7 +221,8 @@ class LocalPostgres:
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 [str(self._bin / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
-                 "-c", "listen_addresses=127.0.0.1",
+                 "-c", "listen_addresses=" + ",".join(
+                     ["127.0.0.1", *self.pod_network[:1]] if self.pod_network else ["127.0.0.1"]),
                  "-c", "unix_socket_directories=",
                  # Durability is pointless for throw-away test data and costs seconds.
                  "-c", "fsync=off", "-c", "synchronous_commit=off",

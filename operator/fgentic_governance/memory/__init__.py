@@ -27,8 +27,9 @@ from fgentic_governance.memory.model import (
     SourceKind,
     WriteReason,
 )
-from fgentic_governance.memory.schema import SCHEMA_VERSION, migrate, schema_version
+from fgentic_governance.memory.schema import migrate, schema_version
 from fgentic_governance.memory.store import MemoryStore
+from fgentic_governance.schema_version import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -10,21 +10,19 @@ silently "repaired".
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any, Final
 
 from fgentic_governance.memory import bounds
 from fgentic_governance.memory.errors import StoreRefusal, guarded
 from fgentic_governance.reasons import Reason
+from fgentic_governance.schema_version import MIGRATION_FILE, SCHEMA_VERSION, migration_files
 
 SCHEMA: Final = "fgentic_memory"
 RUNTIME_ROLE: Final = "fgentic_memory_runtime"
 # pg_advisory_xact_lock key: b"FGMEMORY" as a positive signed 64-bit integer.
 _LOCK_KEY: Final = int.from_bytes(b"FGMEMORY", "big")
-_FILE = re.compile(r"^(?P<version>\d{4})_[a-z0-9_]+\.sql$")
 
 _BOOTSTRAP: Final = """
 CREATE SCHEMA IF NOT EXISTS fgentic_memory;
@@ -49,8 +47,8 @@ class Migration:
 def migrations() -> tuple[Migration, ...]:
     """The shipped migrations, numbered 1..N without gaps."""
     found = []
-    for item in resources.files("fgentic_governance.memory").joinpath("sql").iterdir():
-        match = _FILE.match(item.name)
+    for item in migration_files():
+        match = MIGRATION_FILE.match(item.name)
         if match:
             text = item.read_text(encoding="utf-8")
             digest = hashlib.sha256(text.encode()).hexdigest()
@@ -59,10 +57,6 @@ def migrations() -> tuple[Migration, ...]:
     if [m.version for m in found] != list(range(1, len(found) + 1)):
         raise RuntimeError("fgentic_memory migrations must be numbered 1..N without gaps")
     return tuple(found)
-
-
-SCHEMA_VERSION: Final = len(migrations())
-"""The schema version this code requires."""
 
 
 async def migrate(conn: Any) -> int:

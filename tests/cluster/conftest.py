@@ -1,0 +1,87 @@
+"""The cluster tier: our image and chart on a real single-node cluster (devenv/node.py).
+
+One node for the whole package: built image imported, upstream CRDs installed, a PostgreSQL on
+the host reachable from pods over the test bridge, the chart installed by helm. Teardown
+checks that nothing of the node is left on this machine (a failure there fails the run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fgentic_governance.devenv.binaries import upstream_crds
+from fgentic_governance.devenv.node import BRIDGE_ADDRESS, POD_CIDR, LocalCluster, leftovers
+from fgentic_governance.devenv.postgres import SUPERUSER, LocalPostgres
+from tests.support.cluster import NAMESPACE, Release, apply, built_image
+
+LOCAL_HOMESERVER = "fgentic.local"
+STORE_DB = "fgentic_cluster"
+
+
+@pytest.fixture(scope="package")
+def image() -> tuple[Path, str]:
+    return built_image()
+
+
+@pytest.fixture(scope="package")
+def cluster(tmp_path_factory: pytest.TempPathFactory,
+            image: tuple[Path, str]) -> Iterator[LocalCluster]:
+    workdir = tmp_path_factory.mktemp("cluster")
+    node = LocalCluster(workdir, images=[image[0]])
+    with node:
+        node.cp.install_crds(upstream_crds())
+        yield node
+    left = leftovers(workdir)
+    assert not left, f"the cluster left these behind: {left}"
+
+
+@pytest.fixture(scope="package")
+def cluster_postgres(tmp_path_factory: pytest.TempPathFactory,
+                     cluster: LocalCluster) -> Iterator[LocalPostgres]:
+    """On the host, listening on loopback and the bridge; pods reach it at the bridge address."""
+    with LocalPostgres(tmp_path_factory.mktemp("cluster-pg"),
+                       pod_network=(BRIDGE_ADDRESS, POD_CIDR)) as server:
+        asyncio.run(server.create_database(STORE_DB, extensions=("vector",)))
+        yield server
+
+
+@pytest.fixture(scope="package")
+def host_dsn(cluster_postgres: LocalPostgres) -> str:
+    """The store as the tests on the host reach it (loopback)."""
+    return cluster_postgres.dsn(STORE_DB)
+
+
+@pytest.fixture(scope="package")
+def control_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+@pytest.fixture(scope="package")
+def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple[Path, str],
+            control_token: str) -> Iterator[Release]:
+    repository, tag = image[1].rsplit(":", 1)
+    pod_dsn = f"postgresql://{SUPERUSER}@{BRIDGE_ADDRESS}:{cluster_postgres.port}/{STORE_DB}"
+    apply(cluster, [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": "fg-store", "namespace": NAMESPACE},
+         "stringData": {"dsn": pod_dsn}},
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": "fg-control-token", "namespace": NAMESPACE},
+         "stringData": {"token": control_token}},
+    ])
+    values = {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "localHomeserver": LOCAL_HOMESERVER,
+        "store": {"dsnSecret": {"name": "fg-store"}},
+        "controlApi": {"enabled": True, "tokenSecret": {"name": "fg-control-token"},
+                       "botMxid": f"@fgentic:{LOCAL_HOMESERVER}"},
+    }
+    installed = Release(cluster, values)
+    installed.install()
+    yield installed

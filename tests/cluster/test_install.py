@@ -1,0 +1,209 @@
+"""helm install on a real node, then the memory flows through the API server and the chart's
+Services: what a platform engineer gets. Tests run in file order and build on each other (the
+examples are applied once, then consent, withdrawal and offboarding act on them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fgentic_governance.api.memory import MemoryScopeSpec
+from fgentic_governance.devenv.node import LocalCluster
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
+from fgentic_governance.paths import repo_root
+from tests.support.cluster import Release, client_pod, ready, run_pod, wait_for
+from tests.support.store import migrated_pool
+
+EXAMPLES = repo_root() / "examples"
+NS = "fgentic-demo"
+SCOPE = "alice-docs-agent"
+BOT = "@fgentic:fgentic.local"
+
+
+def scope_status(cluster: LocalCluster, name: str, ns: str = NS) -> dict[str, Any]:
+    obj = json.loads(cluster.kubectl("get", "memoryscope", "-n", ns, name, "-o", "json"))
+    return dict(obj.get("status") or {})
+
+
+def phase_is(cluster: LocalCluster, name: str, phase: str, reason: str | None = None,
+             ns: str = NS) -> dict[str, Any] | None:
+    status = scope_status(cluster, name, ns)
+    if status.get("phase") == phase and reason in (None, status.get("reasonCode")):
+        return status
+    return None
+
+
+async def _with_store(dsn: str, work: Any) -> Any:
+    pool = await migrated_pool(dsn, max_size=2)
+    try:
+        return await work(MemoryStore(pool))
+    finally:
+        await pool.close()
+
+
+def access(cluster: LocalCluster, name: str, generation: int, ns: str = NS) -> Access:
+    obj = json.loads(cluster.kubectl("get", "memoryscope", "-n", ns, name, "-o", "json"))
+    record = ScopeRecord.from_spec(ns, name, MemoryScopeSpec.model_validate(obj["spec"]))
+    return Access.for_scope(record, generation)
+
+
+def save_facts(dsn: str, grant: Access, facts: list[str]) -> None:
+    async def work(store: MemoryStore) -> None:
+        for fact in facts:
+            await store.save(grant, fact)
+    asyncio.run(_with_store(dsn, work))
+
+
+def entry_count(dsn: str, scope_key: str) -> int:
+    async def work(store: MemoryStore) -> int:
+        return int(await store.entry_count(scope_key))
+    return int(asyncio.run(_with_store(dsn, work)))
+
+
+def kubectl_apply(cluster: LocalCluster, path: Path) -> subprocess.CompletedProcess[str]:
+    from fgentic_governance.devenv.binaries import binary
+
+    return subprocess.run([str(binary("kubectl")), "--kubeconfig", str(cluster.kubeconfig),
+                           "apply", "-f", str(path)], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+# -- the install ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("component", "replicas"),
+                         [("operator", 1), ("webhook", 2), ("control-api", 1)])
+def test_every_component_runs_ready_non_root_on_a_read_only_root(
+        release: Release, component: str, replicas: int) -> None:
+    pods = wait_for(lambda: [p for p in release.pods(component) if ready(p)]
+                    if len([p for p in release.pods(component) if ready(p)]) == replicas
+                    else None, f"{replicas} ready {component} pods")
+    for pod in pods:
+        for status in pod["status"]["containerStatuses"]:
+            # The operator crash-looped (no in-cluster configuration); the webhook was
+            # OOM-killed under its limit. Neither may restart now.
+            assert status["restartCount"] == 0, (component, status.get("lastState"))
+        container = pod["spec"]["containers"][0]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert pod["spec"]["securityContext"]["runAsUser"] == 65532
+
+
+def test_examples_are_admitted_and_the_denied_example_is_refused(release: Release) -> None:
+    cluster = release.cluster
+    for name in ("00-namespace.yaml", "10-agent.yaml", "20-memoryscope.yaml",
+                 "30-retrievalbinding.yaml"):
+        result = kubectl_apply(cluster, EXAMPLES / name)
+        assert result.returncode == 0, (name, result.stderr)
+    denied = kubectl_apply(cluster, EXAMPLES / "denied" / "agent-propagates-authorization.yaml")
+    assert denied.returncode != 0
+    assert "FORBIDDEN_HEADER" in denied.stderr
+    # Without consent the scope is off, gated by the store the operator reaches in-cluster.
+    status = wait_for(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_MISSING"),
+                      "the scope gated and Disabled")
+    assert status["storeSchemaVersion"] >= 1
+
+
+def test_consent_is_admitted_and_enables_the_scope_against_postgres(
+        release: Release, host_dsn: str) -> None:
+    cluster = release.cluster
+    # The webhook lists PrincipalOffboardings for every consent: with the verb missing from
+    # its ClusterRole this was refused POLICY_STATE_UNAVAILABLE and consent never granted.
+    result = kubectl_apply(cluster, EXAMPLES / "21-consent.yaml")
+    assert result.returncode == 0, result.stderr
+    status = wait_for(lambda: phase_is(cluster, SCOPE, "Enabled", "OK"), "the scope Enabled")
+    generation = status["consentGeneration"]
+    assert generation >= 1
+    save_facts(host_dsn, access(cluster, SCOPE, generation), ["likes green tea", "cycles"])
+    wait_for(lambda: scope_status(cluster, SCOPE).get("entryCount") == 2, "entryCount 2",
+             timeout=90)
+
+
+def test_the_control_api_answers_the_bridge_through_its_service(
+        release: Release, image: tuple[Path, str], control_token: str) -> None:
+    cluster = release.cluster
+    ip = cluster.kubectl("get", "svc", "-n", release.namespace, f"{release.name}-control-api",
+                         "-o", "jsonpath={.spec.clusterIP}").strip()
+    cluster.kubectl("create", "namespace", "matrix")
+    script = f"""
+import json, time, urllib.error, urllib.request
+body = {{"subject": "@alice:fgentic.local",
+        "agent": {{"namespace": "{NS}", "name": "docs-agent"}},
+        "room": {{"roomId": "!alice-control:fgentic.local", "observedAt": int(time.time()),
+                 "roomVersion": "12", "joinRule": "invite", "historyVisibility": "joined",
+                 "encrypted": False,
+                 "members": [{{"userId": "@alice:fgentic.local", "membership": "join"}},
+                             {{"userId": "{BOT}", "membership": "join"}},
+                             {{"userId": "@agent-{NS}-docs-agent:fgentic.local",
+                              "membership": "join"}}],
+                 "serverAcl": {{"allow": ["fgentic.local"], "deny": [],
+                               "allowIpLiterals": False}}}}}}
+request = urllib.request.Request("http://{ip}:8443/v1/memory/status",
+    data=json.dumps(body).encode(), method="POST",
+    headers={{"Authorization": "Bearer {control_token}", "Content-Type": "application/json"}})
+# The NetworkPolicy enforcer admits a new pod's address a few seconds after it starts.
+for attempt in range(30):
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            print(json.dumps(json.load(response)))
+        break
+    except urllib.error.URLError:
+        time.sleep(1)
+"""
+    pod = client_pod("matrix", "bridge-status", image[1], script,
+                     labels={"app.kubernetes.io/name": "matrix-a2a-bridge"})
+    phase, log = run_pod(cluster, pod)
+    assert phase == "Succeeded", log
+    answer = json.loads(log.strip().splitlines()[-1])
+    assert answer["reason"] == "OK"
+    assert answer["status"]["enabled"] is True and answer["status"]["entryCount"] == 2
+
+
+def test_withdrawal_erases_and_verifies(release: Release, host_dsn: str) -> None:
+    cluster = release.cluster
+    before = scope_status(cluster, SCOPE)["consentGeneration"]
+    cluster.kubectl("patch", "consentrecord", "-n", NS, "alice-docs-agent-grant-1",
+                    "--type=merge", "-p", '{"spec": {"decision": "withdrawn"}}')
+    status = wait_for(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_WITHDRAWN"),
+                      "the scope Disabled after withdrawal")
+    assert status["lastErasure"]["result"] == "Verified"
+    assert status["consentGeneration"] > before
+    assert entry_count(host_dsn, f"{NS}/{SCOPE}") == 0
+
+
+def test_offboarding_erases_and_reaches_ready_for_deactivation(
+        release: Release, host_dsn: str) -> None:
+    cluster = release.cluster
+    bob = {"mxid": "@bob:fgentic.local", "originKind": "native-local"}
+    scope = {"apiVersion": "governance.fgentic.dev/v1alpha1", "kind": "MemoryScope",
+             "metadata": {"name": "bob-docs-agent", "namespace": NS},
+             "spec": {"subject": bob, "agent": {"namespace": NS, "name": "docs-agent"},
+                      "controlRoom": "!bob-control:fgentic.local",
+                      "purpose": "personal-preferences", "policyVersion": "2026-11",
+                      "profile": "demo", "posture": "enabled",
+                      "policy": {"maxRetentionDays": 7, "entryCap": 100, "maxFactBytes": 512}}}
+    consent = {"apiVersion": "governance.fgentic.dev/v1alpha1", "kind": "ConsentRecord",
+               "metadata": {"name": "bob-docs-agent-grant-1", "namespace": NS},
+               "spec": {"scopeRef": {"name": "bob-docs-agent"}, "subject": bob,
+                        "purpose": "personal-preferences", "policyVersion": "2026-11",
+                        "decision": "granted"}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(scope))
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(consent))
+    status = wait_for(lambda: phase_is(cluster, "bob-docs-agent", "Enabled"), "bob Enabled")
+    save_facts(host_dsn, access(cluster, "bob-docs-agent", status["consentGeneration"]),
+               ["bob's fact"])
+    result = kubectl_apply(cluster, EXAMPLES / "40-offboarding.yaml")
+    assert result.returncode == 0, result.stderr
+
+    def offboarded() -> dict[str, Any] | None:
+        obj = json.loads(cluster.kubectl("get", "principaloffboarding", "offboard-bob",
+                                         "-o", "json"))
+        status = obj.get("status") or {}
+        return status if status.get("phase") == "ReadyForDeactivation" else None
+
+    wait_for(offboarded, "the offboarding ReadyForDeactivation")
+    assert entry_count(host_dsn, f"{NS}/bob-docs-agent") == 0
