@@ -10,15 +10,24 @@ need_apt=()
 command -v go >/dev/null || need_apt+=(golang-go)
 command -v useradd >/dev/null || need_apt+=(passwd)
 python3 -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
+# The image build (hack/image.sh) and the cluster tier's node (devenv/node.py, NODE.md):
+# containerd/runc/CNI plugins, the cluster DNS, and the tools kube-proxy and kube-router drive.
+for pair in mmdebstrap:mmdebstrap umoci:umoci skopeo:skopeo containerd:containerd runc:runc \
+    dnsmasq:dnsmasq-base iptables:iptables ipset:ipset nft:nftables conntrack:conntrack \
+    ip:iproute2 unshare:util-linux; do
+  command -v "${pair%%:*}" >/dev/null || need_apt+=("${pair#*:}")
+done
+[[ -x /usr/lib/cni/bridge ]] || need_apt+=(containernetworking-plugins)
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
-    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
   else
     echo "missing packages: ${need_apt[*]} (install them as root)" >&2; exit 1
   fi
 fi
 
-echo "== control-plane binaries (kube-apiserver/kubectl v1.36.3, etcd v3.6.8, helm v4.3.2)"
+echo "== control-plane and node binaries (Kubernetes v1.36.3, etcd v3.6.8, helm v4.3.2, kube-router v2.1.0)"
 hack/build-controlplane.sh all
 
 echo "== python environment (.venv)"

@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from fgentic_governance import kube_login  # (also registers the login handler)
-from fgentic_governance.api.common import GROUP
+from fgentic_governance.api.common import FINALIZER
 from fgentic_governance.reasons import Reason
 from fgentic_governance.runtime_context import configure, context
 
@@ -33,7 +33,7 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     # log records are never posted (loggers=False), and they log object diffs only at DEBUG.
     settings.posting.loggers = False
     settings.posting.level = logging.INFO
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.finalizer = FINALIZER
     settings.execution.max_workers = 8
     # No settings.queueing.worker_limit: each object's worker indexes it and then waits until
     # every listed object is indexed, so with more objects at start-up than the limit, the

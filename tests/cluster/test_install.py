@@ -4,73 +4,32 @@ examples are applied once, then consent, withdrawal and offboarding act on them)
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fgentic_governance.api.memory import MemoryScopeSpec
-from fgentic_governance.devenv.node import LocalCluster
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from fgentic_governance.paths import repo_root
-from tests.support.cluster import Release, client_pod, ready, run_pod, wait_for
-from tests.support.store import migrated_pool
+from tests.support.cluster import (
+    Release,
+    access,
+    client_pod,
+    entry_count,
+    kubectl_apply,
+    phase_is,
+    ready,
+    run_pod,
+    save_facts,
+    scope_and_consent,
+    scope_status,
+    wait_for,
+)
 
 EXAMPLES = repo_root() / "examples"
 NS = "fgentic-demo"
 SCOPE = "alice-docs-agent"
 BOT = "@fgentic:fgentic.local"
-
-
-def scope_status(cluster: LocalCluster, name: str, ns: str = NS) -> dict[str, Any]:
-    obj = json.loads(cluster.kubectl("get", "memoryscope", "-n", ns, name, "-o", "json"))
-    return dict(obj.get("status") or {})
-
-
-def phase_is(cluster: LocalCluster, name: str, phase: str, reason: str | None = None,
-             ns: str = NS) -> dict[str, Any] | None:
-    status = scope_status(cluster, name, ns)
-    if status.get("phase") == phase and reason in (None, status.get("reasonCode")):
-        return status
-    return None
-
-
-async def _with_store(dsn: str, work: Any) -> Any:
-    pool = await migrated_pool(dsn, max_size=2)
-    try:
-        return await work(MemoryStore(pool))
-    finally:
-        await pool.close()
-
-
-def access(cluster: LocalCluster, name: str, generation: int, ns: str = NS) -> Access:
-    obj = json.loads(cluster.kubectl("get", "memoryscope", "-n", ns, name, "-o", "json"))
-    record = ScopeRecord.from_spec(ns, name, MemoryScopeSpec.model_validate(obj["spec"]))
-    return Access.for_scope(record, generation)
-
-
-def save_facts(dsn: str, grant: Access, facts: list[str]) -> None:
-    async def work(store: MemoryStore) -> None:
-        for fact in facts:
-            await store.save(grant, fact)
-    asyncio.run(_with_store(dsn, work))
-
-
-def entry_count(dsn: str, scope_key: str) -> int:
-    async def work(store: MemoryStore) -> int:
-        return int(await store.entry_count(scope_key))
-    return int(asyncio.run(_with_store(dsn, work)))
-
-
-def kubectl_apply(cluster: LocalCluster, path: Path) -> subprocess.CompletedProcess[str]:
-    from fgentic_governance.devenv.binaries import binary
-
-    return subprocess.run([str(binary("kubectl")), "--kubeconfig", str(cluster.kubeconfig),
-                           "apply", "-f", str(path)], capture_output=True, text=True,
-                          timeout=60, check=False)
 
 
 # -- the install ---------------------------------------------------------------------------------
@@ -103,7 +62,7 @@ def test_examples_are_admitted_and_the_denied_example_is_refused(release: Releas
     assert denied.returncode != 0
     assert "FORBIDDEN_HEADER" in denied.stderr
     # Without consent the scope is off, gated by the store the operator reaches in-cluster.
-    status = wait_for(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_MISSING"),
+    status = wait_for(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_MISSING", ns=NS),
                       "the scope gated and Disabled")
     assert status["storeSchemaVersion"] >= 1
 
@@ -115,11 +74,11 @@ def test_consent_is_admitted_and_enables_the_scope_against_postgres(
     # its ClusterRole this was refused POLICY_STATE_UNAVAILABLE and consent never granted.
     result = kubectl_apply(cluster, EXAMPLES / "21-consent.yaml")
     assert result.returncode == 0, result.stderr
-    status = wait_for(lambda: phase_is(cluster, SCOPE, "Enabled", "OK"), "the scope Enabled")
+    status = wait_for(lambda: phase_is(cluster, SCOPE, "Enabled", "OK", ns=NS), "the scope Enabled")
     generation = status["consentGeneration"]
     assert generation >= 1
-    save_facts(host_dsn, access(cluster, SCOPE, generation), ["likes green tea", "cycles"])
-    wait_for(lambda: scope_status(cluster, SCOPE).get("entryCount") == 2, "entryCount 2",
+    save_facts(host_dsn, access(cluster, SCOPE, generation, NS), ["likes green tea", "cycles"])
+    wait_for(lambda: scope_status(cluster, SCOPE, NS).get("entryCount") == 2, "entryCount 2",
              timeout=90)
 
 
@@ -165,10 +124,10 @@ for attempt in range(30):
 
 def test_withdrawal_erases_and_verifies(release: Release, host_dsn: str) -> None:
     cluster = release.cluster
-    before = scope_status(cluster, SCOPE)["consentGeneration"]
+    before = scope_status(cluster, SCOPE, NS)["consentGeneration"]
     cluster.kubectl("patch", "consentrecord", "-n", NS, "alice-docs-agent-grant-1",
                     "--type=merge", "-p", '{"spec": {"decision": "withdrawn"}}')
-    status = wait_for(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_WITHDRAWN"),
+    status = wait_for(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_WITHDRAWN", ns=NS),
                       "the scope Disabled after withdrawal")
     assert status["lastErasure"]["result"] == "Verified"
     assert status["consentGeneration"] > before
@@ -178,23 +137,10 @@ def test_withdrawal_erases_and_verifies(release: Release, host_dsn: str) -> None
 def test_offboarding_erases_and_reaches_ready_for_deactivation(
         release: Release, host_dsn: str) -> None:
     cluster = release.cluster
-    bob = {"mxid": "@bob:fgentic.local", "originKind": "native-local"}
-    scope = {"apiVersion": "governance.fgentic.dev/v1alpha1", "kind": "MemoryScope",
-             "metadata": {"name": "bob-docs-agent", "namespace": NS},
-             "spec": {"subject": bob, "agent": {"namespace": NS, "name": "docs-agent"},
-                      "controlRoom": "!bob-control:fgentic.local",
-                      "purpose": "personal-preferences", "policyVersion": "2026-11",
-                      "profile": "demo", "posture": "enabled",
-                      "policy": {"maxRetentionDays": 7, "entryCap": 100, "maxFactBytes": 512}}}
-    consent = {"apiVersion": "governance.fgentic.dev/v1alpha1", "kind": "ConsentRecord",
-               "metadata": {"name": "bob-docs-agent-grant-1", "namespace": NS},
-               "spec": {"scopeRef": {"name": "bob-docs-agent"}, "subject": bob,
-                        "purpose": "personal-preferences", "policyVersion": "2026-11",
-                        "decision": "granted"}}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(scope))
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(consent))
-    status = wait_for(lambda: phase_is(cluster, "bob-docs-agent", "Enabled"), "bob Enabled")
-    save_facts(host_dsn, access(cluster, "bob-docs-agent", status["consentGeneration"]),
+    cluster.kubectl("apply", "-f", "-", input="\n---\n".join(
+        json.dumps(o) for o in scope_and_consent(NS, "bob-docs-agent", "bob")))
+    status = wait_for(lambda: phase_is(cluster, "bob-docs-agent", "Enabled", ns=NS), "bob Enabled")
+    save_facts(host_dsn, access(cluster, "bob-docs-agent", status["consentGeneration"], NS),
                ["bob's fact"])
     result = kubectl_apply(cluster, EXAMPLES / "40-offboarding.yaml")
     assert result.returncode == 0, result.stderr

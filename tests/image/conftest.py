@@ -7,7 +7,6 @@ A build that fails is a test failure, never a skip (hack/image.sh installs what 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.image import ImageBuildError, build_image
 
 
 def _blob(layout: Path, digest: str) -> Any:
@@ -26,15 +25,10 @@ def _blob(layout: Path, digest: str) -> Any:
 def image_dir() -> Path:
     """The output directory of hack/image.sh: image.tar (docker-archive), oci/ (OCI layout),
     rootfs/ (the root filesystem that was packed)."""
-    if os.geteuid() != 0:
-        pytest.fail("the image tests run hack/image.sh and chroot: they need root")
-    result = subprocess.run(["bash", str(ROOT / "hack/image.sh")], capture_output=True,
-                            text=True, timeout=3600, check=False)
-    if result.returncode != 0 or not result.stdout.strip():
-        pytest.fail(f"hack/image.sh exited {result.returncode}:\n{result.stderr[-6000:]}")
-    tar = Path(result.stdout.splitlines()[-1])
-    assert tar.name == "image.tar" and tar.is_file(), result.stdout
-    return tar.parent
+    try:
+        return build_image().parent
+    except ImageBuildError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")

@@ -86,7 +86,7 @@ def test_bootstrap_mode_wires_the_webhook_to_manage_its_own_ca() -> None:
     assert "--bootstrap-secret=fg-webhook-tls" in args
     assert "--bootstrap-webhook-config=fg" in args
     assert "emptyDir" in pod["volumes"][0]
-    (role,) = [d for d in docs if d["kind"] == "Role"]
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "fg-webhook-tls"]
     assert {"get", "update"} <= {v for r in role["rules"] if r.get("resourceNames")
                                  for v in r["verbs"]}
     (inject,) = [d for d in docs if d["kind"] == "ClusterRole"
@@ -182,6 +182,26 @@ def test_operator_tuning_values_reach_the_environment() -> None:
     env = {e["name"]: e["value"]
            for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env == {name: str(i + 7) for i, name in enumerate(TUNING_ENV.values())}
+
+
+def test_uninstall_hook_detaches_with_the_store_and_least_privilege() -> None:
+    hooks = [d for d in _render("store.dsnSecret.name=store")
+             if "helm.sh/hook" in (d["metadata"].get("annotations") or {})]
+    assert {d["kind"] for d in hooks} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                          "Role", "RoleBinding", "Job"}
+    assert all(d["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete" for d in hooks)
+    (job,) = [d for d in hooks if d["kind"] == "Job"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["detach", f"--operator-deployment={NS}/fg-operator",
+                                 "--store-dsn-file=/var/run/fgentic/store/dsn"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    (role,) = [d for d in hooks if d["kind"] == "ClusterRole"]
+    assert all(set(rule["verbs"]) == {"list", "patch"} for rule in role["rules"])
+    # Without a store there is nothing to fence; opting out renders no hook at all.
+    (job,) = [d for d in _render() if d["kind"] == "Job"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == [
+        "detach", f"--operator-deployment={NS}/fg-operator"]
+    assert not [d for d in _render("detachOnUninstall=false") if d["kind"] == "Job"]
 
 
 def test_operator_role_is_least_privilege() -> None:

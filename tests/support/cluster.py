@@ -3,6 +3,7 @@ ask of it (pods, logs, a throw-away client pod running our image's Python)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -13,11 +14,13 @@ from typing import Any
 
 import yaml
 
+from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.devenv.binaries import cache_dir
 from fgentic_governance.devenv.node import LocalCluster
-from fgentic_governance.paths import repo_root
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
+from tests.support.image import CHART, build_image, chart_image_ref
+from tests.support.store import migrated_pool
 
-CHART = repo_root() / "charts" / "fgentic-governance"
 RELEASE = "fg"
 NAMESPACE = "fgentic-system"
 PYTHON = "/opt/fgentic-governance/bin/python"
@@ -25,15 +28,8 @@ PYTHON = "/opt/fgentic-governance/bin/python"
 
 
 def built_image() -> tuple[Path, str]:
-    """hack/image.sh (cached by its inputs): the docker-archive and its repo:tag."""
-    result = subprocess.run(["bash", str(repo_root() / "hack" / "image.sh")],
-                            capture_output=True, text=True, timeout=1800, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"hack/image.sh failed:\n{result.stderr[-3000:]}")
-    archive = Path(result.stdout.strip().splitlines()[-1])
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    return archive, f"{values['image']['repository']}:{chart['appVersion']}"
+    """The image hack/image.sh built and its repo:tag as the chart names it."""
+    return build_image(), chart_image_ref()
 
 
 @dataclass
@@ -187,3 +183,77 @@ def apply(cluster: LocalCluster, manifests: Sequence[Mapping[str, Any]] | str) -
     text = manifests if isinstance(manifests, str) else "\n---\n".join(
         json.dumps(m) for m in manifests)
     return cluster.kubectl("apply", "-f", "-", input=text)
+
+
+# -- memory scopes in the cluster, the store on the host ---------------------------------------
+
+
+def scope_status(cluster: LocalCluster, name: str, ns: str) -> dict[str, Any]:
+    obj = json.loads(cluster.kubectl("get", "memoryscope", "-n", ns, name, "-o", "json"))
+    return dict(obj.get("status") or {})
+
+
+def phase_is(cluster: LocalCluster, name: str, phase: str, reason: str | None = None, *,
+             ns: str) -> dict[str, Any] | None:
+    status = scope_status(cluster, name, ns)
+    if status.get("phase") == phase and reason in (None, status.get("reasonCode")):
+        return status
+    return None
+
+
+async def _with_store(dsn: str, work: Any) -> Any:
+    pool = await migrated_pool(dsn, max_size=2)
+    try:
+        return await work(MemoryStore(pool))
+    finally:
+        await pool.close()
+
+
+def access(cluster: LocalCluster, name: str, generation: int, ns: str) -> Access:
+    obj = json.loads(cluster.kubectl("get", "memoryscope", "-n", ns, name, "-o", "json"))
+    record = ScopeRecord.from_spec(ns, name, MemoryScopeSpec.model_validate(obj["spec"]))
+    return Access.for_scope(record, generation)
+
+
+def save_facts(dsn: str, grant: Access, facts: list[str]) -> None:
+    async def work(store: MemoryStore) -> None:
+        for fact in facts:
+            await store.save(grant, fact)
+    asyncio.run(_with_store(dsn, work))
+
+
+def entry_count(dsn: str, scope_key: str) -> int:
+    async def work(store: MemoryStore) -> int:
+        return int(await store.entry_count(scope_key))
+    return int(asyncio.run(_with_store(dsn, work)))
+
+
+def kubectl_apply(cluster: LocalCluster, path: Path) -> subprocess.CompletedProcess[str]:
+    return kubectl_result(cluster, "apply", "-f", str(path))
+
+
+def kubectl_result(cluster: LocalCluster, *args: str,
+                   input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """kubectl whose failure is an answer to look at (a refusal), not an error."""
+    return subprocess.run([str(cache_dir() / "kubectl"), "--kubeconfig",
+                           str(cluster.kubeconfig), *args], input=input, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def scope_and_consent(ns: str, name: str, who: str,
+                      agent: str = "docs-agent") -> list[dict[str, Any]]:
+    """A demo MemoryScope of ``@who:fgentic.local`` for ``agent`` and its granted consent."""
+    subject = {"mxid": f"@{who}:fgentic.local", "originKind": "native-local"}
+    return [
+        {"apiVersion": "governance.fgentic.dev/v1alpha1", "kind": "MemoryScope",
+         "metadata": {"name": name, "namespace": ns},
+         "spec": {"subject": subject, "agent": {"namespace": ns, "name": agent},
+                  "controlRoom": f"!{who}-control:fgentic.local",
+                  "purpose": "personal-preferences", "policyVersion": "2026-11",
+                  "profile": "demo", "posture": "enabled",
+                  "policy": {"maxRetentionDays": 7, "entryCap": 100, "maxFactBytes": 512}}},
+        {"apiVersion": "governance.fgentic.dev/v1alpha1", "kind": "ConsentRecord",
+         "metadata": {"name": f"{name}-grant-1", "namespace": ns},
+         "spec": {"scopeRef": {"name": name}, "subject": subject,
+                  "purpose": "personal-preferences", "policyVersion": "2026-11",
+                  "decision": "granted"}}]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -12,6 +12,8 @@ from pydantic.alias_generators import to_camel
 from fgentic_governance.contract import limits
 
 GROUP = "governance.fgentic.dev"
+FINALIZER: Final = f"{GROUP}/finalizer"
+"""The operator's finalizer on our objects (Kopf's persistence setting; `detach` releases it)."""
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 

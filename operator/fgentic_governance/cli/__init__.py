@@ -77,6 +77,11 @@ def _control_api(args: argparse.Namespace) -> int:
     return int(run_control_api(args))
 
 
+def _detach(args: argparse.Namespace) -> int:
+    from fgentic_governance.cli.detach import run_detach
+    return run_detach(args)
+
+
 def _add_memory_commands(sub: Any) -> None:
     """`memory status|list-scopes|erase-scope` and `control-api` (the memory control API)."""
     from fgentic_governance.cli import memory
@@ -87,6 +92,12 @@ def _add_memory_commands(sub: Any) -> None:
     control = sub.add_parser("control-api", help="run the memory control API (!memory)")
     server.add_arguments(control)
     control.set_defaults(func=_control_api)
+    from fgentic_governance.cli import detach
+
+    det = sub.add_parser("detach", help="before uninstall: fence every scope, release "
+                                        "the operator's finalizers (the chart's hook)")
+    detach.add_arguments(det)
+    det.set_defaults(func=_detach)
 
 
 def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of subcommands)

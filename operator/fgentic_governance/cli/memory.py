@@ -59,7 +59,7 @@ def run_memory(args: argparse.Namespace) -> int:
     command = commands[args.action]
 
     async def main() -> int:
-        async with _store(args.store_dsn_file) as store:
+        async with store_from_file(args.store_dsn_file) as store:
             return await command(args, store)
 
     try:
@@ -71,7 +71,8 @@ def run_memory(args: argparse.Namespace) -> int:
 
 
 @asynccontextmanager
-async def _store(dsn_file: Path) -> AsyncIterator[MemoryStore]:
+async def store_from_file(dsn_file: Path) -> AsyncIterator[MemoryStore]:
+    """The fenced store at the DSN a mounted Secret holds (a small, bounded pool)."""
     import asyncpg
 
     from fgentic_governance.memory import MemoryStore, bounds
