@@ -64,7 +64,7 @@ from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
 from tests.support import processes
 from tests.support.objects import example
-from tests.support.store import RUNTIME_SETTINGS
+from tests.support.store import RUNTIME_SETTINGS, enter
 
 pytestmark = pytest.mark.integration
 
@@ -80,6 +80,15 @@ INSERT INTO memory (agent_name, user_id, content, embedding, metadata, created_a
 VALUES ($1, $2, $3, NULL, $4::jsonb, NOW(), NOW() + interval '1 day', 0, $5, $6)
 RETURNING id
 """
+
+
+async def kagent_insert(conn: Any, access: Access, *args: Any) -> Any:
+    """KAGENT_INSERT in one transaction after entering the scope: a write needs the claim of
+    its own transaction (sql/0007)."""
+    async with conn.transaction():
+        await enter(conn, access)
+        return await conn.fetchval(KAGENT_INSERT, *args)
+
 
 Embedder = Callable[[str], Awaitable[Sequence[float]]]
 
@@ -358,11 +367,11 @@ async def test_fact_sentinels_accepted_and_refused(harness: Harness) -> None:
     # gate in the database, and its driver error carries only the code.
     async with h.runtime_pool.acquire() as conn:
         sql_credential = f"deploy with password={h.sentinel('sql-credential')}"
-        await h.refused_sql(conn.fetchval(
-            KAGENT_INSERT, "fgentic-demo/docs-agent", h.access.subject_mxid, sql_credential,
+        await h.refused_sql(kagent_insert(
+            conn, h.access, "fgentic-demo/docs-agent", h.access.subject_mxid, sql_credential,
             "{}", h.access.scope_key, h.access.generation), Reason.CREDENTIAL_CONTENT)
-        await h.refused_sql(conn.fetchval(
-            KAGENT_INSERT, "fgentic-demo/docs-agent", BOB, h.sentinel("sql-foreign-user"),
+        await h.refused_sql(kagent_insert(
+            conn, h.access, "fgentic-demo/docs-agent", BOB, h.sentinel("sql-foreign-user"),
             "{}", h.access.scope_key, h.access.generation), Reason.CONSENT_SUBJECT_MISMATCH)
     assert await h.store.entry_count(h.access.scope_key) == 2
 
@@ -591,8 +600,8 @@ async def test_credential_and_prompt_like_facts_change_no_state(harness: Harness
     async with h.runtime_pool.acquire() as conn:
         for text, reason in ((credential, Reason.CREDENTIAL_CONTENT),
                              (injection, Reason.HIGH_RISK_INSTRUCTION_CONTENT)):
-            await h.refused_sql(conn.fetchval(
-                KAGENT_INSERT, "fgentic-demo/docs-agent", h.access.subject_mxid, text, "{}",
+            await h.refused_sql(kagent_insert(
+                conn, h.access, "fgentic-demo/docs-agent", h.access.subject_mxid, text, "{}",
                 h.access.scope_key, h.access.generation), reason)
 
     # Prompt-like facts the policy does not recognise are stored inert: verbatim data with the

@@ -28,7 +28,7 @@ from fgentic_governance.memory import (
 )
 from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, ROOM, enabled, scope_record
+from tests.support.store import ALICE, ROOM, enabled, enter, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -68,10 +68,18 @@ RETURNING id
 """
 
 
+async def claimed(conn: Any, access: Access, sql: str, *args: Any) -> Any:
+    """``sql`` as an adapted kagent issues a write: in one transaction, after entering the
+    scope (sql/0007: a write needs the claim of its own transaction)."""
+    async with conn.transaction():
+        await enter(conn, access)
+        return await conn.fetchval(sql, *args)
+
+
 async def kagent_save(conn: Any, access: Access, content: str, *, user: str = ALICE,
                       agent: str = "team-a/helper", ttl: str = "1 day") -> str:
-    return str(await conn.fetchval(KAGENT_INSERT, agent, user, content, "{}", ttl, 0,
-                                   access.scope_key, access.generation))
+    return str(await claimed(conn, access, KAGENT_INSERT, agent, user, content, "{}", ttl, 0,
+                             access.scope_key, access.generation))
 
 
 async def db_refusal(coro: Any) -> Reason:
@@ -292,13 +300,15 @@ async def test_retention_is_mandatory_and_bounded(store: MemoryStore, runtime: M
     async with runtime_pool.acquire() as conn:
         assert await db_refusal(kagent_save(conn, access, "Alice prefers tea.",
                                             ttl="7 days 1 minute")) is Reason.RETENTION_EXCEEDED
-        assert await db_refusal(conn.fetchval(
+        assert await db_refusal(claimed(
+            conn, access,
             "INSERT INTO memory (agent_name, user_id, content, scope_key, consent_generation)"
             " VALUES ($1, $2, $3, $4, $5) RETURNING id", "team-a/helper", ALICE,
             "Alice prefers tea.", access.scope_key, access.generation)) is (
             Reason.RETENTION_EXCEEDED)
         # A caller-chosen created_at cannot move the window: the database clock anchors it.
-        entry = await conn.fetchval(
+        entry = await claimed(
+            conn, access,
             "INSERT INTO memory (agent_name, user_id, content, created_at, expires_at,"
             " scope_key, consent_generation) VALUES ($1, $2, $3, NOW() + interval '30 days',"
             " NOW() + interval '6 days', $4, $5) RETURNING id", "team-a/helper", ALICE,
@@ -383,8 +393,8 @@ async def test_content_update_passes_the_gate(store: MemoryStore, runtime: Memor
     access = await enabled(store)
     entry = await runtime.save(access, "Alice prefers tea.")
     async with runtime_pool.acquire() as conn:
-        assert await db_refusal(conn.execute(
-            "UPDATE memory SET content = $2 WHERE id = $1", entry, "x" * 513)) is (
+        assert await db_refusal(claimed(
+            conn, access, "UPDATE memory SET content = $2 WHERE id = $1", entry, "x" * 513)) is (
             Reason.FACT_TOO_LARGE)
         assert await db_refusal(conn.execute(
             "UPDATE memory SET consent_generation = consent_generation + 1 WHERE id = $1",
@@ -395,12 +405,14 @@ async def test_content_update_passes_the_gate(store: MemoryStore, runtime: Memor
         # Suppression hides the row; reactivation is a write and passes the gate.
         await conn.execute("UPDATE memory SET lifecycle = 'suppressed' WHERE id = $1", entry)
         assert await runtime.list_entries(access) == []
-        await conn.execute("UPDATE memory SET lifecycle = 'active' WHERE id = $1", entry)
+        await claimed(conn, access, "UPDATE memory SET lifecycle = 'active' WHERE id = $1",
+                      entry)
         assert len(await runtime.list_entries(access)) == 1
     await store.disable_and_advance(access.scope_key)
     async with runtime_pool.acquire() as conn:
-        assert await db_refusal(conn.execute(
-            "UPDATE memory SET content = 'Alice prefers coffee.' WHERE id = $1", entry)) is (
+        assert await db_refusal(claimed(
+            conn, access, "UPDATE memory SET content = 'Alice prefers coffee.' WHERE id = $1",
+            entry)) is (
             Reason.SCOPE_DISABLED)
 
 
@@ -726,6 +738,7 @@ async def test_database_policy_is_a_subset_of_the_python_policy(
             else:
                 assert await db_refusal(kagent_save(conn, access, text)) is expected
         # ...including a secret hidden in metadata.
-        assert await db_refusal(conn.fetchval(
-            KAGENT_INSERT, "team-a/helper", ALICE, "fine", '{"password": "hunter22"}',
+        assert await db_refusal(claimed(
+            conn, access, KAGENT_INSERT, "team-a/helper", ALICE, "fine",
+            '{"password": "hunter22"}',
             "1 day", 0, access.scope_key, access.generation)) is Reason.CREDENTIAL_CONTENT

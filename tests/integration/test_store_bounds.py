@@ -145,7 +145,8 @@ async def test_fence_that_cannot_get_its_lock_fails_closed_then_completes(
         with pytest.raises(asyncpg.PostgresError) as info:
             await other.fetchval(GATED_INSERT, store_agent(access), access.subject_mxid,
                                  "another fact", access.scope_key, access.generation)
-        assert info.value.sqlstate == "FG002"
+        # Without the claim enter_scope refused above, a write is refused first (sql/0007).
+        assert info.value.sqlstate == "FG001"  # SCOPE_MISSING
         async with other.transaction():
             await other.execute(
                 "SELECT set_config('fgentic_memory.scope_key', $1, true),"
@@ -236,7 +237,9 @@ async def test_superseded_by_is_an_id_of_the_same_scope(
     assert await refused(foreign) == "FG012"  # another scope's row
     assert await refused(first) == "FG012"  # itself
     assert await refused("00000000-0000-0000-0000-000000000000") == "FG012"  # no such row
-    await runtime_conn.execute(update, second, first)
+    async with runtime_conn.transaction():  # setting it is a write: it needs the claim
+        await enter(runtime_conn, alice)
+        await runtime_conn.execute(update, second, first)
     assert await runtime_conn.fetchval(
         "SELECT count(*) FROM memory WHERE id = $1", first) == 1
     await runtime_conn.execute(update, None, first)  # Clearing it is always allowed.
@@ -251,7 +254,9 @@ async def test_superseded_by_is_an_id_of_the_same_scope(
     newer = await bounded_store.save(again, "newer fact")
     await bounded_store.set_posture(rec.scope_key, Posture.CAPTURE_DISABLED)
     with pytest.raises(asyncpg.PostgresError) as info:
-        await runtime_conn.execute(update, newer, kept)
+        async with runtime_conn.transaction():
+            await enter(runtime_conn, again, "recall")
+            await runtime_conn.execute(update, newer, kept)
     assert info.value.sqlstate == "FG003"  # CAPTURE_DISABLED
 
 

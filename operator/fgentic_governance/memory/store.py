@@ -6,7 +6,9 @@ operations (save, search, list, forget) carry an :class:`Access` - scope, princi
 room and consent generation - and work under the restricted ``fgentic_memory_runtime`` role
 too. Every failure surfaces as :class:`StoreRefusal` with a bare reason code.
 
-An adapted kagent writes with its own SQL; the gate needs only two more columns::
+A runtime writing with its own SQL first enters the scope in the same transaction
+(``SELECT * FROM fgentic_memory.enter_scope(..., 'capture')``: the only way to obtain the
+signed claim the gates check, sql/0007), then inserts with two more columns::
 
     INSERT INTO fgentic_memory.memory
         (agent_name, user_id, content, embedding, metadata, created_at, expires_at,
@@ -119,10 +121,6 @@ SELECT s.scope_key, s.enabled, s.posture, s.consent_generation, s.entry_cap, s.m
 _HOLD: Final = (
     "INSERT INTO fgentic_memory.scope_hold (scope_key) VALUES ($1) ON CONFLICT DO NOTHING")
 _RELEASE: Final = "DELETE FROM fgentic_memory.scope_hold WHERE scope_key = $1"
-_SET_CONTEXT: Final = (
-    "SELECT set_config('fgentic_memory.scope_key', $1, true),"
-    " set_config('fgentic_memory.generation', $2, true)"
-)
 
 
 def _now() -> datetime:
@@ -353,15 +351,13 @@ class MemoryStore:
 
     @staticmethod
     async def _remaining(conn: Any, scope_key: str, fence: int) -> int:
-        # One snapshot for both reads, taken after the delete committed.
-        async with conn.transaction(isolation="repeatable_read", readonly=True):
-            in_table = await conn.fetchval(
-                "SELECT count(*) FROM fgentic_memory.memory"
-                " WHERE scope_key = $1 AND consent_generation < $2", scope_key, fence)
-            # As a reader still carrying the pre-fence generation would see it.
-            await conn.execute(_SET_CONTEXT, scope_key, str(fence - 1))
-            in_view = await conn.fetchval("SELECT count(*) FROM fgentic_memory.readable_memory")
-        return int(in_table) + int(in_view)
+        # Rows of the table itself, after the delete committed. Nothing pre-fence can be read
+        # through the view either: it admits only a claim that enter_scope signed for the
+        # scope's current generation (sql/0007), which a stale reader can no longer obtain.
+        in_table = await conn.fetchval(
+            "SELECT count(*) FROM fgentic_memory.memory"
+            " WHERE scope_key = $1 AND consent_generation < $2", scope_key, fence)
+        return int(in_table)
 
     async def _release(self, scope_key: str) -> None:
         """Lift the hold of a verified erasure (a scope whose consent stands is readable again).
