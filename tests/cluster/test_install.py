@@ -39,9 +39,11 @@ BOT = "@fgentic:fgentic.local"
                          [("operator", 1), ("webhook", 2), ("control-api", 1)])
 def test_every_component_runs_ready_non_root_on_a_read_only_root(
         release: Release, component: str, replicas: int) -> None:
-    pods = wait_for(lambda: [p for p in release.pods(component) if ready(p)]
-                    if len([p for p in release.pods(component) if ready(p)]) == replicas
-                    else None, f"{replicas} ready {component} pods")
+    def all_ready() -> list[dict[str, Any]] | None:
+        found = [p for p in release.pods(component) if ready(p)]
+        return found if len(found) == replicas else None
+
+    pods = wait_for(all_ready, f"{replicas} ready {component} pods")
     for pod in pods:
         for status in pod["status"]["containerStatuses"]:
             # The operator crash-looped (no in-cluster configuration); the webhook was

@@ -71,8 +71,7 @@ def stand_ins(release: Release, image: tuple[Any, str]) -> dict[str, tuple[str, 
         apply(cluster, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
     pods = []
     for ns, name, labels, port in STAND_INS:
-        pod = client_pod(ns, name, image[1], LISTEN, labels=labels)
-        pod["spec"]["containers"][0]["command"] = [PYTHON, "-c", LISTEN, str(port)]
+        pod = client_pod(ns, name, image[1], LISTEN, args=[str(port)], labels=labels)
         pod["spec"]["automountServiceAccountToken"] = False
         pods.append(pod)
     apply(cluster, pods)

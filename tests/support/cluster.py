@@ -133,16 +133,17 @@ def ready(pod: Mapping[str, Any]) -> bool:
 
 
 def client_pod(namespace: str, name: str, image: str, script: str, *,
-               labels: Mapping[str, str] | None = None,
+               args: Sequence[str] = (), labels: Mapping[str, str] | None = None,
                service_account: str | None = None) -> dict[str, Any]:
-    """A pod that runs ``script`` with the image's Python once (restartPolicy Never)."""
+    """A pod that runs ``script`` (with ``args``) on the image's Python once (restartPolicy
+    Never)."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [{
             "name": "client", "image": image, "imagePullPolicy": "Never",
-            "command": [PYTHON, "-c", script],
+            "command": [PYTHON, "-c", script, *args],
             "securityContext": {"allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,
                                 "capabilities": {"drop": ["ALL"]}}}]}

@@ -40,8 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_detach(args: argparse.Namespace) -> int:
-    if args.operator_deployment and not _stop_operator(args.kubeconfig,
-                                                       args.operator_deployment):
+    from fgentic_governance.kube_client import api_client
+
+    api = api_client(args.kubeconfig)
+    if args.operator_deployment and not _stop_operator(api, args.operator_deployment):
         print(f"refused: the operator did not stop within {OPERATOR_GONE_SECONDS:.0f}s; "
               "nothing detached", file=sys.stderr)
         return 1
@@ -54,7 +56,7 @@ def run_detach(args: argparse.Namespace) -> int:
             code = getattr(getattr(exc, "reason", None), "value", "STORE_UNAVAILABLE")
             print(f"refused: {code}; nothing detached", file=sys.stderr)
             return 1
-    released = _release_finalizers(args.kubeconfig)
+    released = _release_finalizers(api)
     print(f"detached: {fenced} scopes fenced, {released} finalizers released")
     return 0
 
@@ -69,13 +71,10 @@ async def _fence_all(dsn_file: Path) -> int:
         return len(states)
 
 
-def _stop_operator(kubeconfig: Path | None, deployment: str) -> bool:
+def _stop_operator(api: Any, deployment: str) -> bool:
     from kubernetes import client
 
-    from fgentic_governance.kube_client import api_client
-
     namespace, _, name = deployment.partition("/")
-    api = api_client(kubeconfig)
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     try:
         found = apps.read_namespaced_deployment(name, namespace)
@@ -94,12 +93,10 @@ def _stop_operator(kubeconfig: Path | None, deployment: str) -> bool:
     return False
 
 
-def _release_finalizers(kubeconfig: Path | None) -> int:
+def _release_finalizers(api_client: Any) -> int:
     from kubernetes import client
 
-    from fgentic_governance.kube_client import api_client
-
-    api = client.CustomObjectsApi(api_client(kubeconfig))
+    api = client.CustomObjectsApi(api_client)
     released = 0
     for kind in KINDS:
         listing = cast(dict[str, Any], api.list_cluster_custom_object(GROUP, VERSION, kind.plural))

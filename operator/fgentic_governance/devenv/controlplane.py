@@ -260,8 +260,7 @@ class LocalControlPlane:
                 "--kubelet-preferred-address-types=InternalIP",
                 f"--kubelet-client-certificate={self._pki('kubelet-client.crt')}",
                 f"--kubelet-client-key={self._pki('kubelet-client.key')}",
-                "--enable-aggregator-routing=true",
-                "--api-audiences=https://kubernetes.default.svc.cluster.local"]
+                "--enable-aggregator-routing=true"]
 
     def _write_admin_kubeconfig(self) -> None:
         assert self._admin is not None

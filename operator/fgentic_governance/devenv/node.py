@@ -24,8 +24,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -51,12 +50,6 @@ HOST_COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "dnsmas
                  "iptables", "nft", "ipset", "umoci", "skopeo")
 CNI_DIR = Path("/usr/lib/cni")
 KUBE_ROUTER_IPSET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-", "kube-router-")
-
-
-@dataclass(frozen=True)
-class Component:
-    name: str
-    cmd: list[str]
 
 
 def node_binary(name: str) -> Path:
@@ -164,10 +157,10 @@ class LocalCluster:
         if proc.poll() is not None:
             raise StartupError(f"{name} exited with {proc.returncode}:\n{log_tail(log)}")
 
-    def _wait(self, ready: object, what: str) -> None:
+    def _wait(self, ready: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            if callable(ready) and ready():
+            if ready():
                 return
             time.sleep(0.2)
         raise StartupError(f"{what} not ready after {self.startup_timeout:.0f}s:\n"
@@ -453,7 +446,9 @@ def teardown(workdir: Path) -> None:
     pids = workdir / "pids"
     for name in STOP_ORDER:
         _kill_pid_file(pids / f"{name}.pid")
-    _kill_matching(str(workdir))  # containerd shims, pods' processes, anything of ours
+    for pid in _processes_naming(workdir):  # containerd shims, pods' processes, anything ours
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     _kill_cgroups()
     _unmount_under(workdir)
     with contextlib.suppress(Exception):
@@ -513,15 +508,30 @@ def _ancestors() -> set[int]:
     return pids
 
 
-def _kill_matching(needle: str) -> None:
-    """SIGKILL every process whose command line names the work directory (shims, pods)."""
-    spared = _ancestors()
+def _processes_naming(workdir: Path) -> list[int]:
+    """Processes whose command line names the work directory (shims, pods, the control
+    plane), except this process and its parents."""
+    spared, needle, found = _ancestors(), str(workdir).encode(), []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) in spared:
-            continue
-        with contextlib.suppress(OSError):
-            if needle.encode() in (proc / "cmdline").read_bytes():
-                os.kill(int(proc.name), signal.SIGKILL)
+        if proc.name.isdigit() and int(proc.name) not in spared:
+            with contextlib.suppress(OSError):
+                if needle in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+    return found
+
+
+def _mounts_under(workdir: Path) -> list[str]:
+    """Mount points below the work directory, deepest first (octal escapes of
+    /proc/mounts decoded)."""
+    prefix = str(workdir) + "/"
+    mounts = {line.split()[1].encode().decode("unicode_escape")
+              for line in Path("/proc/mounts").read_text().splitlines()}
+    return sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True)
+
+
+def _kube_chains(listing: str) -> list[str]:
+    """The ``KUBE-*`` chains declared in an ``iptables-save`` listing."""
+    return [line[1:].split()[0] for line in listing.splitlines() if line.startswith(":KUBE-")]
 
 
 def _kill_cgroups() -> None:
@@ -544,11 +554,8 @@ def _kill_cgroups() -> None:
 
 
 def _unmount_under(workdir: Path) -> None:
-    prefix = str(workdir) + "/"
     for _ in range(3):
-        mounts = [line.split()[1].encode().decode("unicode_escape")
-                  for line in Path("/proc/mounts").read_text().splitlines()]
-        ours = sorted({m for m in mounts if m.startswith(prefix)}, key=len, reverse=True)
+        ours = _mounts_under(workdir)
         if not ours:
             return
         for mount in ours:
@@ -563,8 +570,7 @@ def _remove_kube_chains() -> None:
         for table in ("filter", "nat", "mangle"):
             listing = subprocess.run([save, "-t", table], capture_output=True, text=True,
                                      check=False).stdout
-            chains = [line[1:].split()[0] for line in listing.splitlines()
-                      if line.startswith(":KUBE-")]
+            chains = _kube_chains(listing)
             for line in listing.splitlines():  # jumps from built-in chains first
                 rule = shlex.split(line)
                 if rule[:1] == ["-A"] and not rule[1].startswith("KUBE-") and any(
@@ -589,19 +595,11 @@ def leftovers(workdir: Path) -> list[str]:
     if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True,
                       check=False).returncode == 0:
         found.append(f"bridge {BRIDGE}")
-    prefix = str(workdir) + "/"
-    found += [f"mount {m}" for m in (line.split()[1]
-              for line in Path("/proc/mounts").read_text().splitlines()) if m.startswith(prefix)]
-    spared = _ancestors()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) not in spared:
-            with contextlib.suppress(OSError):
-                if str(workdir).encode() in (proc / "cmdline").read_bytes():
-                    found.append(f"process {proc.name}")
+    found += [f"mount {m}" for m in _mounts_under(workdir)]
+    found += [f"process {pid}" for pid in _processes_naming(workdir)]
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True,
                            check=False).stdout
-    found += [f"chain {line[1:].split()[0]}" for line in rules.splitlines()
-              if line.startswith(":KUBE-")]
+    found += [f"chain {chain}" for chain in _kube_chains(rules)]
     found += [f"cgroup {c}" for c in Path("/sys/fs/cgroup").glob("*/kubepods") if c.is_dir()]
     return found
 
