@@ -468,6 +468,62 @@ async def _until(env: Env, name: str, check: Check) -> dict[str, Any]:
     return dict(obj["status"])
 
 
+# -- delegation leases (issue 17 §2) ---------------------------------------------------------
+
+LIVE_LEASES = ("SELECT count(*) FROM fgentic_memory.delegation_lease l"
+               " JOIN fgentic_memory.scope s USING (scope_key)"
+               " WHERE l.closed_at IS NULL AND l.expires_at > now()"
+               " AND l.consent_generation = s.consent_generation AND s.enabled")
+
+
+async def test_a_lease_opens_after_the_room_check_and_closes_idempotently(env: Env) -> None:
+    access = await make_scope(env, "alice")
+    status, body = await post(env, "lease/open", command(env, "alice", seconds=120))
+    assert status == 201, body
+    lease = body["lease"]
+    assert lease["consentGeneration"] == access.generation and lease["expiresAt"].endswith("Z")
+    assert await env.pool.fetchval(LIVE_LEASES) == 1
+    close = {"subject": ALICE, "agent": {"namespace": env.ns, "name": AGENT},
+             "roomId": control_room("alice"), "leaseId": lease["id"]}
+    # Closing needs no room snapshot: it must work after the room drifted.
+    assert await post(env, "lease/close", close) == (200, {"reason": "OK", "closed": True})
+    assert await post(env, "lease/close", close) == (200, {"reason": "OK", "closed": False})
+    assert await env.pool.fetchval(LIVE_LEASES) == 0
+    # Bob cannot close Alice's lease by naming her lease id under his own scope.
+    await make_scope(env, "bob", subject=BOB)
+    status, body = await post(env, "lease/open", command(env, "alice"))
+    bob_close = {**close, "subject": BOB, "roomId": control_room("bob"), "leaseId":
+                 body["lease"]["id"]}
+    assert await post(env, "lease/close", bob_close) == (200, {"reason": "OK", "closed": False})
+    assert await env.pool.fetchval(LIVE_LEASES) == 1
+
+
+async def test_no_lease_on_drift_without_consent_or_beyond_the_ceiling(env: Env) -> None:
+    await make_scope(env, "alice")
+    await make_scope(env, "bob", subject=BOB, grant=False)
+    drifted = snapshot(env, "alice", joinRule="public")
+    status, body = await post(env, "lease/open", command(env, "alice", room=drifted))
+    assert (status, body["reason"], body["drift"]) == (403, "ROOM_STATE_DRIFT", ["JOIN_RULE"])
+    status, body = await post(env, "lease/open", command(env, "bob", subject=BOB))
+    assert (status, body["reason"]) == (403, "SCOPE_DISABLED")
+    status, body = await post(env, "lease/open", command(env, "alice", seconds=541))
+    assert (status, body["reason"]) == (400, "REQUEST_MALFORMED")
+    status, body = await post(env, "lease/open", command(env, "alice", subject=BOB))
+    assert status == 403
+    assert await env.pool.fetchval(LIVE_LEASES) == 0
+
+
+async def test_off_ends_the_open_lease(env: Env) -> None:
+    await make_scope(env, "alice")
+    status, _ = await post(env, "lease/open", command(env, "alice"))
+    assert status == 201 and await env.pool.fetchval(LIVE_LEASES) == 1
+    _, issued = await post(env, "off", command(env, "alice"))
+    token = issued["confirmation"]["token"]
+    status, _ = await post(env, "off", command(env, "alice", confirmationToken=token))
+    assert status == 200
+    assert await env.pool.fetchval(LIVE_LEASES) == 0
+
+
 # -- room-state drift ------------------------------------------------------------------------
 
 

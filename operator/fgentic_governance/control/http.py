@@ -34,12 +34,14 @@ from fgentic_governance.control.wire import (
     ConfirmableCommand,
     ForgetCommand,
     InspectCommand,
+    LeaseCloseCommand,
+    LeaseCommand,
     parse,
 )
 from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance.control")
-C = TypeVar("C", bound=Command)
+C = TypeVar("C", bound=Command | LeaseCloseCommand)
 Handler = serving.Handler
 
 PREFIX: Final = "/v1/memory/"
@@ -112,6 +114,8 @@ def make_handler(service: ControlService, auth: BearerTokenFile, *,
         _route("forget", ForgetCommand, service.forget),
         _route("forget-all", ConfirmableCommand, service.forget_all),
         _route("off", ConfirmableCommand, service.off),
+        _route("lease/open", LeaseCommand, service.open_lease),
+        _route("lease/close", LeaseCloseCommand, service.close_lease),
     )}
 
     async def readiness() -> ControlReason | Reason:

@@ -28,11 +28,14 @@ from fgentic_governance.control.wire import (
     ConfirmableCommand,
     ForgetCommand,
     InspectCommand,
+    LeaseCloseCommand,
+    LeaseCommand,
 )
 from fgentic_governance.memory import (
     Access,
     Entry,
     ErasureReceipt,
+    Lease,
     ScopeState,
     StoreRefusal,
 )
@@ -53,6 +56,8 @@ class ControlStore(Protocol):
     async def forget_entry(self, access: Access, entry_id: str) -> ErasureReceipt: ...
     async def erase_scope(self, scope_key: str) -> ErasureReceipt: ...
     async def withdraw(self, scope_key: str) -> ErasureReceipt: ...
+    async def open_lease(self, access: Access, seconds: int) -> Lease: ...
+    async def close_lease(self, scope_key: str, lease_id: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,24 @@ class ControlService:
             "total": total,
             "nextOffset": following if more and following < MAX_OFFSET else None,
         })
+
+    # -- delegation leases (issue 17 §2) ---------------------------------------------------
+
+    async def open_lease(self, command: LeaseCommand) -> Reply:
+        """A lease on the sender's scope, after the same room-state check as every command;
+        the memory API serves the runtime's calls for (subject, Agent) only while it lives."""
+        adm = await self.admit(command)
+        lease = await _store(self.store.open_lease(adm.access, command.seconds))
+        return Reply(201, {"reason": Reason.OK.value, "lease": {
+            "id": lease.id, "expiresAt": iso(lease.expires_at),
+            "consentGeneration": lease.generation}})
+
+    async def close_lease(self, command: LeaseCloseCommand) -> Reply:
+        """Idempotent; no room-state check (closing only takes away)."""
+        scopes = await self.directory.list_scopes()
+        scope = select(scopes, command.subject, command.agent, command.room_id)
+        closed = await _store(self.store.close_lease(scope.key, command.lease_id))
+        return Reply(200, {"reason": Reason.OK.value, "closed": closed})
 
     # -- erasure ---------------------------------------------------------------------------
 

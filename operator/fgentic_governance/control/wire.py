@@ -22,6 +22,7 @@ from fgentic_governance import strict_json
 from fgentic_governance.api.common import DNS1123_LABEL, MXID_PATTERN, ROOM_ID_PATTERN
 from fgentic_governance.contract import limits
 from fgentic_governance.control.codes import ControlError, ControlReason
+from fgentic_governance.memory.model import MAX_LEASE_SECONDS
 
 MAX_BODY_BYTES: Final = 64 * 1024
 """The largest command the models admit (64 members and 2 x 64 ACL entries, every string at
@@ -121,7 +122,26 @@ class ConfirmableCommand(Command):
     confirmation_token: Annotated[str | None, Field(pattern=TOKEN_PATTERN)] = None
 
 
-def parse(model: type[C], body: bytes) -> C:
+class LeaseCommand(Command):
+    """Open a delegation lease before a turn is dispatched to a memory-enabled Agent."""
+
+    seconds: Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)] = MAX_LEASE_SECONDS
+
+
+class LeaseCloseCommand(_Wire):
+    """Close a lease when the delegation ends. No room snapshot: closing only takes away, so
+    it must work even after the room drifted."""
+
+    subject: Subject
+    agent: AgentKey
+    room_id: RoomId
+    lease_id: Annotated[str, Field(min_length=36, max_length=36, pattern=ENTRY_ID_PATTERN)]
+
+
+W = TypeVar("W", bound=_Wire)
+
+
+def parse(model: type[W], body: bytes) -> W:
     """The validated command, or REQUEST_MALFORMED.
 
     Raised after the ``except`` block, so the refusal carries no ``__context__``: the

@@ -18,7 +18,7 @@ from fgentic_governance.reasons import Reason
 
 T = TypeVar("T")
 
-# Mirrors fgentic_memory.refuse() in sql/0001_schema.sql; a test asserts they agree.
+# Mirrors fgentic_memory.refuse() (sql/0001, redefined by sql/0008); a test asserts they agree.
 SQLSTATE_REASONS: Final = MappingProxyType({
     "FG001": Reason.SCOPE_MISSING,
     "FG002": Reason.SCOPE_DISABLED,
@@ -36,6 +36,8 @@ SQLSTATE_REASONS: Final = MappingProxyType({
     "FG014": Reason.RATE_LIMITED,
     "FG015": Reason.CREDENTIAL_CONTENT,
     "FG016": Reason.HIGH_RISK_INSTRUCTION_CONTENT,
+    "FG017": Reason.LEASE_MISSING,
+    "FG018": Reason.SCOPE_AMBIGUOUS,
     "FG999": Reason.INTERNAL_ERROR,
 })
 

@@ -184,6 +184,19 @@ class Access:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """A delegation lease (sql/0008): one scope, one generation, at most 540 s."""
+
+    id: str
+    expires_at: datetime
+    generation: int
+
+
+MAX_LEASE_SECONDS: Final = 540
+"""ADR 0023's delegation ceiling; the database refuses a longer lease too."""
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
     """A readable memory entry. ``content`` is excluded from repr()."""
 

@@ -43,6 +43,7 @@ from fgentic_governance.memory.model import (
     Envelope,
     ErasureKind,
     ErasureReceipt,
+    Lease,
     MemoryType,
     ScopeRecord,
     ScopeState,
@@ -406,7 +407,9 @@ class MemoryStore:
     async def cleanup_expired(self) -> int:
         """Delete expired rows (never extends an expiry); returns how many were deleted."""
         async def work(conn: Any) -> int:
-            return int(await conn.fetchval("SELECT fgentic_memory.cleanup_expired()"))
+            expired = int(await conn.fetchval("SELECT fgentic_memory.cleanup_expired()"))
+            await conn.fetchval("SELECT fgentic_memory.prune_leases()")
+            return expired
 
         return await self._run("cleanup", work)
 
@@ -514,6 +517,28 @@ class MemoryStore:
             id=uuid.uuid4().hex, kind=ErasureKind.ENTRY, generation=access.generation,
             result=ErasureResult.VERIFIED if left == 0 else ErasureResult.FAILED,
             reason=reason, time=_now(), deleted=deleted)
+
+    # -- delegation leases (control API; owner role) ----------------------------------------
+
+    async def open_lease(self, access: Access, seconds: int) -> Lease:
+        """Open a lease on the scope at ``access.generation`` (sql/0008 checks the triple)."""
+        async def work(conn: Any) -> Lease:
+            row = await conn.fetchrow(
+                "SELECT lease_id, expires_at FROM fgentic_memory.open_lease"
+                "($1, $2, $3, $4, $5, $6, $7)", *access.params(), seconds)
+            return Lease(str(row["lease_id"]), row["expires_at"], access.generation)
+
+        return await self._run("open_lease", work)
+
+    async def close_lease(self, scope_key: str, lease_id: str) -> bool:
+        """Close one lease of the scope; False when it was unknown or already closed."""
+        wanted = _entry_id(lease_id)
+
+        async def work(conn: Any) -> bool:
+            return bool(await conn.fetchval(
+                "SELECT fgentic_memory.close_lease($1::uuid, $2)", wanted, scope_key))
+
+        return await self._run("close_lease", work)
 
     # -- offboarding (operator) ----------------------------------------------------------------
 

@@ -1,0 +1,180 @@
+"""The fenced store as the memory API reaches it: by (subject, Agent) under a live lease.
+
+kagent's runtime names an Agent and a user and nothing else. Each call here enters the one
+scope of that pair that has a live delegation lease (``fgentic_memory.enter_delegation``,
+sql/0008), which signs the claim every gate checks (sql/0007); without a lease the database
+refuses with LEASE_MISSING, with two with SCOPE_AMBIGUOUS. Cost is admitted and committed in
+its own transaction before any read or write (ADR 0023 §42: the spend stands even when the
+write is then refused). Works under the restricted ``fgentic_memory_runtime`` role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final, TypeVar
+
+from fgentic_governance.memory import write_policy
+from fgentic_governance.memory.bounds import ACQUIRE_SECONDS
+from fgentic_governance.memory.client import MAX_FACT_BYTES_CEILING
+from fgentic_governance.memory.errors import StoreRefusal, guarded
+from fgentic_governance.memory.metrics import ADMISSIONS, STORE_OPERATIONS, record
+from fgentic_governance.memory.model import Envelope, Operation, vector_literal
+from fgentic_governance.reasons import Reason
+
+T = TypeVar("T")
+
+MAX_BATCH: Final = 50
+"""kagent's controller refuses a batch of more than 50 items; so do we."""
+MAX_SEARCH_LIMIT: Final = 50
+
+_ENTER: Final = "SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, $4)"
+_ADMIT: Final = "SELECT fgentic_memory.admit($1, $2, $3)"
+# One statement: enter the leased scope, then insert every fact under its claim. The CTE is
+# materialised, so the claim exists before the first row reaches the write gate.
+_SAVE: Final = """
+WITH ctx AS MATERIALIZED (
+    SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, 'capture'))
+INSERT INTO fgentic_memory.memory
+    (agent_name, user_id, content, embedding, metadata, expires_at, scope_key,
+     consent_generation, memory_type, source_kind, write_reason, confirmation_status, sensitivity)
+SELECT ctx.store_agent_name, $1, f.content, f.vector::vector, '{}'::jsonb,
+       CASE WHEN f.ttl_days IS NULL THEN ctx.max_expiry
+            ELSE least(ctx.max_expiry, now() + make_interval(days => f.ttl_days)) END,
+       ctx.scope_key, ctx.consent_generation, $7, $8, $9, $10, $11
+  FROM ctx, unnest($4::text[], $5::text[], $6::int[]) AS f(content, vector, ttl_days)
+RETURNING id
+"""
+_SEARCH: Final = (
+    "SELECT id, content, created_at, 1 - (embedding <=> $1::text::vector) AS score"
+    " FROM fgentic_memory.readable_memory WHERE embedding IS NOT NULL"
+    " AND 1 - (embedding <=> $1::text::vector) >= $3"
+    " ORDER BY embedding <=> $1::text::vector, id LIMIT $2"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Whom a runtime call is for: the subject (X-User-Id) via one Agent (its token)."""
+
+    subject: str
+    agent_namespace: str
+    agent_name: str
+
+    def params(self) -> tuple[str, str, str]:
+        return (self.subject, self.agent_namespace, self.agent_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One item of a save. ``content`` and ``vector`` stay out of ``repr()``."""
+
+    content: str = field(repr=False)
+    vector: Sequence[float] = field(repr=False)
+    ttl_days: int | None = None
+    """kagent's ``ttl_days``: may shorten the scope's retention, never lengthen it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    id: str
+    content: str = field(repr=False)
+    score: float
+    created_at: datetime
+
+
+def check_fact(fact: Fact) -> tuple[str, str, int | None]:
+    """The insert parameters of one fact, or a refusal (before any budget is spent)."""
+    write_policy.enforce(fact.content, None)
+    try:
+        size = len(fact.content.encode())
+    except UnicodeEncodeError:  # lone surrogates: not storable text
+        raise StoreRefusal(Reason.INVALID_SPEC) from None
+    if size == 0:
+        raise StoreRefusal(Reason.INVALID_SPEC)
+    if size > MAX_FACT_BYTES_CEILING:
+        raise StoreRefusal(Reason.FACT_TOO_LARGE)
+    if fact.ttl_days is not None and not 1 <= fact.ttl_days <= 36500:
+        raise StoreRefusal(Reason.INVALID_SPEC)
+    return fact.content, vector_literal(fact.vector), fact.ttl_days
+
+
+def check_query(vector: Sequence[float], limit: int, min_score: float) -> str:
+    if not 1 <= limit <= MAX_SEARCH_LIMIT or not -1.0 <= min_score <= 1.0:
+        raise StoreRefusal(Reason.INVALID_SPEC)
+    return vector_literal(vector)
+
+
+class DelegatedStore:
+    """Admission, save and search for the runtime's calls, each under a live lease."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    async def admit(self, caller: Caller, items: Mapping[Operation, int], *,
+                    explicit: bool = False) -> None:
+        """Consume ``items`` against the leased scope's ceilings, committed on its own."""
+        if not items or any(not 1 <= units <= 60 for units in items.values()):
+            raise StoreRefusal(Reason.INVALID_SPEC)
+        mode = "capture" if {Operation.SAVE, Operation.SUMMARIZE} & set(items) else "recall"
+
+        async def work() -> None:
+            async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn, conn.transaction():
+                await conn.fetchrow(_ENTER, *caller.params(), mode)
+                take_token = explicit
+                for operation, units in items.items():
+                    await conn.fetchval(_ADMIT, operation.value, units, take_token)
+                    take_token = False  # one explicit request is one token
+
+        try:
+            await guarded(work())
+        except StoreRefusal as refusal:
+            for operation in items:
+                record(ADMISSIONS, operation.value, refusal.reason)
+            raise
+        for operation in items:
+            record(ADMISSIONS, operation.value, Reason.OK)
+
+    async def save(self, caller: Caller, facts: Sequence[Fact], envelope: Envelope) -> list[str]:
+        """Insert every fact or none; returns their ids."""
+        if not 1 <= len(facts) <= MAX_BATCH:
+            raise StoreRefusal(Reason.INVALID_SPEC)
+        rows = [check_fact(fact) for fact in facts]
+        contents, vectors, ttls = (list(column) for column in zip(*rows, strict=True))
+
+        async def work() -> list[str]:
+            async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn:
+                found = await conn.fetch(
+                    _SAVE, *caller.params(), contents, vectors, ttls,
+                    envelope.memory_type.value, envelope.source_kind.value,
+                    envelope.write_reason.value, envelope.confirmation_status.value,
+                    envelope.sensitivity.value)
+            return [str(row["id"]) for row in found]
+
+        return await self._counted("delegated_save", work)
+
+    async def search(self, caller: Caller, vector: Sequence[float], *, limit: int,
+                     min_score: float) -> list[Found]:
+        """Nearest readable facts of the leased scope with at least ``min_score``."""
+        literal = check_query(vector, limit, min_score)
+
+        async def work() -> list[Found]:
+            async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn, \
+                    conn.transaction(readonly=True):
+                await conn.fetchrow(_ENTER, *caller.params(), "recall")
+                rows = await conn.fetch(_SEARCH, literal, limit, min_score)
+            return [Found(str(r["id"]), str(r["content"]), float(r["score"]), r["created_at"])
+                    for r in rows]
+
+        return await self._counted("delegated_search", work)
+
+    @staticmethod
+    async def _counted(operation: str, work: Callable[[], Awaitable[T]]) -> T:
+        try:
+            result = await guarded(work())
+        except StoreRefusal as refusal:
+            record(STORE_OPERATIONS, operation, refusal.reason)
+            raise
+        record(STORE_OPERATIONS, operation, Reason.OK)
+        return result
