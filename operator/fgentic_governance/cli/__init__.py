@@ -77,13 +77,20 @@ def _control_api(args: argparse.Namespace) -> int:
     return int(run_control_api(args))
 
 
+def _memory_api(args: argparse.Namespace) -> int:
+    from fgentic_governance.memoryapi.server import run_memory_api
+
+    return int(run_memory_api(args))
+
+
 def _detach(args: argparse.Namespace) -> int:
     from fgentic_governance.cli.detach import run_detach
     return run_detach(args)
 
 
 def _add_memory_commands(sub: Any) -> None:
-    """`memory status|list-scopes|erase-scope` and `control-api` (the memory control API)."""
+    """`memory status|list-scopes|erase-scope`, `control-api` (the memory control API) and
+    `memory-api` (kagent's memory calls)."""
     from fgentic_governance.cli import memory
     from fgentic_governance.control import server
 
@@ -92,6 +99,12 @@ def _add_memory_commands(sub: Any) -> None:
     control = sub.add_parser("control-api", help="run the memory control API (!memory)")
     server.add_arguments(control)
     control.set_defaults(func=_control_api)
+    from fgentic_governance.memoryapi import server as memory_api
+
+    governed = sub.add_parser("memory-api", help="run the governed memory API that kagent's "
+                                                 "runtime calls (KAGENT_URL)")
+    memory_api.add_arguments(governed)
+    governed.set_defaults(func=_memory_api)
     from fgentic_governance.cli import detach
 
     det = sub.add_parser("detach", help="before uninstall: fence every scope, release "
@@ -125,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                     help="seconds between audits of existing Agents (0 disables)")
     wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
                     help="how often to check the certificate files for renewal")
+    wh.add_argument("--memory-api-url", default="",
+                    help="the governed memory API that memory-enabled Agents' Pods must use as "
+                         "KAGENT_URL (issue 17 §3); empty: memory-enabled Agents are refused")
     boot = wh.add_argument_group("TLS bootstrap (cert-manager style; otherwise mount a Secret)")
     boot.add_argument("--bootstrap-secret", help="Secret holding the generated CA and pair")
     boot.add_argument("--bootstrap-namespace", default="fgentic-system")

@@ -1,0 +1,106 @@
+"""Workload identity through the Kubernetes API: TokenReview and the namespace's Agents.
+
+Both answers are cached briefly (``CACHE_SECONDS``) so that a turn's dozens of calls cost one
+TokenReview: a token is keyed by its SHA-256 (the token itself is never kept), and only
+successful reviews are cached. A deleted Pod's bound token therefore still works here for at
+most ``CACHE_SECONDS``. Every API call has a deadline; a failure is IDENTITY_UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar
+
+from kubernetes import client
+
+from fgentic_governance.memoryapi.codes import ApiError, ApiReason
+from fgentic_governance.memoryapi.identity import AgentRef, Workload, resolve_agent, workload_of
+
+AUDIENCE: Final = "kagent"
+"""kagent v0.9.11 mounts the Agent Pod's token with this audience (manifest_builder.go)."""
+CACHE_SECONDS: Final = 10.0
+CACHE_ENTRIES: Final = 4096
+API_SECONDS: Final = 5.0
+AGENTS: Final = ("kagent.dev", "v1alpha2", "agents")
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class TtlCache(Generic[K, V]):
+    """A bounded map whose entries expire; the oldest entry goes first when full."""
+
+    def __init__(self, seconds: float, entries: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._seconds, self._entries, self._clock = seconds, entries, clock
+        self._items: OrderedDict[K, tuple[float, V]] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        item = self._items.get(key)
+        if item is None or item[0] <= self._clock():
+            self._items.pop(key, None)
+            return None
+        return item[1]
+
+    def put(self, key: K, value: V) -> None:
+        self._items[key] = (self._clock() + self._seconds, value)
+        self._items.move_to_end(key)
+        while len(self._items) > self._entries:
+            self._items.popitem(last=False)
+
+
+class KubeIdentity:
+    """Token -> Workload -> the one memory-enabled Agent it runs, via the API server."""
+
+    def __init__(self, api: client.ApiClient, *, audience: str = AUDIENCE,
+                 cache_seconds: float = CACHE_SECONDS) -> None:
+        self._auth = client.AuthenticationV1Api(api)
+        self._custom = client.CustomObjectsApi(api)
+        self._audience = audience
+        self._tokens: TtlCache[bytes, Workload] = TtlCache(cache_seconds, CACHE_ENTRIES)
+        self._agents: TtlCache[str, list[dict[str, Any]]] = TtlCache(cache_seconds, 256)
+
+    async def agent_for(self, token: str) -> AgentRef:
+        workload = await self.workload(token)
+        return resolve_agent(workload, await self._namespace_agents(workload.namespace))
+
+    async def workload(self, token: str) -> Workload:
+        key = hashlib.sha256(token.encode("utf-8", "replace")).digest()
+        cached = self._tokens.get(key)
+        if cached is not None:
+            return cached
+        review = client.V1TokenReview(spec=client.V1TokenReviewSpec(
+            token=token, audiences=[self._audience]))
+        status = (await self._call(self._auth.create_token_review, review)).status
+        workload = None
+        if status is not None and status.authenticated and status.user is not None \
+                and self._audience in (status.audiences or []):
+            workload = workload_of(status.user.username or "")
+        if workload is None:
+            raise ApiError(ApiReason.UNAUTHENTICATED)
+        self._tokens.put(key, workload)
+        return workload
+
+    async def _namespace_agents(self, namespace: str) -> list[dict[str, Any]]:
+        cached = self._agents.get(namespace)
+        if cached is not None:
+            return cached
+        listed = await self._call(self._custom.list_namespaced_custom_object,
+                                  *AGENTS[:2], namespace, AGENTS[2])
+        agents = list(listed.get("items") or [])
+        self._agents.put(namespace, agents)
+        return agents
+
+    @staticmethod
+    async def _call(method: Callable[..., Any], *args: Any) -> Any:
+        failed = False
+        try:
+            async with asyncio.timeout(API_SECONDS + 1):
+                return await asyncio.to_thread(method, *args, _request_timeout=API_SECONDS)
+        except Exception:  # the API's error body is not ours to log; keep only the code
+            failed = True
+        assert failed
+        raise ApiError(ApiReason.IDENTITY_UNAVAILABLE)

@@ -1,0 +1,131 @@
+"""kagent v0.9.11's memory request bodies, parsed strictly and without echoing input.
+
+The shapes are the controller's (``go/core/internal/httpserver/handlers/memory.go`` at v0.9.11,
+RUNTIME.md): ``{agent_name, user_id, content, vector[768], metadata?, ttl_days?}`` per item,
+``{"items": [...]}`` (1..50) for a batch, ``{agent_name, user_id, vector, limit, min_score}``
+for a search. Stricter than kagent where kagent is loose: unknown fields, duplicate names, a
+non-empty ``metadata`` (it would be stored content we do not govern) and a negative
+``ttl_days`` are refused. ``ttl_days`` of 0 or absent means the scope's own retention (kagent's
+15-day default never applies). A search ``limit`` <= 0 is kagent's 5; above 50 is refused.
+Parsing is plain Python, not pydantic: 50 x 768 floats validate in a fraction of the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from fgentic_governance import strict_json
+from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS
+from fgentic_governance.memoryapi.codes import ApiError, ApiReason
+
+MAX_BODY_BYTES: Final = 2 * 1024 * 1024
+"""50 items x (768 numbers of up to ~25 bytes + 512-byte fact, JSON-escaped up to 6x)."""
+MAX_ITEMS: Final = 50
+DEFAULT_LIMIT: Final = 5
+MAX_LIMIT: Final = 50
+MAX_NAME_BYTES: Final = 512
+_ITEM_FIELDS: Final = frozenset({"agent_name", "user_id", "content", "vector", "metadata",
+                                 "ttl_days"})
+_ITEM_REQUIRED: Final = frozenset({"agent_name", "user_id", "content", "vector"})
+_SEARCH_FIELDS: Final = frozenset({"agent_name", "user_id", "vector", "limit", "min_score"})
+_SEARCH_REQUIRED: Final = frozenset({"agent_name", "user_id", "vector"})
+
+
+@dataclass(frozen=True, slots=True)
+class SaveItem:
+    agent_name: str
+    user_id: str
+    content: str = field(repr=False)
+    vector: list[float] = field(repr=False)
+    ttl_days: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    agent_name: str
+    user_id: str
+    vector: list[float] = field(repr=False)
+    limit: int
+    min_score: float
+
+
+def _malformed() -> ApiError:
+    return ApiError(ApiReason.REQUEST_MALFORMED)
+
+
+def _object(raw: bytes) -> dict[str, Any]:
+    try:
+        value = strict_json.loads(raw, max_depth=4)
+    except strict_json.Refused:
+        value = None
+    if type(value) is not dict:
+        raise _malformed()
+    return value
+
+
+def _fields(value: Any, allowed: frozenset[str], required: frozenset[str]) -> Mapping[str, Any]:
+    if type(value) is not dict or not required <= value.keys() <= allowed:
+        raise _malformed()
+    return value
+
+
+def _name(value: Any) -> str:
+    if type(value) is not str or not value or len(value.encode("utf-8", "replace")) > \
+            MAX_NAME_BYTES:
+        raise _malformed()
+    return value
+
+
+def _vector(value: Any) -> list[float]:
+    if type(value) is not list or len(value) != EMBEDDING_DIMENSIONS:
+        raise _malformed()
+    if all(type(v) is float for v in value):
+        return value
+    if not all(type(v) in (float, int) for v in value):  # bool is not int here (type is)
+        raise _malformed()
+    return [float(v) for v in value]
+
+
+def _item(value: Any) -> SaveItem:
+    fields = _fields(value, _ITEM_FIELDS, _ITEM_REQUIRED)
+    content = fields["content"]
+    if type(content) is not str:
+        raise _malformed()
+    metadata = fields.get("metadata")
+    if metadata is not None and metadata != {}:
+        raise _malformed()
+    ttl = fields.get("ttl_days", 0)
+    if type(ttl) is not int or ttl < 0:
+        raise _malformed()
+    return SaveItem(_name(fields["agent_name"]), _name(fields["user_id"]), content,
+                    _vector(fields["vector"]), ttl or None)
+
+
+def parse_save(raw: bytes) -> SaveItem:
+    """``POST /api/memories/sessions``."""
+    return _item(_object(raw))
+
+
+def parse_batch(raw: bytes) -> list[SaveItem]:
+    """``POST /api/memories/sessions/batch``: 1 to 50 items."""
+    body = _fields(_object(raw), frozenset({"items"}), frozenset({"items"}))
+    items = body["items"]
+    if type(items) is not list or not 1 <= len(items) <= MAX_ITEMS:
+        raise _malformed()
+    return [_item(item) for item in items]
+
+
+def parse_search(raw: bytes) -> Search:
+    """``POST /api/memories/search``."""
+    fields = _fields(_object(raw), _SEARCH_FIELDS, _SEARCH_REQUIRED)
+    limit = fields.get("limit", 0)
+    min_score = fields.get("min_score", 0.0)
+    if type(limit) is not int or limit > MAX_LIMIT:
+        raise _malformed()
+    if type(min_score) not in (int, float) or not -1.0 <= min_score <= 1.0:
+        raise _malformed()
+    return Search(_name(fields["agent_name"]), _name(fields["user_id"]),
+                  _vector(fields["vector"]), limit if limit > 0 else DEFAULT_LIMIT,
+                  float(min_score))

@@ -1,0 +1,351 @@
+"""The governed memory API (issue 17 §1) over real PostgreSQL and the real API server.
+
+The API is served in-process on loopback exactly as ``memory-api`` serves it; identities are
+real service-account tokens from TokenRequest (audience ``kagent``) checked by TokenReview;
+kagent's controller is a recording stub (its session/task store is outside our system). Every
+request is shaped as kagent v0.9.11's runtime sends it (RUNTIME.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from kubernetes import client
+from prometheus_client import REGISTRY, generate_latest
+from yarl import URL
+
+from fgentic_governance.memory import Access, MemoryStore
+from fgentic_governance.memoryapi.identity import app_name
+from fgentic_governance.serving import scrub_library_logs
+from tests.support.kagent import ControllerStub
+from tests.support.memory_api import agent_token, headers, memory_api, token
+from tests.support.store import ALICE, scope_record
+
+pytestmark = pytest.mark.integration
+
+BOB = "@bob:example.org"
+AGENT = "helper"
+SENTINEL = "SENTINEL-memory-api-5c2e"
+
+
+def vector(text: str) -> list[float]:
+    seed = hashlib.sha256(text.encode()).digest()
+    raw = [((seed[i % 32] + i * 41) % 253) / 253.0 - 0.5 for i in range(768)]
+    norm = math.sqrt(sum(v * v for v in raw))
+    return [v / norm for v in raw]
+
+
+@dataclass
+class Env:
+    ns: str
+    url: str
+    token: str
+    store: MemoryStore
+    pool: asyncpg.Pool
+    http: aiohttp.ClientSession
+    controller: ControllerStub
+    kube: client.ApiClient
+
+    def item(self, content: str, *, user: str = ALICE, agent: str = AGENT,
+             **extra: Any) -> dict[str, Any]:
+        return {"agent_name": app_name(self.ns, agent), "user_id": user, "content": content,
+                "vector": vector(content), **extra}
+
+    def query(self, text: str, *, user: str = ALICE, **extra: Any) -> dict[str, Any]:
+        return {"agent_name": app_name(self.ns, AGENT), "user_id": user, "vector": vector(text),
+                "limit": 5, "min_score": 0.3, **extra}
+
+    async def call(self, path: str, body: Any = None, *, method: str = "POST",
+                   user: str | None = ALICE, agent: str = AGENT, token_: str | None = None,
+                   extra_headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        sent = headers(token_ or self.token, self.ns, agent, user)
+        sent.update(extra_headers or {})
+        data = None if body is None else (body if isinstance(body, bytes)
+                                           else json.dumps(body).encode())
+        async with self.http.request(method, self.url + path, data=data,
+                                     headers=sent) as response:
+            text = await response.text()
+            return response.status, (json.loads(text) if text else None)
+
+
+@pytest.fixture
+async def env(control_plane: Any, k8s_client: client.ApiClient, pool: asyncpg.Pool,
+              runtime_pool: asyncpg.Pool, store: MemoryStore) -> AsyncIterator[Env]:
+    ns = f"memapi-{uuid.uuid4().hex[:8]}"
+    control_plane.ensure_namespace(ns)
+    agent_token_ = await agent_token(k8s_client, ns, AGENT)
+    controller = ControllerStub()
+    await controller.start()
+    async with memory_api(runtime_pool, k8s_client, controller.base_url) as url, \
+            aiohttp.ClientSession(auto_decompress=False) as http:
+        yield Env(ns, url, agent_token_, store, pool, http, controller, k8s_client)
+    await controller.stop()
+
+
+async def scope(env: Env, *, subject: str = ALICE, name: str = "alice", lease: bool = True,
+                **bounds: Any) -> Access:
+    record = scope_record(f"{env.ns}/{name}", subject_mxid=subject, agent_namespace=env.ns,
+                          agent_name=AGENT, control_room=f"!{name}-control:example.org",
+                          **bounds)
+    await env.store.ensure_scope(record)
+    access = Access.for_scope(record, await env.store.grant(record.scope_key))
+    if lease:
+        await env.store.open_lease(access, 120)
+    return access
+
+
+async def rows(env: Env) -> int:
+    return int(await env.pool.fetchval("SELECT count(*) FROM fgentic_memory.memory"))
+
+
+# -- the three routes -----------------------------------------------------------------------
+
+
+async def test_no_lease_means_a_refusal_never_an_empty_answer(env: Env) -> None:
+    await scope(env, lease=False)  # consent granted, no delegation open
+    assert await env.call("/api/memories/sessions", env.item("Alice likes tea.")) == (
+        403, {"error": "LEASE_MISSING"})
+    assert await env.call("/api/memories/search", env.query("tea")) == (
+        403, {"error": "LEASE_MISSING"})
+    assert await env.call("/api/memories/sessions/batch",
+                          {"items": [env.item("Alice likes tea.")]}) == (
+        403, {"error": "LEASE_MISSING"})
+    assert await rows(env) == 0
+    assert env.controller.memory_calls() == []  # nothing reached kagent's own table
+
+
+async def test_inside_a_lease_saves_and_searches_speak_kagents_shapes(env: Env) -> None:
+    access = await scope(env)
+    status, body = await env.call("/api/memories/sessions", env.item("Alice likes tea."))
+    assert status == 201 and set(body) == {"id"}
+    status, body = await env.call("/api/memories/sessions/batch", {"items": [
+        env.item("Alice cycles to work."), env.item("Alice lives in Lisbon.", ttl_days=2)]})
+    assert (status, body) == (201, {"count": 2})
+    status, found = await env.call("/api/memories/search", env.query("Alice likes tea."))
+    assert status == 200
+    assert [f["content"] for f in found][:1] == ["Alice likes tea."]
+    assert set(found[0]) == {"id", "content", "score", "metadata", "created_at"}
+    assert found[0]["score"] == pytest.approx(1.0, abs=1e-4) and found[0]["metadata"] == {}
+    stored = await env.pool.fetch(
+        "SELECT content, source_kind, expires_at - created_at AS kept, consent_generation"
+        " FROM fgentic_memory.memory WHERE scope_key = $1", access.scope_key)
+    by_content = {r["content"]: r for r in stored}
+    assert by_content["Alice likes tea."]["source_kind"] == "save_memory_tool"
+    assert by_content["Alice cycles to work."]["source_kind"] == "automatic_summary"
+    assert by_content["Alice lives in Lisbon."]["kept"] == pytest.approx(
+        timedelta(days=2), abs=timedelta(seconds=5))
+    assert by_content["Alice cycles to work."]["kept"] == pytest.approx(
+        timedelta(days=7), abs=timedelta(seconds=5))  # the scope's retention, not kagent's 15
+    assert {r["consent_generation"] for r in stored} == {access.generation}
+    assert env.controller.memory_calls() == []
+
+
+async def test_each_subject_finds_only_its_own_facts(env: Env) -> None:
+    await scope(env)
+    await scope(env, subject=BOB, name="bob")
+    await env.call("/api/memories/sessions", env.item("Alice likes tea."))
+    await env.call("/api/memories/sessions", env.item("Bob likes coffee.", user=BOB), user=BOB)
+    _, alice = await env.call("/api/memories/search", env.query("x", min_score=-1.0))
+    _, bob = await env.call("/api/memories/search", env.query("x", user=BOB, min_score=-1.0),
+                            user=BOB)
+    assert [f["content"] for f in alice] == ["Alice likes tea."]
+    assert [f["content"] for f in bob] == ["Bob likes coffee."]
+
+
+# -- identity ---------------------------------------------------------------------------------
+
+
+async def test_the_caller_is_the_tokens_agent_and_the_headers_user(env: Env) -> None:
+    await scope(env)
+    other = await agent_token(env.kube, env.ns, "other-agent")
+    plain = await agent_token(env.kube, env.ns, "no-memory", memory=False)
+    wrong_audience = await asyncio.to_thread(token, env.kube, env.ns, AGENT, "api")
+    fact = env.item("Alice likes tea.")
+    cases = [
+        ({"token_": "not-a-token"}, fact, 401, "UNAUTHENTICATED"),
+        ({"token_": wrong_audience}, fact, 401, "UNAUTHENTICATED"),
+        ({"token_": other}, fact, 403, "AGENT_MISMATCH"),  # another Agent's token
+        ({"token_": other, "agent": "other-agent"}, fact, 403, "AGENT_MISMATCH"),  # its body
+        ({"token_": plain, "agent": "no-memory"}, fact, 403, "AGENT_UNRESOLVED"),
+        ({"extra_headers": {"X-Agent-Name": app_name(env.ns, "other-agent")}}, fact, 403,
+         "AGENT_MISMATCH"),
+        ({}, env.item("x", agent="other-agent"), 403, "AGENT_MISMATCH"),
+        ({"user": None}, fact, 403, "USER_MISSING"),
+        ({"user": BOB}, fact, 403, "USER_MISMATCH"),
+        ({"user": "@alice:elsewhere.org"}, env.item("x", user="@alice:elsewhere.org"), 403,
+         "FEDERATION_DENIED"),
+    ]
+    for kwargs, body, status, code in cases:
+        assert await env.call("/api/memories/sessions", body, **kwargs) == (
+            status, {"error": code}), (kwargs, code)
+    assert await rows(env) == 0
+    # Without the Authorization header at all.
+    async with env.http.post(env.url + "/api/memories/search",
+                             json=env.query("x")) as response:
+        assert (response.status, await response.json()) == (401, {"error": "UNAUTHENTICATED"})
+
+
+async def test_a_shared_service_account_resolves_no_agent(env: Env) -> None:
+    await agent_token(env.kube, env.ns, "first", service_account="shared")
+    shared = await agent_token(env.kube, env.ns, "second", service_account="shared")
+    assert await env.call("/api/memories/search", env.query("x"), token_=shared,
+                          agent="first") == (403, {"error": "AGENT_UNRESOLVED"})
+
+
+# -- bounds and cost -------------------------------------------------------------------------
+
+
+async def test_kagent_input_rules_and_our_bounds_hold(env: Env) -> None:
+    await scope(env)
+    short = {**env.item("x"), "vector": [0.1] * 767}
+    cases = [
+        ("/api/memories/sessions", short, 400, "REQUEST_MALFORMED"),
+        ("/api/memories/sessions/batch", {"items": [env.item(str(i)) for i in range(51)]}, 400,
+         "REQUEST_MALFORMED"),
+        ("/api/memories/sessions/batch", {"items": []}, 400, "REQUEST_MALFORMED"),
+        ("/api/memories/sessions", env.item("x" * 513), 400, "FACT_TOO_LARGE"),
+        ("/api/memories/sessions", env.item("my password: hunter2hunter2"), 403,
+         "CREDENTIAL_CONTENT"),
+        ("/api/memories/sessions", env.item("x", metadata={"note": SENTINEL}), 400,
+         "REQUEST_MALFORMED"),
+        ("/api/memories/sessions", env.item("x", ttl_days=-1), 400, "REQUEST_MALFORMED"),
+        ("/api/memories/sessions", env.item("x", unknown=1), 400, "REQUEST_MALFORMED"),
+        ("/api/memories/search", env.query("x", limit=51), 400, "REQUEST_MALFORMED"),
+        ("/api/memories/sessions", b'{"agent_name": "a", "agent_name": "b"}', 400,
+         "REQUEST_MALFORMED"),
+    ]
+    for path, body, status, code in cases:
+        assert await env.call(path, body) == (status, {"error": code}), code
+    assert await rows(env) == 0
+
+
+async def test_cost_is_admitted_before_the_write_and_the_ceilings_are_hard(env: Env) -> None:
+    access = await scope(env, hourly_operation_ceiling=8, explicit_burst=3)
+    for i in range(3):  # the explicit bucket: burst 3
+        assert (await env.call("/api/memories/sessions", env.item(f"fact {i}")))[0] == 201
+    assert await env.call("/api/memories/sessions", env.item("fact 3")) == (
+        429, {"error": "RATE_LIMITED"})
+    # 6 units spent (save + embedding each); a batch of one needs 3 more: over the ceiling.
+    assert await env.call("/api/memories/sessions/batch", {"items": [env.item("b")]}) == (
+        429, {"error": "COST_CEILING_REACHED"})
+    assert await env.call("/api/memories/search", env.query("x")) == (200, [])  # 2 units fit
+    assert await env.call("/api/memories/search", env.query("x")) == (
+        429, {"error": "COST_CEILING_REACHED"})
+    assert await env.pool.fetchval(
+        "SELECT count(*) FROM fgentic_memory.memory WHERE scope_key = $1", access.scope_key) == 3
+
+
+async def test_a_refused_write_still_spends_its_admission(env: Env) -> None:
+    access = await scope(env, entry_cap=1)
+    assert (await env.call("/api/memories/sessions/batch", {"items": [env.item("a")]}))[0] == 201
+    assert await env.call("/api/memories/sessions/batch", {"items": [env.item("b")]}) == (
+        403, {"error": "ENTRY_CAP_REACHED"})
+    spent = await env.pool.fetchval(
+        "SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger WHERE scope_key = $1",
+        access.scope_key)
+    assert spent == 6  # summarize + save + embedding, twice: the embedding work was done
+
+
+# -- what is not ours ------------------------------------------------------------------------
+
+
+async def test_whole_store_list_and_delete_are_refused_and_never_forwarded(env: Env) -> None:
+    query = f"?agent_name={app_name(env.ns, AGENT)}&user_id={ALICE}"
+    for method in ("GET", "DELETE"):
+        assert await env.call("/api/memories" + query, method=method) == (
+            403, {"error": "ERASURE_NOT_HERE"})
+    for path in ("/api/memories/other", "/api//memories/search", "/api/%6demories",
+                 "/api/memories/../memories", "/API/Memories", "/api/memories/"):
+        status, body = await env.call(path, {}, method="POST")
+        assert status in (403, 405) and body["error"] in (
+            "PATH_REFUSED", "METHOD_NOT_ALLOWED", "ERASURE_NOT_HERE"), path
+    assert await env.call("/api/memories/search", method="GET") == (
+        405, {"error": "METHOD_NOT_ALLOWED"})
+    assert env.controller.memory_calls() == []
+    assert env.controller.requests == []
+
+
+async def test_sessions_and_tasks_pass_through_byte_for_byte(env: Env) -> None:
+    sid = uuid.uuid4().hex
+    body = json.dumps({"user_id": ALICE, "agent_ref": app_name(env.ns, AGENT), "id": sid,
+                       "name": "s"}, indent=1).encode()  # odd spacing must survive
+    sent = headers(env.token, env.ns, AGENT, ALICE) | {"X-Custom": "kept",
+                                                       "Content-Type": "application/json"}
+    target = URL(f"{env.url}/api/sessions?user_id=%40alice%3Aexample.org", encoded=True)
+    async with env.http.post(target, data=body, headers=sent) as response:
+        created = (response.status, await response.read(), response.headers)
+    [seen] = env.controller.calls("POST", "/api/sessions")
+    assert seen.body == body
+    assert seen.query == "user_id=%40alice%3Aexample.org"  # raw, as sent
+    assert seen.header("x-custom") == "kept" and seen.header("x-user-id") == ALICE
+    assert seen.header("authorization") == f"Bearer {env.token}"
+    assert created[0] == 201
+    path = f"/api/sessions/{sid}?user_id=x&limit=-1"
+    async with env.http.get(env.url + path, headers=sent) as response:
+        proxied = (response.status, await response.read())
+    async with env.http.get(env.controller.base_url + path, headers=sent) as response:
+        direct = (response.status, await response.read())
+    assert proxied == direct and direct[0] == 200 and sid.encode() in direct[1]
+    async with env.http.get(f"{env.url}/api/sessions/missing", headers=sent) as response:
+        assert response.status == 404  # the upstream's status, not ours
+    await env.controller.stop()  # the controller is gone: 502 with a bare code
+    async with env.http.get(f"{env.url}/api/tasks/x", headers=sent) as response:
+        assert (response.status, await response.json()) == (502, {"error": "UPSTREAM_UNAVAILABLE"})
+    await env.controller.start()
+
+
+# -- content-free -----------------------------------------------------------------------------
+
+
+async def test_no_fact_query_or_header_reaches_a_log_metric_or_error(
+        env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    undo = scrub_library_logs()
+    caplog.set_level(logging.DEBUG)
+    try:
+        await scope(env)
+        answers = [
+            await env.call("/api/memories/sessions", env.item(f"Alice {SENTINEL} tea")),
+            await env.call("/api/memories/search", env.query(SENTINEL)),
+            await env.call("/api/memories/sessions", env.item(f"password: {SENTINEL}hunter2")),
+            await env.call("/api/memories/sessions", env.item(SENTINEL * 40)),
+            await env.call("/api/memories/sessions", env.item(SENTINEL, user=BOB), user=BOB),
+            await env.call("/api/memories/search", env.query(SENTINEL),
+                           extra_headers={"X-Agent-Name": SENTINEL}),
+            await env.call("/api/memories/search", env.query(SENTINEL), user=SENTINEL),
+            await env.call("/api/memories/search", {"vector": SENTINEL}),
+        ]
+    finally:
+        undo()
+    logged = caplog.text + "".join(logging.Formatter().format(r) for r in caplog.records)
+    assert "memory-api action=" in logged  # the check below looks at real log lines
+    assert SENTINEL not in logged
+    assert SENTINEL not in generate_latest(REGISTRY).decode()
+    errors = [json.dumps(body) for status, body in answers if status >= 400]
+    assert len(errors) == 6 and not any(SENTINEL in e for e in errors)
+
+
+async def test_two_replicas_share_leases_and_counters(
+        env: Env, runtime_pool: asyncpg.Pool) -> None:
+    await scope(env, hourly_operation_ceiling=4)
+    async with memory_api(runtime_pool, env.kube, env.controller.base_url) as second:
+        first = env.url
+        assert (await env.call("/api/memories/search", env.query("x")))[0] == 200
+        env.url = second
+        assert (await env.call("/api/memories/search", env.query("x")))[0] == 200
+        assert await env.call("/api/memories/search", env.query("x")) == (
+            429, {"error": "COST_CEILING_REACHED"})
+        env.url = first
+        assert await env.call("/api/memories/search", env.query("x")) == (
+            429, {"error": "COST_CEILING_REACHED"})

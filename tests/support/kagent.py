@@ -1,0 +1,604 @@
+"""The real kagent Python runtime (``kagent-adk==0.9.11``, unmodified) on loopback, offline.
+
+The runtime runs in its own venv (``hack/kagent-runtime.sh``; google-adk caps ``mcp<2``) as a
+child process started by ``tests/support/kagent_runner.py`` the way ``kagent-adk static`` starts
+it in a Pod. Everything it talks to is an in-process aiohttp server on 127.0.0.1, run in the
+test's event loop:
+
+* ``ChatStub``: OpenAI chat completions following a per-turn script (``Say``, ``CallTool``),
+  and the answer to kagent's memory summariser (every 5th user turn);
+* ``EmbeddingStub``: OpenAI embeddings, deterministic 768-dim unit vectors (``embed``);
+* ``ControllerStub``: kagent's controller API as the runtime uses it at ``KAGENT_URL``:
+  sessions, tasks and ``/api/memories/*``, recording every request byte for byte.
+
+Facts about the runtime the stubs rely on (read in the installed package; see
+``../shared/upstream/kagent-v0.9.11/runtime/RUNTIME.md`` for the wire calls):
+
+* memory is on when ``config.json`` has a ``memory`` object (``MemoryConfig``: ``ttl_days``,
+  ``embedding`` = ``{provider, model, base_url}``); the Agent then gets ``prefetch_memory``,
+  ``load_memory``, ``save_memory(content)`` and an after-agent callback that summarises the
+  session every 5th user turn. It counts user events of the session the controller returns, so
+  the controller stub must store and return events;
+* the summariser sends one user message ending in ``Summary (JSON List):`` and accepts only a
+  JSON list of strings (else it logs a WARNING with the output and stores the transcript);
+* prefetch runs on the turn whose session holds exactly one user event: one search per
+  sentence of >= 30 characters, or the whole text if there is none;
+* ``KAGENT_URL``, ``KAGENT_NAME`` and ``KAGENT_NAMESPACE`` come from the environment; the token
+  path is a module constant (see the runner's docstring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import math
+import os
+import struct
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, web
+
+from fgentic_governance.devenv import free_port, log_tail, terminate
+from tests.support.objects import ROOT
+
+CONSTRAINTS = ROOT.parent / "shared" / "upstream" / "kagent-v0.9.11" / "runtime" / "constraints.txt"
+RUNNER = Path(__file__).with_name("kagent_runner.py")
+DIMENSIONS = 768  # what the controller and KAgentEmbedding.TARGET_DIMENSION require
+NAMESPACE, AGENT = "team-a", "my-agent"
+APP_NAME = "team_a__NS__my_agent"  # kagent: ns.replace('-','_') + "__NS__" + name.replace(...)
+SUMMARY_MARKER = "Summary (JSON List):"  # the last line of kagent's summariser prompt
+STARTUP_TIMEOUT = 60.0
+TURN_TIMEOUT = 60.0
+
+
+# -- the runtime venv ------------------------------------------------------------------------
+
+
+def runtime_venv() -> Path:
+    """Where hack/kagent-runtime.sh builds the venv: keyed by the constraints it installs."""
+    key = hashlib.sha256(CONSTRAINTS.read_bytes()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "fgentic-governance" / "kagent-runtime" / key
+
+
+def runtime_python() -> Path:
+    """The venv's python; a missing venv is a failure (integration tests never skip)."""
+    venv = runtime_venv()
+    python = venv / "bin" / "python"
+    if not (venv / ".complete").is_file() or not python.is_file():
+        raise RuntimeError(f"no kagent runtime venv at {venv}: run hack/kagent-runtime.sh")
+    return python
+
+
+# -- recording -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as a stub received it."""
+
+    method: str
+    path: str
+    """The path as sent, undecoded."""
+    query: str
+    """The query string as sent, undecoded."""
+    headers: tuple[tuple[str, str], ...]
+    """Every header line (lowercase names, repeats and order kept)."""
+    body: bytes
+    status: int = 0
+    """The status the stub answered (0 while the handler runs or if it raised)."""
+
+    def header(self, name: str) -> str | None:
+        values = [v for k, v in self.headers if k == name.lower()]
+        return values[0] if values else None
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class LoopbackServer:
+    """An aiohttp app on a free 127.0.0.1 port in the current event loop, recording every
+    request before its handler runs."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    def routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @web.middleware
+    async def _record(self, request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                      ) -> web.StreamResponse:
+        path, _, query = request.raw_path.partition("?")  # the request line's target as sent
+        record = Recorded(request.method, path, query,
+                          tuple((k.decode("latin-1").lower(), v.decode("latin-1"))
+                                for k, v in request.raw_headers),
+                          await request.read())
+        index = len(self.requests)
+        self.requests.append(record)  # in arrival order, even if the handler fails
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:  # e.g. aiohttp's 404 for a route the stub lacks
+            self.requests[index] = replace(record, status=exc.status)
+            raise
+        self.requests[index] = replace(record, status=response.status)
+        return response
+
+    async def start(self) -> None:
+        app = web.Application(middlewares=[self._record], client_max_size=16 * 1024 * 1024)
+        self.routes(app)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        self.port = free_port()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+# -- embeddings ------------------------------------------------------------------------------
+
+
+def embed(text: str) -> list[float]:
+    """The stub's vector for ``text``: hash-seeded, unit length, every value a float32 (so the
+    runtime's base64 round trip is exact)."""
+    seed = hashlib.shake_256(text.encode()).digest(4 * DIMENSIONS)
+    words = struct.unpack(f"<{DIMENSIONS}I", seed)
+    raw = [w / 2**31 - 1.0 for w in words]
+    norm = math.sqrt(sum(x * x for x in raw))
+    return list(struct.unpack(f"<{DIMENSIONS}f", struct.pack(f"<{DIMENSIONS}f",
+                                                             *(x / norm for x in raw))))
+
+
+class EmbeddingStub(LoopbackServer):
+    """``POST /v1/embeddings``: ``embed(input)`` for each input, as base64 little-endian
+    float32 when asked (the openai SDK the runtime uses always asks)."""
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/v1"
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/embeddings", self._embeddings)
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        as_base64 = body.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(inputs):
+            vector = embed(str(text))
+            encoded: Any = (base64.b64encode(struct.pack(f"<{DIMENSIONS}f", *vector)).decode()
+                            if as_base64 else vector)
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        return web.json_response({"object": "list", "data": data, "model": body.get("model"),
+                                  "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
+
+# -- chat completions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Say:
+    """The model answers the user's turn with ``text``."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class CallTool:
+    """The model calls ``name(**arguments)``; once the tool result comes back it says ``then``."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    then: str = "Done."
+
+
+Step = Say | CallTool
+
+
+class ChatStub(LoopbackServer):
+    """``POST /v1/chat/completions`` (non-streaming, what kagent's OpenAI model sends unless
+    the Agent streams). One scripted ``Step`` per user turn, ``Say("OK.")`` when the script is
+    empty; a request whose last message is a tool result gets the pending call's ``then``; a
+    summariser request gets ``json.dumps(summary)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summary: list[str] = ["The user talked about the weather."]
+        self._steps: list[Step] = []
+        self._pending: dict[str, str] = {}  # tool call id -> the text after its result
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/v1"
+
+    def script(self, *steps: Step) -> None:
+        """Queue the model's behaviour for the next user turns, in order."""
+        self._steps.extend(steps)
+
+    def summariser_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if _is_summariser(r.json())]
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/chat/completions", self._completions)
+
+    async def _completions(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if body.get("stream"):
+            return web.json_response({"error": {"message": "the stub does not stream"}},
+                                     status=400)
+        last = body["messages"][-1]
+        if _is_summariser(body):
+            message: dict[str, Any] = {"role": "assistant", "content": json.dumps(self.summary)}
+        elif last.get("role") == "tool":
+            message = {"role": "assistant",
+                       "content": self._pending.pop(last.get("tool_call_id", ""), "Done.")}
+        else:
+            step = self._steps.pop(0) if self._steps else Say("OK.")
+            if isinstance(step, Say):
+                message = {"role": "assistant", "content": step.text}
+            else:
+                call_id = "call_" + uuid.uuid4().hex[:12]
+                self._pending[call_id] = step.then
+                message = {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": call_id, "type": "function",
+                    "function": {"name": step.name, "arguments": json.dumps(step.arguments)}}]}
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        return web.json_response({
+            "id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion",
+            "created": int(time.time()), "model": body.get("model", "stub"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+
+def _is_summariser(body: Any) -> bool:
+    messages = (body.get("messages") or []) if isinstance(body, dict) else []
+    content = messages[-1].get("content") if messages else None
+    text = content if isinstance(content, str) else json.dumps(content)
+    return text.rstrip().endswith(SUMMARY_MARKER)
+
+
+# -- the controller --------------------------------------------------------------------------
+
+
+def _envelope(data: Any, status: int = 200) -> web.Response:
+    # The Go controller's StandardResponse, which the session service and task store unwrap.
+    return web.json_response({"error": False, "data": data, "message": "ok"}, status=status)
+
+
+def _error(message: str, status: int) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+class ControllerStub(LoopbackServer):
+    """Stands in for kagent's controller (the session/task store is outside our system) just
+    enough for the runtime to work, and answers ``/api/memories/*`` with the controller's
+    shapes and checks (768-dim vectors, batches of at most 50), storing in memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.events: dict[str, list[dict[str, Any]]] = {}
+        self.tasks: dict[str, Any] = {}
+        self.memories: list[dict[str, Any]] = []
+
+    def calls(self, method: str, path: str) -> list[Recorded]:
+        """The recorded requests with this method and exact path."""
+        return [r for r in self.requests if r.method == method and r.path == path]
+
+    def memory_calls(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.startswith("/api/memories")]
+
+    def routes(self, app: web.Application) -> None:
+        r = app.router
+        r.add_post("/api/sessions", self._create_session)
+        r.add_get("/api/sessions", self._list_sessions)
+        r.add_get("/api/sessions/{sid}", self._get_session)
+        r.add_delete("/api/sessions/{sid}", self._delete_session)
+        r.add_post("/api/sessions/{sid}/events", self._append_event)
+        r.add_post("/api/tasks", self._save_task)
+        r.add_get("/api/tasks/{tid}", self._get_task)
+        r.add_delete("/api/tasks/{tid}", self._delete_task)
+        r.add_post("/api/memories/sessions", self._add_memory)
+        r.add_post("/api/memories/sessions/batch", self._add_memories)
+        r.add_post("/api/memories/search", self._search)
+        r.add_get("/api/memories", self._list_memories)
+        r.add_delete("/api/memories", self._delete_memories)
+
+    # sessions and tasks
+
+    async def _create_session(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        sid = body.get("id") or uuid.uuid4().hex
+        self.sessions[sid] = {"id": sid, "user_id": body["user_id"],
+                              "agent_id": body.get("agent_ref"), "name": body.get("name")}
+        self.events.setdefault(sid, [])
+        return _envelope(self.sessions[sid], 201)
+
+    async def _list_sessions(self, request: web.Request) -> web.Response:
+        user = request.query.get("user_id")
+        return _envelope([s for s in self.sessions.values() if s["user_id"] == user])
+
+    async def _get_session(self, request: web.Request) -> web.Response:
+        session = self.sessions.get(request.match_info["sid"])
+        if session is None:
+            return _error("session not found", 404)
+        events = self.events[session["id"]]
+        limit = int(request.query.get("limit", "-1"))
+        return _envelope({"session": session,
+                          "events": events[-limit:] if limit > 0 else events})
+
+    async def _delete_session(self, request: web.Request) -> web.Response:
+        self.sessions.pop(request.match_info["sid"], None)
+        return _envelope(None)
+
+    async def _append_event(self, request: web.Request) -> web.Response:
+        sid = request.match_info["sid"]
+        if sid not in self.sessions:
+            return _error("session not found", 404)
+        event = await request.json()
+        self.events[sid].append(event)
+        return _envelope(event, 201)
+
+    async def _save_task(self, request: web.Request) -> web.Response:
+        task = await request.json()
+        self.tasks[task["id"]] = task
+        return _envelope(task, 201)
+
+    async def _get_task(self, request: web.Request) -> web.Response:
+        task = self.tasks.get(request.match_info["tid"])
+        return _error("task not found", 404) if task is None else _envelope(task)
+
+    async def _delete_task(self, request: web.Request) -> web.Response:
+        self.tasks.pop(request.match_info["tid"], None)
+        return _envelope(None)
+
+    # memories: the shapes of kagent's handlers/memory.go
+
+    def _store(self, item: Any) -> str | None:
+        """Store one item; the error message if it is not one the controller accepts."""
+        if not isinstance(item, dict) or not item.get("agent_name") or not item.get("user_id"):
+            return "Missing required fields (agent_name, user_id, vector)"
+        vector = item.get("vector")
+        if not isinstance(vector, list) or len(vector) != DIMENSIONS:
+            return f"vector must have exactly {DIMENSIONS} dimensions"
+        self.memories.append({"id": str(uuid.uuid4()), "agent_name": item["agent_name"],
+                              "user_id": item["user_id"], "content": item.get("content", ""),
+                              "vector": vector, "created_at": "2026-01-01T00:00:00Z"})
+        return None
+
+    async def _add_memory(self, request: web.Request) -> web.Response:
+        problem = self._store(await request.json())
+        return _error(problem, 400) if problem else web.json_response(
+            {"id": self.memories[-1]["id"]}, status=201)
+
+    async def _add_memories(self, request: web.Request) -> web.Response:
+        items = (await request.json()).get("items") or []
+        if not items or len(items) > 50:
+            return _error("batch must hold 1 to 50 items", 400)
+        for item in items:
+            if problem := self._store(item):
+                return _error(problem, 400)
+        return web.json_response({"count": len(items)}, status=201)
+
+    async def _search(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        vector = body.get("vector")
+        if not isinstance(vector, list) or len(vector) != DIMENSIONS:
+            return _error(f"vector must have exactly {DIMENSIONS} dimensions", 400)
+        hits = []
+        for m in self.memories:
+            if (m["agent_name"], m["user_id"]) != (body.get("agent_name"), body.get("user_id")):
+                continue
+            score = sum(a * b for a, b in zip(m["vector"], vector, strict=True))  # unit vectors
+            if score >= float(body.get("min_score") or 0):
+                hits.append({"id": m["id"], "content": m["content"], "score": score,
+                             "metadata": {}, "created_at": m["created_at"]})
+        hits.sort(key=lambda h: -h["score"])
+        return web.json_response(hits[: int(body.get("limit") or 5)])
+
+    def _owned(self, request: web.Request) -> list[dict[str, Any]]:
+        key = (request.query.get("agent_name"), request.query.get("user_id"))
+        return [m for m in self.memories if (m["agent_name"], m["user_id"]) == key]
+
+    async def _list_memories(self, request: web.Request) -> web.Response:
+        return web.json_response([{"id": m["id"], "content": m["content"], "access_count": 0,
+                                   "created_at": m["created_at"]} for m in self._owned(request)])
+
+    async def _delete_memories(self, request: web.Request) -> web.Response:
+        gone = self._owned(request)
+        self.memories = [m for m in self.memories if m not in gone]
+        return web.json_response({"status": "deleted"})
+
+
+# -- the runtime -----------------------------------------------------------------------------
+
+
+@dataclass
+class RunningAgent:
+    """The runtime process: its A2A base URL, its own log (stdout and stderr) and the token it
+    sends as ``Authorization: Bearer``."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log: Path
+    token: str
+    app_name: str = APP_NAME
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        terminate(self.process)
+
+
+def agent_config(chat_url: str, embeddings_url: str, *, ttl_days: int = 0) -> dict[str, Any]:
+    """The ``config.json`` kagent's controller would write for a declarative Agent with
+    ``memory`` set (compiler.go): an OpenAI model and an OpenAI embedding provider."""
+    return {
+        "model": {"type": "openai", "model": "stub-chat", "base_url": chat_url},
+        "description": "A test agent.",
+        "instruction": "You are a helpful assistant.",
+        "memory": {"ttl_days": ttl_days, "embedding": {
+            "provider": "openai", "model": "stub-embedding", "base_url": embeddings_url}},
+    }
+
+
+def _agent_card(url: str) -> dict[str, Any]:
+    return {"name": AGENT.replace("-", "_"), "description": "A test agent.", "url": url,
+            "version": "0.1.0", "capabilities": {"streaming": False},
+            "defaultInputModes": ["text"], "defaultOutputModes": ["text"], "skills": []}
+
+
+async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
+                      embeddings: EmbeddingStub, log_level: str = "ERROR",
+                      ttl_days: int = 0, token: str | None = None,
+                      extra_env: Mapping[str, str] | None = None) -> RunningAgent:
+    """Start the runtime serving A2A on a free loopback port with ``config.json``,
+    ``agent-card.json`` and the token file in ``workdir``; wait (bounded) until it serves its
+    agent card. Async so the stubs in this loop keep answering while it starts."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    (workdir / "config.json").write_text(json.dumps(
+        agent_config(chat.url, embeddings.url, ttl_days=ttl_days)))
+    (workdir / "agent-card.json").write_text(json.dumps(_agent_card(base_url + "/")))
+    token = token or "kagent-sa-token-" + uuid.uuid4().hex
+    (workdir / "kagent-token").write_text(token + "\n")
+    # Built from scratch, like a Pod's: no proxy settings or credentials of ours leak in.
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir),
+        "KAGENT_URL": kagent_url, "KAGENT_NAME": AGENT, "KAGENT_NAMESPACE": NAMESPACE,
+        "LOG_LEVEL": log_level, "OPENAI_API_KEY": "sk-test-dummy",
+        "KAGENT_TEST_TOKEN_PATH": str(workdir / "kagent-token"), **(extra_env or {}),
+    }
+    log = workdir / "runtime.log"
+    with log.open("wb") as out:
+        # -P: the runner's directory must not shadow the ``kagent`` package with this module.
+        process = subprocess.Popen([str(runtime_python()), "-P", "-u", str(RUNNER),
+                                    str(workdir), str(port)],
+                                   stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+    agent = RunningAgent(process, base_url, log, token)
+    try:
+        await _wait_ready(agent)
+    except BaseException:
+        agent.stop()
+        raise
+    return agent
+
+
+async def _wait_ready(agent: RunningAgent) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    async with ClientSession(timeout=ClientTimeout(total=2)) as http:
+        while time.monotonic() < deadline:
+            if agent.process.poll() is not None:
+                raise RuntimeError(f"kagent runtime exited with {agent.process.returncode}; "
+                                   f"{agent.log}:\n{log_tail(agent.log)}")
+            try:
+                async with http.get(agent.base_url + "/.well-known/agent-card.json") as resp:
+                    if resp.status == 200:
+                        return
+            except (ClientError, TimeoutError):
+                pass
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"kagent runtime not ready after {STARTUP_TIMEOUT:.0f}s; "
+                       f"{agent.log}:\n{log_tail(agent.log)}")
+
+
+@dataclass
+class KagentStack:
+    """The three stubs and the runtime, started together by ``kagent_stack``."""
+
+    controller: ControllerStub
+    chat: ChatStub
+    embeddings: EmbeddingStub
+    agent: RunningAgent
+
+
+@asynccontextmanager
+async def kagent_stack(workdir: Path, *, log_level: str = "ERROR", kagent_url: str | None = None,
+                       ttl_days: int = 0) -> AsyncIterator[KagentStack]:
+    """Stubs, then the runtime with ``KAGENT_URL`` = ``kagent_url`` or the controller stub;
+    everything stopped on exit."""
+    controller, chat, embeddings = ControllerStub(), ChatStub(), EmbeddingStub()
+    started: list[LoopbackServer] = []
+    agent: RunningAgent | None = None
+    try:
+        servers: list[LoopbackServer] = [controller, chat, embeddings]
+        for server in servers:
+            await server.start()
+            started.append(server)
+        agent = await start_agent(workdir, kagent_url=kagent_url or controller.base_url,
+                                  chat=chat, embeddings=embeddings, log_level=log_level,
+                                  ttl_days=ttl_days)
+        yield KagentStack(controller, chat, embeddings, agent)
+    finally:
+        if agent is not None:
+            await asyncio.to_thread(agent.stop)
+        for stub in reversed(started):
+            await stub.stop()
+
+
+async def eventually(check: Callable[[], object], *, what: str, timeout: float = 15.0) -> None:
+    """Wait (bounded) for work the runtime does after answering, e.g. the automatic save."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f}s: {what}")
+        await asyncio.sleep(0.1)
+
+
+# -- A2A -------------------------------------------------------------------------------------
+
+
+async def a2a_turn(base_url: str, text: str, *, user_id: str | None, context_id: str,
+                   timeout: float = TURN_TIMEOUT) -> str:
+    """One A2A ``message/send`` (a2a-sdk 0.3 JSON-RPC, as kagent-adk 0.9.11 serves it) with
+    ``x-user-id: user_id`` (omitted when None); the reply text of the completed task."""
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "message/send", "params": {
+        "message": {"kind": "message", "messageId": uuid.uuid4().hex, "role": "user",
+                    "contextId": context_id, "parts": [{"kind": "text", "text": text}]}}}
+    headers = {"x-user-id": user_id} if user_id is not None else {}
+    async with ClientSession(timeout=ClientTimeout(total=timeout),
+                             cookie_jar=DummyCookieJar()) as http, \
+            http.post(base_url + "/", json=body, headers=headers) as resp:
+        reply = await resp.json(content_type=None)
+    if resp.status != 200 or "result" not in reply:
+        raise RuntimeError(f"A2A turn failed: HTTP {resp.status}: {reply.get('error')}")
+    return reply_text(reply["result"])
+
+
+def reply_text(result: Mapping[str, Any]) -> str:
+    """The agent's text in an A2A 0.3 ``Task`` (artifacts, else the status message) or
+    ``Message``; a task that did not complete is an error."""
+    if result.get("kind") == "message":
+        return _texts(result.get("parts"))
+    state = result.get("status", {}).get("state")
+    if state != "completed":
+        raise RuntimeError(f"A2A task ended {state}: "
+                           f"{_texts(result.get('status', {}).get('message', {}).get('parts'))}")
+    texts = [_texts(a.get("parts")) for a in result.get("artifacts") or []]
+    return "".join(texts) or _texts(result["status"].get("message", {}).get("parts"))
+
+
+def _texts(parts: Any) -> str:
+    return "".join(p.get("text", "") for p in parts or [] if p.get("kind") == "text")
