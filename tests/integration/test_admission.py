@@ -20,7 +20,12 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_admission.render import admission_policy, webhook_configuration
+from fgentic_admission.render import (
+    ROUTED_NAMESPACE_LABEL,
+    admission_policy,
+    mutating_configuration,
+    webhook_configuration,
+)
 from fgentic_governance.api.common import GROUP
 from fgentic_governance.devenv.controlplane import KubectlError
 from tests.support import processes
@@ -28,6 +33,8 @@ from tests.support.objects import api_message, example
 
 pytestmark = pytest.mark.integration
 NS = "admission"
+GOVERNED_URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
+CONTROLLER_URL = "http://kagent-controller.kagent.svc:8083"
 BOUND = {"apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": NS,
          "name": "knowledge-retrieval"}
 OTHER = {"apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": NS,
@@ -71,23 +78,36 @@ def stack(control_plane: Any, postgres: Any, tmp_path_factory: pytest.TempPathFa
     (work / "dsn").write_text(dsn)
     operator = processes.spawn_operator(control_plane.kubeconfig, work / "dsn", [NS],
                                         work / "operator.log")
-    webhook, port, ca = processes.spawn_webhook(control_plane.kubeconfig, work,
-                                                audit_interval=1)
-    config = webhook_configuration(f"admission-{uuid.uuid4().hex[:6]}",
-                                   f"https://127.0.0.1:{port}", ca)
-    for hook in config["webhooks"]:
-        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": NS}}
+    memory_api, memory_port = processes.spawn_memory_api(
+        control_plane.kubeconfig, work / "dsn", "http://127.0.0.1:9", work / "memory.log")
+    webhook, port, ca = processes.spawn_webhook(
+        control_plane.kubeconfig, work, audit_interval=1, memory_api_url=GOVERNED_URL,
+        memory_api_ready_url=f"http://127.0.0.1:{memory_port}")
+    suffix = uuid.uuid4().hex[:6]
+    config = webhook_configuration(f"admission-{suffix}", f"https://127.0.0.1:{port}", ca,
+                                   memory_routing=True)
+    mutating = mutating_configuration(f"admission-{suffix}", f"https://127.0.0.1:{port}", ca)
+    for hook in config["webhooks"] + mutating["webhooks"]:
+        labels = hook["namespaceSelector"].get("matchLabels", {})
+        hook["namespaceSelector"] = {"matchLabels": {**labels,
+                                                     "kubernetes.io/metadata.name": NS}}
+    control_plane.kubectl("label", "namespace", NS, f"{ROUTED_NAMESPACE_LABEL}=enabled",
+                          "--overwrite")
     control_plane.kubectl("apply", "-f", "-", input=json.dumps(config))
+    control_plane.kubectl("apply", "-f", "-", input=json.dumps(mutating))
     for doc in (_binding(), _scope("gated", "memory-agent", policy={"maxRetentionDays": 3}),
                 _scope("ungated", "ungated-agent", profile="default", posture="fully_disabled")):
         assert _apply(control_plane, doc, work) == "allow"
     _wait_gated(k8s_client, "gated")
     yield {"cp": control_plane, "tmp": work, "webhook": webhook, "config": config,
-           "log": work / "webhook.log"}
+           "mutating": mutating, "log": work / "webhook.log", "ca": ca}
     processes.stop(webhook)
+    processes.stop(memory_api)
     processes.stop(operator)
     control_plane.kubectl("delete", "validatingwebhookconfiguration",
                           config["metadata"]["name"])
+    control_plane.kubectl("delete", "--ignore-not-found", "mutatingwebhookconfiguration",
+                          mutating["metadata"]["name"])
 
 
 def _wait_gated(api_client: client.ApiClient, name: str) -> None:
@@ -309,6 +329,110 @@ def test_audit_reports_existing_violations_content_free(stack: dict[str, Any],
             return
         time.sleep(0.5)
     raise AssertionError("audit never reported the pre-existing violation")
+
+
+# -- the Pod routing of issue 17 §3 ---------------------------------------------------------------
+
+
+def _pod(name: str, env: list[dict[str, str]], *, labels: dict[str, str] | None = None,
+         account: str = "memory-agent") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
+            "spec": {"serviceAccountName": account, "automountServiceAccountToken": False,
+                     "containers": [{"name": "kagent", "image": "kagent:0.9.11", "env": env}]}}
+
+
+def _create_pod(stack: dict[str, Any], pod: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Server-side dry-run create: ('allow', the object as admitted) or (denial, {})."""
+    path = stack["tmp"] / f"{uuid.uuid4().hex}.json"
+    path.write_text(json.dumps(pod))
+    try:
+        out = stack["cp"].kubectl("create", "--dry-run=server", "-o", "json", "-f", str(path))
+    except KubectlError as exc:
+        return exc.stderr, {}
+    return "allow", json.loads(out)
+
+
+def _env(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(obj["spec"]["containers"][0].get("env", []))
+
+
+KAGENT_LABELS = {"app": "kagent", "kagent": "memory-agent"}
+# What kagent's controller renders: the Agent's deployment.env, then its own KAGENT_URL.
+RENDERED_ENV = [{"name": "KAGENT_URL", "value": "http://attacker.example:80"},
+                {"name": "TEAM", "value": "a"}, {"name": "KAGENT_URL", "value": CONTROLLER_URL}]
+
+
+@pytest.fixture
+def memory_agent(stack: dict[str, Any]) -> Iterator[None]:
+    stack["cp"].kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": "memory-agent", "namespace": NS}}))
+    doc = agent("memory-agent", memory={"modelConfig": "embed", "ttlDays": 3})
+    assert _apply(stack["cp"], doc, stack["tmp"]) == "allow"
+    yield
+    stack["cp"].kubectl("delete", "agent", "-n", NS, "memory-agent")
+
+
+def test_a_memory_agents_pods_are_routed_to_the_memory_api(stack: dict[str, Any],
+                                                           memory_agent: None) -> None:
+    governed = [{"name": "TEAM", "value": "a"}, {"name": "KAGENT_URL", "value": GOVERNED_URL},
+                {"name": "LOG_LEVEL", "value": "ERROR"}]
+    verdict, labelled = _create_pod(stack, _pod("by-labels", RENDERED_ENV, labels=KAGENT_LABELS))
+    assert verdict == "allow", verdict
+    assert _env(labelled) == governed
+    # No kagent labels, but the Agent's service account (the namespace is labelled for it).
+    verdict, by_account = _create_pod(stack, _pod("by-account", RENDERED_ENV))
+    assert verdict == "allow", verdict
+    assert _env(by_account) == governed
+    # Any other Pod is left exactly as it was.
+    verdict, other = _create_pod(stack, _pod("other", RENDERED_ENV, account="default"))
+    assert verdict == "allow" and _env(other) == RENDERED_ENV, verdict
+
+
+def test_a_pod_that_escaped_the_routing_is_refused(stack: dict[str, Any],
+                                                   memory_agent: None) -> None:
+    name = stack["mutating"]["metadata"]["name"]
+    stack["cp"].kubectl("delete", "mutatingwebhookconfiguration", name)
+    try:
+        for env in (RENDERED_ENV,
+                    [{"name": "KAGENT_URL", "value": GOVERNED_URL},
+                     {"name": "LOG_LEVEL", "value": "INFO"}]):
+            verdict, _ = _create_pod(stack, _pod("escaped", env, labels=KAGENT_LABELS))
+            assert "MEMORY_RUNTIME_UNGOVERNED at spec.containers[0].env" in verdict, verdict
+        verdict, _ = _create_pod(stack, _pod("escaped", [
+            {"name": "KAGENT_URL", "value": GOVERNED_URL},
+            {"name": "LOG_LEVEL", "value": "ERROR"}], labels=KAGENT_LABELS))
+        assert verdict == "allow", verdict
+    finally:
+        stack["cp"].kubectl("apply", "-f", "-", input=json.dumps(stack["mutating"]))
+
+
+def test_without_the_routing_a_gated_demo_scope_admits_no_collector(
+        stack: dict[str, Any], tmp_path: Path) -> None:
+    """The case issue 17 names: a demo scope with its gates, no consent, and (here) no Pod
+    routing: the Agent would collect for every user. Refused; with the routing, admitted."""
+    import ssl
+    import urllib.request
+
+    bare, port, ca = processes.spawn_webhook(stack["cp"].kubeconfig, tmp_path)
+    try:
+        doc = agent("memory-agent", memory={"modelConfig": "embed", "ttlDays": 3})
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": "u-1", "operation": "CREATE", "object": doc}}
+        request = urllib.request.Request(f"https://127.0.0.1:{port}/agents",
+                                         data=json.dumps(review).encode(),
+                                         headers={"Content-Type": "application/json"})
+        context = ssl.create_default_context(cadata=ca.decode())
+        with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+            response = json.load(answer)["response"]
+    finally:
+        processes.stop(bare)
+    assert response["allowed"] is False
+    assert response["status"]["message"] == \
+        "MEMORY_RUNTIME_UNGOVERNED at spec.declarative.memory"
+    assert _apply(stack["cp"], doc, stack["tmp"]) == "allow"  # the routed webhook admits it
+    stack["cp"].kubectl("delete", "agent", "-n", NS, "memory-agent")
 
 
 def test_stopped_webhook_fails_closed(stack: dict[str, Any]) -> None:

@@ -46,6 +46,9 @@ VAP_CODES = frozenset(rule["message"].split(":", 1)[0] for rule in HEADER_RULES)
 NEAR_MISS = 1
 """Values (leaves) in which allowed.yaml differs from denied.yaml."""
 GATE_SECONDS = 60.0
+GOVERNED_URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
+"""The memory API URL the samples' webhook routes Pods to (what the chart would give it); the
+webhook asks the real memory API process on loopback whether it is ready."""
 ENFORCED_SECONDS = 30.0
 
 
@@ -101,10 +104,20 @@ def readme_codes(heading: str) -> dict[str, str]:
 # -- the stack: webhook + admission policy + operator, one per module ---------------------------
 
 
+def api_group(api_version: str) -> str:
+    """``group/version``, or ``""`` for the core group's bare ``v1``."""
+    return api_version.split("/", maxsplit=1)[0] if "/" in api_version else ""
+
+
+CORE = {("", "Pod"): ("pods", True), ("", "ServiceAccount"): ("serviceaccounts", True)}
+"""The core kinds samples use (the Pod routing rule and its service account)."""
+
+
 @dataclass
 class Stack:
     cp: Any
     api: client.CustomObjectsApi
+    core: client.CoreV1Api
     resources: dict[tuple[str, str], tuple[str, bool]]
     """(group, kind) -> (plural, namespaced), from the installed CRDs."""
     routes: dict[str, str]
@@ -115,10 +128,13 @@ class Stack:
 
     def dry_run(self, doc: dict[str, Any]) -> str | None:
         """Create ``doc`` with ``dryRun=All``: None when admitted, else the refusal message."""
-        group, version = doc["apiVersion"].split("/")
+        group, version = api_group(doc["apiVersion"]), doc["apiVersion"].split("/")[-1]
         plural, namespaced = self.resources[(group, doc["kind"])]
         try:
-            if namespaced:
+            if doc["kind"] == "Pod":
+                self.core.create_namespaced_pod(doc["metadata"]["namespace"], doc,
+                                                dry_run="All")
+            elif namespaced:
                 self.api.create_namespaced_custom_object(
                     group, version, doc["metadata"]["namespace"], plural, doc, dry_run="All")
             else:
@@ -130,9 +146,10 @@ class Stack:
 
     def review(self, doc: dict[str, Any]) -> dict[str, Any]:
         """The webhook's own answer to a CREATE review of ``doc``, sent straight to it."""
-        group = doc["apiVersion"].split("/")[0]
+        group = api_group(doc["apiVersion"])
         body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "object": doc}}
+                "request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "object": doc,
+                            "namespace": doc["metadata"].get("namespace", "")}}
         request = urllib.request.Request(self.routes[group], data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, context=self.tls, timeout=10) as answer:
@@ -172,7 +189,7 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
     crds = client.ApiextensionsV1Api(k8s_client).list_custom_resource_definition().items
     resources = {(c.spec.group, c.spec.names.kind): (c.spec.names.plural,
                                                       c.spec.scope == "Namespaced")
-                 for c in crds}
+                 for c in crds} | CORE
     suffix = uuid.uuid4().hex[:6]
     selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
                                       "values": namespaces}]}
@@ -186,10 +203,15 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
             operator = processes.spawn_operator(control_plane.kubeconfig, work / "dsn",
                                                 operated, work / "operator.log")
             cleanup.callback(processes.stop, operator)
-        webhook, port, ca = processes.spawn_webhook(control_plane.kubeconfig, work)
+        memory_api, memory_port = processes.spawn_memory_api(
+            control_plane.kubeconfig, work / "dsn", "http://127.0.0.1:9", work / "memory.log")
+        cleanup.callback(processes.stop, memory_api)
+        webhook, port, ca = processes.spawn_webhook(
+            control_plane.kubeconfig, work, memory_api_url=GOVERNED_URL,
+            memory_api_ready_url=f"http://127.0.0.1:{memory_port}")
         cleanup.callback(processes.stop, webhook)
         config = webhook_configuration(f"policy-samples-{suffix}", f"https://127.0.0.1:{port}",
-                                       ca)
+                                       ca, memory_routing=True)
         for hook in config["webhooks"]:
             hook["namespaceSelector"] = selector
         policy, binding = admission_policy()
@@ -204,7 +226,8 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
                              doc["metadata"]["name"])
         routes = {group: hook["clientConfig"]["url"] for hook in config["webhooks"]
                   for rule in hook["rules"] for group in rule["apiGroups"]}
-        made = Stack(control_plane, client.CustomObjectsApi(k8s_client), resources, routes,
+        made = Stack(control_plane, client.CustomObjectsApi(k8s_client),
+                     client.CoreV1Api(k8s_client), resources, routes,
                      ssl.create_default_context(cadata=ca.decode()), work / "operator.log")
         cleanup.callback(_delete_cluster_objects, made)  # Runs before the processes stop.
         _wait_enforced(made, namespaces[0])
@@ -213,7 +236,7 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
 
 def _delete_cluster_objects(stack: Stack) -> None:
     for doc in stack.cluster_objects:  # Namespaced ones stay: nothing deletes namespaces here.
-        group = doc["apiVersion"].split("/")[0]
+        group = api_group(doc["apiVersion"])
         plural, _ = stack.resources[(group, doc["kind"])]
         stack.cp.kubectl("delete", "--ignore-not-found", "--wait=false", f"{plural}.{group}",
                          doc["metadata"]["name"])
@@ -224,13 +247,17 @@ def _set_up(stack: Stack, code: str) -> None:
     if not docs:
         return
     for doc in docs:
-        group = doc["apiVersion"].split("/")[0]
-        if not stack.resources[(group, doc["kind"])][1]:
+        if not stack.resources[(api_group(doc["apiVersion"]), doc["kind"])][1]:
             stack.cluster_objects.append(doc)
-    stack.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    # Agents last: a memory-enabled Agent is admitted only once its demo scope is gated.
+    agents = [doc for doc in docs if doc["kind"] == "Agent"]
+    stack.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(
+        [doc for doc in docs if doc["kind"] != "Agent"]))
     for doc in docs:
         if doc["kind"] == "MemoryScope" and doc["spec"].get("profile") == "demo":
             _wait_gated(stack, doc)
+    if agents:
+        stack.cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(agents))
 
 
 def _wait_gated(stack: Stack, scope: dict[str, Any]) -> None:

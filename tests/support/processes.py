@@ -31,17 +31,32 @@ def spawn_operator(kubeconfig: Path, dsn_file: Path, namespaces: Sequence[str],
                      log)
 
 
-def spawn_webhook(kubeconfig: Path, work: Path, *, audit_interval: int = 0
+def spawn_webhook(kubeconfig: Path, work: Path, *, audit_interval: int = 0,
+                  memory_api_url: str = "", memory_api_ready_url: str = "",
                   ) -> tuple[subprocess.Popen[bytes], int, bytes]:
     """The webhook on 127.0.0.1 with a fresh serving bundle in ``work/tls``: (process, review
-    port, CA bundle)."""
+    port, CA bundle). With ``memory_api_url`` it routes memory-enabled Agents' Pods there."""
     from fgentic_governance.tls import write_serving_bundle
 
     _, _, ca = write_serving_bundle(work / "tls", ["127.0.0.1"])
     port = free_port()
+    routing = ["--memory-api-url", memory_api_url,
+               "--memory-api-ready-url", memory_api_ready_url] if memory_api_url else []
     proc = spawn_and_wait(
         ["webhook", "--kubeconfig", str(kubeconfig), "--tls-dir", str(work / "tls"),
          "--host", "127.0.0.1", "--port", str(port), "--health-port", str(free_port()),
-         "--local-homeserver", "fgentic.local", "--audit-interval", str(audit_interval)],
+         "--local-homeserver", "fgentic.local", "--audit-interval", str(audit_interval),
+         *routing],
         work / "webhook.log", port)
     return proc, port, ca.read_bytes()
+
+
+def spawn_memory_api(kubeconfig: Path, dsn_file: Path, upstream: str, log: Path
+                     ) -> tuple[subprocess.Popen[bytes], int]:
+    """The memory API on 127.0.0.1 (the pool assumes the runtime role): (process, port)."""
+    port = free_port()
+    proc = spawn_and_wait(
+        ["memory-api", "--kubeconfig", str(kubeconfig), "--store-dsn-file", str(dsn_file),
+         "--upstream", upstream, "--local-homeserver", "fgentic.local",
+         "--host", "127.0.0.1", "--port", str(port)], log, port)
+    return proc, port

@@ -92,8 +92,20 @@ def test_memory_gates(memory: dict[str, Any], scope: tuple[str, int, bool],
     doc = example("Agent")
     doc["metadata"] = {"name": "mem", "namespace": "ns"}
     doc["spec"]["declarative"]["memory"] = memory
-    state = PolicyState(scopes={("ns", "mem"): [ScopeView("ns", "s", ("ns", "mem"), *scope)]})
+    state = PolicyState(scopes={("ns", "mem"): [ScopeView("ns", "s", ("ns", "mem"), *scope)]},
+                        memory_routed=True)
     assert codes(doc, state) == expected
+
+
+@pytest.mark.parametrize("gates_hold", [True, False])
+def test_without_the_pod_routing_a_demo_scope_admits_no_collector(gates_hold: bool) -> None:
+    """Issue 17: a gated demo scope used to admit memory for every user of the Agent."""
+    doc = example("Agent")
+    doc["metadata"] = {"name": "mem", "namespace": "ns"}
+    doc["spec"]["declarative"]["memory"] = {"modelConfig": "e", "ttlDays": 3}
+    state = PolicyState(scopes={("ns", "mem"): [ScopeView("ns", "s", ("ns", "mem"), "demo", 3,
+                                                          gates_hold)]})
+    assert codes(doc, state) == [AdmissionCode.MEMORY_RUNTIME_UNGOVERNED]
 
 
 json_values = st.recursive(

@@ -1,6 +1,7 @@
 """Webhook metrics. Every label value comes from a closed set, never from a request:
 
-- ``webhook``/``route``: ``agents``, ``governance`` or ``other`` (``ROUTES`` + ``OTHER``);
+- ``webhook``/``route``: ``agents``, ``governance``, ``pods``, ``podcheck`` or ``other``
+  (``ROUTES`` + ``OTHER``);
 - ``reason``: a ``policy.Code`` value or ``OK``; ``allowed``: ``true``/``false``;
 - ``status``: one of ``STATUSES`` or ``other``.
 
@@ -13,7 +14,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
-ROUTES: Final = ("agents", "governance")
+ROUTES: Final = ("agents", "governance", "pods", "podcheck")
 OTHER: Final = "other"
 STATUSES: Final = frozenset({200, 400, 404, 405, 408, 413, 500, 503})
 

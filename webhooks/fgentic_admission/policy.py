@@ -35,6 +35,10 @@ class AdmissionCode(StrEnum):
     REQUIRE_APPROVAL_ON_RETRIEVAL = "REQUIRE_APPROVAL_ON_RETRIEVAL"
     FORBIDDEN_HEADERS_FROM = "FORBIDDEN_HEADERS_FROM"
     MEMORY_UNGATED = "MEMORY_UNGATED"
+    MEMORY_RUNTIME_UNGOVERNED = "MEMORY_RUNTIME_UNGOVERNED"
+    """Memory is enabled but kagent's runtime would not reach memory through the governed
+    memory API: the Pod routing is not installed or the API is not ready (an Agent), or a
+    Pod's KAGENT_URL/LOG_LEVEL is not the governed one (a Pod)."""
     MEMORY_TTL_MISSING = "MEMORY_TTL_MISSING"
     MEMORY_TTL_EXCEEDS_RETENTION = "MEMORY_TTL_EXCEEDS_RETENTION"
     CONSENT_SCOPE_MISSING = "CONSENT_SCOPE_MISSING"
@@ -96,6 +100,9 @@ class PolicyState:
 
     bindings: Mapping[AgentKey, Sequence[BindingView]] = field(default_factory=dict)
     scopes: Mapping[AgentKey, Sequence[ScopeView]] = field(default_factory=dict)
+    memory_routed: bool = False
+    """The Pod routing to the memory API is installed and the API answers ready (issue 17 §3):
+    kagent's runtime then reaches memory only through the per-request gate."""
 
     def binding_for(self, agent: AgentKey) -> BindingView | None:
         """The one active binding of an Agent; none when absent or ambiguous (fail closed)."""
@@ -194,12 +201,22 @@ def _memory_denials(
     memory: Any, declarative_memory: Mapping[str, Any] | None, path: str, agent: AgentKey,
     state: PolicyState,
 ) -> list[Denial]:
-    """Memory's presence alone enables it in kagent v0.9.11: every gate must hold first."""
+    """Memory's presence alone enables it in kagent v0.9.11, for every user of the Agent. It is
+    admitted only when the runtime's memory calls are routed through the memory API (consent
+    is then checked per request, never per Agent) and a demo scope for the Agent shows its
+    gates; a scope alone, without the routing, would admit an Agent-wide collector."""
     if memory is None:
         return []
+    if not state.memory_routed:
+        return [Denial(AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, path)]
     scopes = state.scopes.get(agent, ())
     if not any(s.gates_hold and s.profile == "demo" for s in scopes):
         return [Denial(AdmissionCode.MEMORY_UNGATED, path)]
+    return _ttl_denials(declarative_memory, path, scopes)
+
+
+def _ttl_denials(declarative_memory: Mapping[str, Any] | None, path: str,
+                 scopes: Sequence[ScopeView]) -> list[Denial]:
     if declarative_memory is None:  # v1alpha1 cannot express a TTL at all.
         return [Denial(AdmissionCode.MEMORY_TTL_MISSING, path)]
     ttl = declarative_memory.get("ttlDays")

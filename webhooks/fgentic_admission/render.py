@@ -18,6 +18,12 @@ from fgentic_governance.contract.codec import IDENTITY_HEADER
 
 AGENT_WEBHOOK = f"agents.{GROUP}"
 GOVERNANCE_WEBHOOK = f"objects.{GROUP}"
+POD_CHECK_WEBHOOKS = (f"podcheck-kagent.{GROUP}", f"podcheck-accounts.{GROUP}")
+POD_ROUTING_WEBHOOKS = (f"pods-kagent.{GROUP}", f"pods-accounts.{GROUP}")
+ROUTED_NAMESPACE_LABEL = "fgentic.dev/memory-routing"
+"""Namespaces with this label set to ``enabled`` also send Pods *without* kagent's labels, so
+that a Pod running under a memory-enabled Agent's service account is routed too. Only these
+namespaces depend on the webhook for every Pod; elsewhere only kagent's Pods do."""
 POLICY_NAME = "fgentic-governance-agent-headers"
 
 _GOVERNANCE_RULES = [
@@ -34,9 +40,29 @@ _AGENT_RULES = [
 ]
 
 
+_POD_RULES = [
+    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
+     "scope": "Namespaced"},
+]
+_KAGENT_POD = {"key": "app", "operator": "In", "values": ["kagent"]}
+_OTHER_POD = {"key": "app", "operator": "NotIn", "values": ["kagent"]}
+
+
 def namespace_selector(excluded: Sequence[str]) -> dict[str, Any]:
     return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                                   "values": list(excluded)}]}
+
+
+def _pod_webhooks(names: tuple[str, str], client_config: dict[str, Any],
+                  excluded: Sequence[str], timeout: int) -> list[dict[str, Any]]:
+    """kagent's Agent Pods (label ``app: kagent``) everywhere; any other Pod only in
+    namespaces labelled for routing. Both fail closed."""
+    by_label = _webhook(names[0], client_config, _POD_RULES, excluded, timeout)
+    by_label["objectSelector"] = {"matchExpressions": [_KAGENT_POD]}
+    by_account = _webhook(names[1], client_config, _POD_RULES, excluded, timeout)
+    by_account["objectSelector"] = {"matchExpressions": [_OTHER_POD]}
+    by_account["namespaceSelector"]["matchLabels"] = {ROUTED_NAMESPACE_LABEL: "enabled"}
+    return [by_label, by_account]
 
 
 def _webhook(name: str, client_config: dict[str, Any], rules: list[dict[str, Any]],
@@ -56,20 +82,44 @@ def _webhook(name: str, client_config: dict[str, Any], rules: list[dict[str, Any
 
 def webhook_configuration(name: str, base_url: str, ca_pem: bytes, *,
                           excluded: Sequence[str] = ("kube-system",),
-                          timeout: int = 3) -> dict[str, Any]:
-    """The configuration for a webhook reachable at ``base_url`` (…/agents, …/governance)."""
+                          timeout: int = 3, memory_routing: bool = False) -> dict[str, Any]:
+    """The configuration for a webhook reachable at ``base_url`` (…/agents, …/governance,
+    and with ``memory_routing`` …/podcheck: a routed Pod's KAGENT_URL and LOG_LEVEL)."""
     ca = base64.b64encode(ca_pem).decode()
     base = base_url.rstrip("/")
+    hooks = [
+        _webhook(AGENT_WEBHOOK, {"url": f"{base}/agents", "caBundle": ca}, _AGENT_RULES,
+                 excluded, timeout),
+        _webhook(GOVERNANCE_WEBHOOK, {"url": f"{base}/governance", "caBundle": ca},
+                 _GOVERNANCE_RULES, excluded, timeout),
+    ]
+    if memory_routing:
+        hooks += _pod_webhooks(POD_CHECK_WEBHOOKS, {"url": f"{base}/podcheck", "caBundle": ca},
+                               excluded, timeout)
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": name},
-        "webhooks": [
-            _webhook(AGENT_WEBHOOK, {"url": f"{base}/agents", "caBundle": ca}, _AGENT_RULES,
-                     excluded, timeout),
-            _webhook(GOVERNANCE_WEBHOOK, {"url": f"{base}/governance", "caBundle": ca},
-                     _GOVERNANCE_RULES, excluded, timeout),
-        ],
+        "webhooks": hooks,
+    }
+
+
+def mutating_configuration(name: str, base_url: str, ca_pem: bytes, *,
+                           excluded: Sequence[str] = ("kube-system",),
+                           timeout: int = 3) -> dict[str, Any]:
+    """The Pod routing (issue 17 §3): memory-enabled Agents' Pods get the memory API as
+    KAGENT_URL and LOG_LEVEL=ERROR. Reinvoked if a later webhook changes the Pod."""
+    ca = base64.b64encode(ca_pem).decode()
+    hooks = _pod_webhooks(POD_ROUTING_WEBHOOKS,
+                          {"url": f"{base_url.rstrip('/')}/pods", "caBundle": ca},
+                          excluded, timeout)
+    for hook in hooks:
+        hook["reinvocationPolicy"] = "IfNeeded"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": hooks,
     }
 
 

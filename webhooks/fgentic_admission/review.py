@@ -14,13 +14,15 @@ registers only CREATE and UPDATE, so the API server never sends anything else. A
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from fgentic_admission import metrics
+from fgentic_admission import metrics, pods
 from fgentic_admission.policy import (
     AdmissionCode,
     Denial,
@@ -60,6 +62,16 @@ class Lookups:
     offboarding: Callable[[Mapping[str, Any]], Awaitable[bool]]
 
 
+@dataclass(frozen=True)
+class MemoryRouting:
+    """The Pod routing of issue 17 §3: where kagent's runtime must send memory calls, whether
+    that memory API answers ready now, and a namespace's kagent Agents (live)."""
+
+    url: str
+    ready: Callable[[], Awaitable[bool]]
+    agents: Callable[[str], Awaitable[Sequence[Mapping[str, Any]]]]
+
+
 def failure_code(exc: BaseException) -> str:
     """A bounded name for why a lookup failed: the API server's HTTP status (a 403 is a
     ClusterRole missing a verb) or the exception's class; never its message."""
@@ -70,9 +82,11 @@ def failure_code(exc: BaseException) -> str:
 
 
 class Reviewer:
-    def __init__(self, lookups: Lookups, local_homeserver: str) -> None:
+    def __init__(self, lookups: Lookups, local_homeserver: str,
+                 routing: MemoryRouting | None = None) -> None:
         self._lookups = lookups
         self._local = local_homeserver
+        self._routing = routing
 
     async def __call__(self, body: Any, *, webhook: str | None = None,
                        **_: Any) -> dict[str, Any]:
@@ -82,8 +96,13 @@ class Reviewer:
         if not isinstance(request, Mapping) or (uid := _uid(request.get("uid"))) is None:
             count_malformed(route)
             raise Unanswerable
+        patch: list[dict[str, Any]] = []
         try:
-            denials = _malformed(request) or await self._decide(route, request)
+            denials = _malformed(request)
+            if not denials and route == "pods":
+                denials, patch = await self._pod(request, mutate=True)
+            elif not denials:
+                denials = await self._decide(route, request)
         except Exception as exc:  # fail closed, and say why (bounded: never swallowed)
             log.error("review on %s denied POLICY_STATE_UNAVAILABLE: %s", route,
                       failure_code(exc))
@@ -91,7 +110,7 @@ class Reviewer:
         metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
         reason = denials[0].code.value if denials else "OK"
         metrics.DECISIONS.labels(route, str(not denials).lower(), reason).inc()
-        return response(uid, denials)
+        return response(uid, denials, patch)
 
     async def _decide(self, route: str, request: Mapping[str, Any]) -> list[Denial]:
         obj = request["object"]
@@ -99,16 +118,39 @@ class Reviewer:
             return await self._agent(obj)
         if route == "governance":
             return await self._governance(str(request["operation"]), obj)
+        if route == "podcheck":
+            return (await self._pod(request, mutate=False))[0]
         return [Denial(AdmissionCode.UNSUPPORTED_KIND, "request")]
 
     async def _agent(self, obj: Mapping[str, Any]) -> list[Denial]:
+        routed = self._routing is not None and await self._routing.ready()
         state = self._lookups.cached_state()
         if state is None:
             state = await self._lookups.live_state()
-        denials = agent_denials(obj, state)
+        denials = agent_denials(obj, replace(state, memory_routed=routed))
         if any(d.code in STATEFUL for d in denials):
-            denials = agent_denials(obj, await self._lookups.live_state())
+            live = await self._lookups.live_state()
+            denials = agent_denials(obj, replace(live, memory_routed=routed))
         return denials
+
+    async def _pod(self, request: Mapping[str, Any], *, mutate: bool
+                   ) -> tuple[list[Denial], list[dict[str, Any]]]:
+        """A memory-enabled Agent's Pod is routed (mutate) and checked (validate); any other
+        Pod passes unchanged. Without a configured memory API nothing is routed: Agents with
+        memory are refused at their own admission instead (MEMORY_RUNTIME_UNGOVERNED)."""
+        pod = request["object"]
+        if pod.get("kind") != "Pod":
+            return [Denial(AdmissionCode.UNSUPPORTED_KIND, "kind")], []
+        namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get(
+            "namespace") or "")
+        if self._routing is None:
+            return [], []  # no routing configured: Agents with memory are refused instead
+        agent = pods.memory_agent_of(pod, await self._routing.agents(namespace))
+        if agent is None:
+            return [], []
+        if mutate:
+            return [], pods.pod_patch(pod, self._routing.url)
+        return pods.pod_denials(pod, self._routing.url), []
 
     async def _governance(self, operation: str, obj: Mapping[str, Any]) -> list[Denial]:
         kind = obj.get("kind")
@@ -147,8 +189,12 @@ def _malformed(request: Mapping[str, Any]) -> list[Denial]:
     return [Denial(AdmissionCode.REVIEW_MALFORMED, "request")]
 
 
-def response(uid: str, denials: Sequence[Denial]) -> dict[str, Any]:
+def response(uid: str, denials: Sequence[Denial],
+             patch: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     result: dict[str, Any] = {"uid": uid, "allowed": not denials}
+    if patch and not denials:
+        result["patchType"] = "JSONPatch"
+        result["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()
     if denials:
         result["status"] = {"code": 403, "reason": "Forbidden",
                             "message": "; ".join(d.message() for d in denials)}

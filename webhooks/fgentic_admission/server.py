@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import ssl
@@ -30,7 +31,13 @@ from kubernetes.client.exceptions import ApiException
 from fgentic_admission import audit, bootstrap, metrics
 from fgentic_admission.informer import Informer
 from fgentic_admission.policy import AdmissionCode, PolicyState
-from fgentic_admission.review import Lookups, Reviewer, Unanswerable, count_malformed
+from fgentic_admission.review import (
+    Lookups,
+    MemoryRouting,
+    Reviewer,
+    Unanswerable,
+    count_malformed,
+)
 from fgentic_admission.views import build_state
 from fgentic_governance import kube_client, serving, strict_json
 from fgentic_governance.api.common import GROUP, VERSION
@@ -114,6 +121,55 @@ class StateSource:
         return Lookups(cached_state=self.cached, live_state=self.live,
                        get_scope=self.get_scope, list_bindings=self.list_bindings,
                        offboarding=self.offboarding)
+
+
+# -- memory routing (issue 17 §3) ---------------------------------------------------------------
+
+READY_SECONDS: Final = 1.0
+READY_CACHE_SECONDS: Final = 5.0
+
+
+class MemoryApiReadiness:
+    """Whether the memory API answers ``GET /readyz`` with 200, asked at most every
+    READY_CACHE_SECONDS with a READY_SECONDS bound; ``last`` is the latest answer (the audit's)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url.rstrip("/") + "/readyz"
+        self._checked = -READY_CACHE_SECONDS
+        self.last = False
+
+    async def __call__(self) -> bool:
+        now = asyncio.get_running_loop().time()
+        if now - self._checked < READY_CACHE_SECONDS:
+            return self.last
+        import aiohttp
+
+        ready = False
+        try:
+            timeout = aiohttp.ClientTimeout(total=READY_SECONDS)
+            async with aiohttp.ClientSession(timeout=timeout) as session, \
+                    session.get(self._url, allow_redirects=False) as answer:
+                ready = answer.status == 200
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            ready = False
+        self._checked, self.last = now, ready
+        return ready
+
+
+def memory_routing(api_client: client.ApiClient, url: str,
+                   ready_url: str = "") -> MemoryRouting | None:
+    """The routing, or None when no memory API is configured (memory Agents are refused)."""
+    if not url:
+        return None
+    custom = client.CustomObjectsApi(api_client)
+
+    async def agents(namespace: str) -> Sequence[Mapping[str, Any]]:
+        listing: dict[str, Any] = await asyncio.to_thread(
+            custom.list_namespaced_custom_object, "kagent.dev", "v1alpha2", namespace,
+            "agents", _request_timeout=2.0)
+        return list(listing.get("items", []))
+
+    return MemoryRouting(url, MemoryApiReadiness(ready_url or url), agents)
 
 
 # -- the review port ---------------------------------------------------------------------------
@@ -238,12 +294,21 @@ async def serve(args: argparse.Namespace) -> None:
     source.start()
     health = await serving.serve(serving.health_handler(ready=lambda: source.synced),
                                  args.host, args.health_port)
+    routing = memory_routing(api_client, args.memory_api_url, args.memory_api_ready_url)
+
+    def audited_state() -> PolicyState | None:
+        state = source.cached()
+        ready = routing is not None and isinstance(routing.ready, MemoryApiReadiness) \
+            and routing.ready.last
+        return None if state is None else dataclasses.replace(state, memory_routed=ready)
+
     if args.audit_interval > 0:
-        tasks.append(asyncio.create_task(audit.run(api_client, source.cached,
+        tasks.append(asyncio.create_task(audit.run(api_client, audited_state,
                                                    args.audit_interval)))
     certificate = ServingCertificate(Path(args.tls_dir))
     tasks.append(asyncio.create_task(certificate.watch(args.tls_reload_seconds)))
-    reviews = serving.runner(ReviewService(Reviewer(source.lookups(), args.local_homeserver)))
+    reviews = serving.runner(ReviewService(Reviewer(source.lookups(), args.local_homeserver,
+                                                    routing)))
     await reviews.setup()
     await serving.TLSSite(reviews, args.host, args.port, certificate.listener).start()
     log.info("webhook serving on %s:%d", args.host, args.port)

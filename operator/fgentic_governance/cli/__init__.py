@@ -141,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     wh.add_argument("--memory-api-url", default="",
                     help="the governed memory API that memory-enabled Agents' Pods must use as "
                          "KAGENT_URL (issue 17 §3); empty: memory-enabled Agents are refused")
+    wh.add_argument("--memory-api-ready-url", default="",
+                    help="where the webhook asks the memory API's /readyz (default: the "
+                         "memory API URL)")
     boot = wh.add_argument_group("TLS bootstrap (cert-manager style; otherwise mount a Secret)")
     boot.add_argument("--bootstrap-secret", help="Secret holding the generated CA and pair")
     boot.add_argument("--bootstrap-namespace", default="fgentic-system")

@@ -1,0 +1,78 @@
+"""Routing kagent's runtime to the memory API: which Pods, what to set, what to refuse (pure).
+
+kagent v0.9.11 labels an Agent's Pods ``app: kagent`` and ``kagent: <agent name>`` and runs them
+under the Agent's service account (``deployment.serviceAccountName``, else the Agent's name);
+its controller appends its own ``KAGENT_URL`` after the Agent's ``deployment.env``, so only the
+Pod can be changed. A Pod of a memory-enabled Agent - by those labels, or by running under a
+memory-enabled Agent's account - gets ``KAGENT_URL`` = the memory API and ``LOG_LEVEL=ERROR``
+(the runtime's INFO and WARNING lines quote memory queries) in every container, each set
+exactly once and last. The validating side refuses such a Pod whose effective values differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from fgentic_admission.policy import AdmissionCode, Denial
+from fgentic_governance.memoryapi.identity import memory_enabled, service_account_of
+
+KAGENT_URL: Final = "KAGENT_URL"
+LOG_LEVEL: Final = "LOG_LEVEL"
+GOVERNED_LOG_LEVEL: Final = "ERROR"
+CONTAINER_KINDS: Final = ("initContainers", "containers")
+
+
+def memory_agent_of(pod: Mapping[str, Any], agents: Iterable[Mapping[str, Any]]) -> str | None:
+    """The memory-enabled Agent this Pod runs, by kagent's labels or by service account."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    labels = meta.get("labels") or {}
+    account = spec.get("serviceAccountName") or "default"
+    for agent in agents:
+        if not memory_enabled(agent):
+            continue
+        name = str(agent["metadata"]["name"])
+        labelled = labels.get("app") == "kagent" and labels.get("kagent") == name
+        if labelled or service_account_of(agent) == account:
+            return name
+    return None
+
+
+def _governed_env(env: Sequence[Mapping[str, Any]], url: str) -> list[dict[str, Any]]:
+    kept = [dict(e) for e in env if e.get("name") not in (KAGENT_URL, LOG_LEVEL)]
+    return [*kept, {"name": KAGENT_URL, "value": url},
+            {"name": LOG_LEVEL, "value": GOVERNED_LOG_LEVEL}]
+
+
+def pod_patch(pod: Mapping[str, Any], url: str) -> list[dict[str, Any]]:
+    """JSON Patch operations that route every container of the Pod to the memory API."""
+    spec = pod.get("spec") or {}
+    ops: list[dict[str, Any]] = []
+    for kind in CONTAINER_KINDS:
+        for index, container in enumerate(spec.get(kind) or []):
+            ops.append({"op": "add", "path": f"/spec/{kind}/{index}/env",
+                        "value": _governed_env(container.get("env") or [], url)})
+    return ops
+
+
+def _effective(env: Sequence[Mapping[str, Any]], name: str) -> Any:
+    """What a container sees: the last entry of a name wins; valueFrom is not a value."""
+    entries = [e for e in env if e.get("name") == name]
+    if not entries:
+        return None
+    last = entries[-1]
+    return last.get("value") if "valueFrom" not in last else None
+
+
+def pod_denials(pod: Mapping[str, Any], url: str) -> list[Denial]:
+    """A routed Pod's every container must see the memory API and LOG_LEVEL=ERROR."""
+    spec = pod.get("spec") or {}
+    denials = []
+    for kind in CONTAINER_KINDS:
+        for index, container in enumerate(spec.get(kind) or []):
+            env = container.get("env") or []
+            if _effective(env, KAGENT_URL) != url or \
+                    _effective(env, LOG_LEVEL) != GOVERNED_LOG_LEVEL:
+                denials.append(Denial(AdmissionCode.MEMORY_RUNTIME_UNGOVERNED,
+                                      f"spec.{kind}[{index}].env"))
+    return denials
