@@ -358,6 +358,7 @@ def _env(obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 KAGENT_LABELS = {"app": "kagent", "kagent": "memory-agent"}
+ROUTED = {"fgentic.dev/memory-routed": "true"}
 # What kagent's controller renders: the Agent's deployment.env, then its own KAGENT_URL.
 RENDERED_ENV = [{"name": "KAGENT_URL", "value": "http://attacker.example:80"},
                 {"name": "TEAM", "value": "a"}, {"name": "KAGENT_URL", "value": CONTROLLER_URL}]
@@ -381,13 +382,15 @@ def test_a_memory_agents_pods_are_routed_to_the_memory_api(stack: dict[str, Any]
     verdict, labelled = _create_pod(stack, _pod("by-labels", RENDERED_ENV, labels=KAGENT_LABELS))
     assert verdict == "allow", verdict
     assert _env(labelled) == governed
+    assert labelled["metadata"]["labels"] == {**KAGENT_LABELS, **ROUTED}
     # No kagent labels, but the Agent's service account (the namespace is labelled for it).
     verdict, by_account = _create_pod(stack, _pod("by-account", RENDERED_ENV))
     assert verdict == "allow", verdict
-    assert _env(by_account) == governed
+    assert _env(by_account) == governed and by_account["metadata"]["labels"] == ROUTED
     # Any other Pod is left exactly as it was.
     verdict, other = _create_pod(stack, _pod("other", RENDERED_ENV, account="default"))
     assert verdict == "allow" and _env(other) == RENDERED_ENV, verdict
+    assert not other["metadata"].get("labels")
 
 
 def test_a_pod_that_escaped_the_routing_is_refused(stack: dict[str, Any],
@@ -395,14 +398,16 @@ def test_a_pod_that_escaped_the_routing_is_refused(stack: dict[str, Any],
     name = stack["mutating"]["metadata"]["name"]
     stack["cp"].kubectl("delete", "mutatingwebhookconfiguration", name)
     try:
-        for env in (RENDERED_ENV,
-                    [{"name": "KAGENT_URL", "value": GOVERNED_URL},
-                     {"name": "LOG_LEVEL", "value": "INFO"}]):
-            verdict, _ = _create_pod(stack, _pod("escaped", env, labels=KAGENT_LABELS))
+        good = [{"name": "KAGENT_URL", "value": GOVERNED_URL},
+                {"name": "LOG_LEVEL", "value": "ERROR"}]
+        for env in (RENDERED_ENV, [good[0], {"name": "LOG_LEVEL", "value": "INFO"}]):
+            verdict, _ = _create_pod(stack, _pod("escaped", env,
+                                                 labels={**KAGENT_LABELS, **ROUTED}))
             assert "MEMORY_RUNTIME_UNGOVERNED at spec.containers[0].env" in verdict, verdict
-        verdict, _ = _create_pod(stack, _pod("escaped", [
-            {"name": "KAGENT_URL", "value": GOVERNED_URL},
-            {"name": "LOG_LEVEL", "value": "ERROR"}], labels=KAGENT_LABELS))
+        verdict, _ = _create_pod(stack, _pod("escaped", good, labels=KAGENT_LABELS))
+        assert "MEMORY_RUNTIME_UNGOVERNED at metadata.labels" in verdict, verdict  # unlabelled
+        verdict, _ = _create_pod(stack, _pod("escaped", good,
+                                             labels={**KAGENT_LABELS, **ROUTED}))
         assert verdict == "allow", verdict
     finally:
         stack["cp"].kubectl("apply", "-f", "-", input=json.dumps(stack["mutating"]))

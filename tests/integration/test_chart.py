@@ -147,6 +147,74 @@ def test_control_api_refuses_to_render_without_its_secrets() -> None:
     assert result.returncode != 0 and "controlApi needs" in result.stderr
 
 
+MEMORY_API = ("memoryApi.enabled=true", "store.dsnSecret.name=pg",
+              "localHomeserver=example.org")
+
+
+def test_memory_routing_equals_the_python_renderers() -> None:
+    docs = _render(*MEMORY_API)
+    (vwc,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    (mwc,) = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
+    python_vwc = admission.webhook_configuration("x", "https://h", b"ca", memory_routing=True)
+    python_mwc = admission.mutating_configuration("x", "https://h", b"ca")
+    for chart, python in ((vwc, python_vwc), (mwc, python_mwc)):
+        assert [h["name"] for h in chart["webhooks"]] == [h["name"] for h in python["webhooks"]]
+        for chart_hook, python_hook in zip(chart["webhooks"], python["webhooks"], strict=True):
+            for key in ("rules", "objectSelector", "failurePolicy", "sideEffects"):
+                assert chart_hook.get(key) == python_hook.get(key), (chart_hook["name"], key)
+            assert chart_hook.get("reinvocationPolicy") == python_hook.get("reinvocationPolicy")
+            assert chart_hook["namespaceSelector"].get("matchLabels") == \
+                python_hook["namespaceSelector"].get("matchLabels")
+            assert chart_hook["clientConfig"]["service"]["path"] == \
+                python_hook["clientConfig"]["url"].removeprefix("https://h")
+    # Without the memory API there is no Pod routing at all (and memory Agents are refused).
+    plain = _render()
+    assert not [d for d in plain if d["kind"] == "MutatingWebhookConfiguration"]
+    (webhook,) = [d for d in plain if d["kind"] == "Deployment"
+                  and d["metadata"]["name"] == "fg-webhook"]
+    assert not any(a.startswith("--memory-api-url")
+                   for a in webhook["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_memory_api_runs_replicated_least_privileged_and_fenced_by_policy() -> None:
+    docs = _render(*MEMORY_API, "memoryApi.agentNamespaces={team-a}")
+    named = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    deployment = named[("Deployment", "fg-memory-api")]
+    assert deployment["spec"]["replicas"] >= 2
+    assert ("PodDisruptionBudget", "fg-memory-api") in named
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "memory-api"
+    assert "--local-homeserver=example.org" in container["args"]
+    webhook = named[("Deployment", "fg-webhook")]["spec"]["template"]["spec"]["containers"][0]
+    assert "--memory-api-url=http://fg-memory-api.fgentic-system.svc:8083" in webhook["args"]
+    role = named[("ClusterRole", "fg-memory-api")]
+    assert role["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+         "verbs": ["create"]},
+        {"apiGroups": ["kagent.dev"], "resources": ["agents"], "verbs": ["list"]}]
+    policy = named[("NetworkPolicy", "fg-memory-api")]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    sources = policy["spec"]["ingress"][0]["from"]
+    assert {"namespaceSelector": {}, "podSelector": {"matchLabels": {
+        "fgentic.dev/memory-routed": "true"}}} in sources
+    egress = named[("NetworkPolicy", "fg-memory-routed-egress")]
+    assert egress["metadata"]["namespace"] == "team-a"
+    assert egress["spec"]["podSelector"] == {"matchLabels": {"fgentic.dev/memory-routed": "true"}}
+    assert egress["spec"]["policyTypes"] == ["Egress"]
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (("memoryApi.enabled=true",), "memoryApi needs store.dsnSecret.name"),
+    ((*MEMORY_API, "memoryApi.replicas=1"), "memoryApi.replicas must be at least 2"),
+])
+def test_memory_api_refuses_to_render_unsafely(sets: tuple[str, ...], message: str) -> None:
+    args = [str(binary("helm")), "template", "fg", str(CHART)]
+    for value in sets:
+        args += ["--set", value]
+    result = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and message in result.stderr
+
+
 def test_webhook_runs_two_replicas_behind_a_pdb() -> None:
     docs = _render()
     (webhook,) = [d for d in docs if d["kind"] == "Deployment"
@@ -220,9 +288,12 @@ def test_rendered_manifests_pass_server_side_dry_run(control_plane: Any, tmp_pat
                               "--set", "store.dsnSecret.name=store",
                               "--set", "controlApi.enabled=true",
                               "--set", "controlApi.tokenSecret.name=bridge-token",
-                              "--set", "controlApi.botMxid=@bot:example.org"))
+                              "--set", "controlApi.botMxid=@bot:example.org",
+                              "--set", "memoryApi.enabled=true",
+                              "--set", "memoryApi.agentNamespaces={" + NS + "}"))
     out = control_plane.kubectl("apply", "--dry-run=server", "-n", NS, "-f", str(manifest))
     assert "validatingwebhookconfiguration.admissionregistration.k8s.io/fg created" in out
+    assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/fg created" in out
     assert "validatingadmissionpolicy.admissionregistration.k8s.io/fg-agent-headers created" in out
     assert out.count("(server dry run)") == len(
         [d for d in yaml.safe_load_all(manifest.read_text()) if d])

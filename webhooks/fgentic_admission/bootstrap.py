@@ -115,6 +115,24 @@ def inject_ca(admission: client.AdmissionregistrationV1Api, target: Target, ca_b
     if patch:
         admission.patch_validating_webhook_configuration(target.webhook_config, patch)
         log.info("CA injected into the webhook configuration")
+    _inject_mutating(admission, target, ca_b64)
+
+
+def _inject_mutating(admission: client.AdmissionregistrationV1Api, target: Target,
+                     ca_b64: str) -> None:
+    """The Pod routing's MutatingWebhookConfiguration (same name), when it is installed."""
+    try:
+        config = admission.read_mutating_webhook_configuration(target.webhook_config)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return
+        raise
+    patch = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_b64}
+             for i, hook in enumerate(config.webhooks or [])
+             if hook.client_config.ca_bundle != ca_b64]
+    if patch:
+        admission.patch_mutating_webhook_configuration(target.webhook_config, patch)
+        log.info("CA injected into the Pod routing configuration")
 
 
 def settle(api_client: client.ApiClient, target: Target, tls_dir: Path) -> None:

@@ -17,6 +17,9 @@ from typing import Any, Final
 from fgentic_admission.policy import AdmissionCode, Denial
 from fgentic_governance.memoryapi.identity import memory_enabled, service_account_of
 
+ROUTED_LABEL: Final = "fgentic.dev/memory-routed"
+"""Set on every routed Pod: the chart's NetworkPolicy lets Pods with it reach kagent's
+controller only through the memory API. Kept by the validating side on every UPDATE."""
 KAGENT_URL: Final = "KAGENT_URL"
 LOG_LEVEL: Final = "LOG_LEVEL"
 GOVERNED_LOG_LEVEL: Final = "ERROR"
@@ -47,7 +50,11 @@ def _governed_env(env: Sequence[Mapping[str, Any]], url: str) -> list[dict[str, 
 def pod_patch(pod: Mapping[str, Any], url: str) -> list[dict[str, Any]]:
     """JSON Patch operations that route every container of the Pod to the memory API."""
     spec = pod.get("spec") or {}
-    ops: list[dict[str, Any]] = []
+    labels = (pod.get("metadata") or {}).get("labels")
+    ops: list[dict[str, Any]] = [
+        {"op": "add", "path": "/metadata/labels/" + ROUTED_LABEL.replace("/", "~1"),
+         "value": "true"} if labels else
+        {"op": "add", "path": "/metadata/labels", "value": {ROUTED_LABEL: "true"}}]
     for kind in CONTAINER_KINDS:
         for index, container in enumerate(spec.get(kind) or []):
             ops.append({"op": "add", "path": f"/spec/{kind}/{index}/env",
@@ -65,9 +72,12 @@ def _effective(env: Sequence[Mapping[str, Any]], name: str) -> Any:
 
 
 def pod_denials(pod: Mapping[str, Any], url: str) -> list[Denial]:
-    """A routed Pod's every container must see the memory API and LOG_LEVEL=ERROR."""
+    """A routed Pod carries the routed label, and its every container sees the memory API and
+    LOG_LEVEL=ERROR."""
     spec = pod.get("spec") or {}
     denials = []
+    if ((pod.get("metadata") or {}).get("labels") or {}).get(ROUTED_LABEL) != "true":
+        denials.append(Denial(AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "metadata.labels"))
     for kind in CONTAINER_KINDS:
         for index, container in enumerate(spec.get(kind) or []):
             env = container.get("env") or []

@@ -54,12 +54,14 @@ def namespace_selector(excluded: Sequence[str]) -> dict[str, Any]:
 
 
 def _pod_webhooks(names: tuple[str, str], client_config: dict[str, Any],
-                  excluded: Sequence[str], timeout: int) -> list[dict[str, Any]]:
+                  excluded: Sequence[str], timeout: int,
+                  operations: Sequence[str] = ("CREATE",)) -> list[dict[str, Any]]:
     """kagent's Agent Pods (label ``app: kagent``) everywhere; any other Pod only in
     namespaces labelled for routing. Both fail closed."""
-    by_label = _webhook(names[0], client_config, _POD_RULES, excluded, timeout)
+    rules = [{**_POD_RULES[0], "operations": list(operations)}]
+    by_label = _webhook(names[0], client_config, rules, excluded, timeout)
     by_label["objectSelector"] = {"matchExpressions": [_KAGENT_POD]}
-    by_account = _webhook(names[1], client_config, _POD_RULES, excluded, timeout)
+    by_account = _webhook(names[1], client_config, rules, excluded, timeout)
     by_account["objectSelector"] = {"matchExpressions": [_OTHER_POD]}
     by_account["namespaceSelector"]["matchLabels"] = {ROUTED_NAMESPACE_LABEL: "enabled"}
     return [by_label, by_account]
@@ -94,8 +96,9 @@ def webhook_configuration(name: str, base_url: str, ca_pem: bytes, *,
                  _GOVERNANCE_RULES, excluded, timeout),
     ]
     if memory_routing:
+        # UPDATE too: a routed Pod may not drop its label (the NetworkPolicy keys on it).
         hooks += _pod_webhooks(POD_CHECK_WEBHOOKS, {"url": f"{base}/podcheck", "caBundle": ca},
-                               excluded, timeout)
+                               excluded, timeout, ("CREATE", "UPDATE"))
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",

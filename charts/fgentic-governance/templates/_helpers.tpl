@@ -9,3 +9,45 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- define "fg.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
 {{- define "fg.webhookService" -}}{{ .Release.Name }}-webhook{{- end -}}
 {{- define "fg.tlsSecret" -}}{{ .Values.webhook.tls.secretName | default (printf "%s-webhook-tls" .Release.Name) }}{{- end -}}
+{{- define "fg.memoryApi" -}}{{ .Release.Name }}-memory-api{{- end -}}
+{{- define "fg.memoryApiUrl" -}}http://{{ include "fg.memoryApi" . }}.{{ .Release.Namespace }}.svc:{{ .Values.memoryApi.port }}{{- end -}}
+{{- /* The two Pod hooks of the memory routing (render.py _pod_webhooks): kagent's Agent Pods
+everywhere, any other Pod in namespaces labelled fgentic.dev/memory-routing=enabled.
+Arguments: ctx, names (two), path, operations, ca, mutating. */ -}}
+{{- define "fg.podHooks" -}}
+{{- $ctx := .ctx }}
+{{- range $i, $name := .names }}
+- name: {{ $name }}
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+  matchPolicy: Equivalent
+  {{- if $.mutating }}
+  reinvocationPolicy: IfNeeded
+  {{- end }}
+  clientConfig:
+    service:
+      name: {{ include "fg.webhookService" $ctx }}
+      namespace: {{ $ctx.Release.Namespace }}
+      path: {{ $.path }}
+    caBundle: {{ $.ca | quote }}
+  rules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: {{ toJson $.operations }}
+      resources: [pods]
+      scope: Namespaced
+  objectSelector:
+    matchExpressions:
+      - {key: app, operator: {{ if eq $i 0 }}In{{ else }}NotIn{{ end }}, values: [kagent]}
+  namespaceSelector:
+    {{- if ne $i 0 }}
+    matchLabels: {fgentic.dev/memory-routing: enabled}
+    {{- end }}
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: NotIn
+        values: {{- toYaml (concat $ctx.Values.webhook.excludedNamespaces (list $ctx.Release.Namespace)) | nindent 10 }}
+{{- end }}
+{{- end -}}
