@@ -40,3 +40,6 @@ if [[ ! -f "$stamp" ]]; then
   .venv/bin/python -m pip install -q -e ".[dev]"
   rm -f .venv/.installed-* && touch "$stamp"
 fi
+
+echo "== the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"
+hack/kagent-runtime.sh >/dev/null

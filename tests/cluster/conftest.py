@@ -21,6 +21,13 @@ from tests.support.cluster import NAMESPACE, Release, apply, built_image
 
 LOCAL_HOMESERVER = "fgentic.local"
 STORE_DB = "fgentic_cluster"
+AGENT_NAMESPACE = "team-mem"
+# The node's DNS answers only kubernetes.default (NODE.md): the memory API and the controller
+# stand-in get pinned Service addresses in the static band of the Service range.
+MEMORY_API_IP = "10.96.77.12"
+CONTROLLER_IP = "10.96.77.13"
+"""Where test_memory_routing.py runs a memory-enabled Agent's Pod (the chart renders the
+routed-egress NetworkPolicy there)."""
 
 
 @pytest.fixture(scope="package")
@@ -68,6 +75,9 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
     pod_dsn = f"postgresql://{SUPERUSER}@{BRIDGE_ADDRESS}:{cluster_postgres.port}/{STORE_DB}"
     apply(cluster, [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        # The chart renders a NetworkPolicy into each memoryApi.agentNamespaces entry.
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": AGENT_NAMESPACE, "labels": {"fgentic.dev/memory-routing": "enabled"}}},
         {"apiVersion": "v1", "kind": "Secret",
          "metadata": {"name": "fg-store", "namespace": NAMESPACE},
          "stringData": {"dsn": pod_dsn}},
@@ -81,6 +91,13 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
         "store": {"dsnSecret": {"name": "fg-store"}},
         "controlApi": {"enabled": True, "tokenSecret": {"name": "fg-control-token"},
                        "botMxid": f"@fgentic:{LOCAL_HOMESERVER}"},
+        # The memory API with its Pod routing, as issue 17 ships it; kagent's controller is a
+        # stand-in Service in namespace kagent (test_memory_routing.py).
+        "memoryApi": {"enabled": True, "url": f"http://{MEMORY_API_IP}:8083",
+                      "service": {"clusterIP": MEMORY_API_IP},
+                      "controllerUrl": f"http://{CONTROLLER_IP}:8083",
+                      "networkPolicy": {"storePort": cluster_postgres.port},
+                      "agentNamespaces": [AGENT_NAMESPACE]},
     }
     installed = Release(cluster, values)
     installed.install()

@@ -170,7 +170,12 @@ def embed(text: str) -> list[float]:
 
 class EmbeddingStub(LoopbackServer):
     """``POST /v1/embeddings``: ``embed(input)`` for each input, as base64 little-endian
-    float32 when asked (the openai SDK the runtime uses always asks)."""
+    float32 when asked (the openai SDK the runtime uses always asks). ``aliases`` maps a text
+    to the text whose vector it gets instead (two texts "meaning the same")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aliases: dict[str, str] = {}
 
     @property
     def url(self) -> str:
@@ -185,7 +190,7 @@ class EmbeddingStub(LoopbackServer):
         as_base64 = body.get("encoding_format") == "base64"
         data = []
         for index, text in enumerate(inputs):
-            vector = embed(str(text))
+            vector = embed(self.aliases.get(str(text), str(text)))
             encoded: Any = (base64.b64encode(struct.pack(f"<{DIMENSIONS}f", *vector)).decode()
                             if as_base64 else vector)
             data.append({"object": "embedding", "index": index, "embedding": encoded})
@@ -219,11 +224,14 @@ class ChatStub(LoopbackServer):
     """``POST /v1/chat/completions`` (non-streaming, what kagent's OpenAI model sends unless
     the Agent streams). One scripted ``Step`` per user turn, ``Say("OK.")`` when the script is
     empty; a request whose last message is a tool result gets the pending call's ``then``; a
-    summariser request gets ``json.dumps(summary)``."""
+    summariser request gets ``json.dumps(summary)`` (a ``str`` summary as it is: malformed
+    output), once ``summary_gate`` (if set) is set: a test can hold the runtime's background
+    save between its summary and its save."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.summary: list[str] = ["The user talked about the weather."]
+        self.summary: list[str] | str = ["The user talked about the weather."]
+        self.summary_gate: asyncio.Event | None = None
         self._steps: list[Step] = []
         self._pending: dict[str, str] = {}  # tool call id -> the text after its result
 
@@ -248,7 +256,10 @@ class ChatStub(LoopbackServer):
                                      status=400)
         last = body["messages"][-1]
         if _is_summariser(body):
-            message: dict[str, Any] = {"role": "assistant", "content": json.dumps(self.summary)}
+            if self.summary_gate is not None:
+                await self.summary_gate.wait()
+            message: dict[str, Any] = {"role": "assistant", "content": (
+                self.summary if isinstance(self.summary, str) else json.dumps(self.summary))}
         elif last.get("role") == "tool":
             message = {"role": "assistant",
                        "content": self._pending.pop(last.get("tool_call_id", ""), "Done.")}
@@ -463,8 +474,8 @@ def agent_config(chat_url: str, embeddings_url: str, *, ttl_days: int = 0) -> di
     }
 
 
-def _agent_card(url: str) -> dict[str, Any]:
-    return {"name": AGENT.replace("-", "_"), "description": "A test agent.", "url": url,
+def _agent_card(url: str, agent: str = AGENT) -> dict[str, Any]:
+    return {"name": agent.replace("-", "_"), "description": "A test agent.", "url": url,
             "version": "0.1.0", "capabilities": {"streaming": False},
             "defaultInputModes": ["text"], "defaultOutputModes": ["text"], "skills": []}
 
@@ -472,22 +483,24 @@ def _agent_card(url: str) -> dict[str, Any]:
 async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
                       embeddings: EmbeddingStub, log_level: str = "ERROR",
                       ttl_days: int = 0, token: str | None = None,
-                      extra_env: Mapping[str, str] | None = None) -> RunningAgent:
+                      extra_env: Mapping[str, str] | None = None, namespace: str = NAMESPACE,
+                      agent: str = AGENT) -> RunningAgent:
     """Start the runtime serving A2A on a free loopback port with ``config.json``,
-    ``agent-card.json`` and the token file in ``workdir``; wait (bounded) until it serves its
-    agent card. Async so the stubs in this loop keep answering while it starts."""
+    ``agent-card.json`` and the token file in ``workdir``, as the Agent ``namespace/agent``
+    (``KAGENT_NAMESPACE``, ``KAGENT_NAME``); wait (bounded) until it serves its agent card.
+    Async so the stubs in this loop keep answering while it starts."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     (workdir / "config.json").write_text(json.dumps(
         agent_config(chat.url, embeddings.url, ttl_days=ttl_days)))
-    (workdir / "agent-card.json").write_text(json.dumps(_agent_card(base_url + "/")))
+    (workdir / "agent-card.json").write_text(json.dumps(_agent_card(base_url + "/", agent)))
     token = token or "kagent-sa-token-" + uuid.uuid4().hex
     (workdir / "kagent-token").write_text(token + "\n")
     # Built from scratch, like a Pod's: no proxy settings or credentials of ours leak in.
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir),
-        "KAGENT_URL": kagent_url, "KAGENT_NAME": AGENT, "KAGENT_NAMESPACE": NAMESPACE,
+        "KAGENT_URL": kagent_url, "KAGENT_NAME": agent, "KAGENT_NAMESPACE": namespace,
         "LOG_LEVEL": log_level, "OPENAI_API_KEY": "sk-test-dummy",
         "KAGENT_TEST_TOKEN_PATH": str(workdir / "kagent-token"), **(extra_env or {}),
     }
@@ -497,13 +510,14 @@ async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
         process = subprocess.Popen([str(runtime_python()), "-P", "-u", str(RUNNER),
                                     str(workdir), str(port)],
                                    stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-    agent = RunningAgent(process, base_url, log, token)
+    running = RunningAgent(process, base_url, log, token, app_name=(
+        namespace.replace("-", "_") + "__NS__" + agent.replace("-", "_")))
     try:
-        await _wait_ready(agent)
+        await _wait_ready(running)
     except BaseException:
-        agent.stop()
+        running.stop()
         raise
-    return agent
+    return running
 
 
 async def _wait_ready(agent: RunningAgent) -> None:

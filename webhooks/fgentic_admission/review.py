@@ -32,6 +32,7 @@ from fgentic_admission.policy import (
     consent_denials,
     scope_denials,
 )
+from fgentic_governance.failures import failure_code
 
 log = logging.getLogger("fgentic_admission.review")
 
@@ -70,15 +71,6 @@ class MemoryRouting:
     url: str
     ready: Callable[[], Awaitable[bool]]
     agents: Callable[[str], Awaitable[Sequence[Mapping[str, Any]]]]
-
-
-def failure_code(exc: BaseException) -> str:
-    """A bounded name for why a lookup failed: the API server's HTTP status (a 403 is a
-    ClusterRole missing a verb) or the exception's class; never its message."""
-    status = getattr(exc, "status", None)
-    if isinstance(status, int) and 100 <= status <= 599:
-        return f"API_STATUS_{status}"
-    return type(exc).__name__
 
 
 class Reviewer:

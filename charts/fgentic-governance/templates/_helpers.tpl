@@ -10,7 +10,7 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- define "fg.webhookService" -}}{{ .Release.Name }}-webhook{{- end -}}
 {{- define "fg.tlsSecret" -}}{{ .Values.webhook.tls.secretName | default (printf "%s-webhook-tls" .Release.Name) }}{{- end -}}
 {{- define "fg.memoryApi" -}}{{ .Release.Name }}-memory-api{{- end -}}
-{{- define "fg.memoryApiUrl" -}}http://{{ include "fg.memoryApi" . }}.{{ .Release.Namespace }}.svc:{{ .Values.memoryApi.port }}{{- end -}}
+{{- define "fg.memoryApiUrl" -}}{{ .Values.memoryApi.url | default (printf "http://%s.%s.svc:%v" (include "fg.memoryApi" .) .Release.Namespace .Values.memoryApi.port) }}{{- end -}}
 {{- /* The two Pod hooks of the memory routing (render.py _pod_webhooks): kagent's Agent Pods
 everywhere, any other Pod in namespaces labelled fgentic.dev/memory-routing=enabled.
 Arguments: ctx, names (two), path, operations, ca, mutating. */ -}}

@@ -1,9 +1,11 @@
 """`fgentic-governance dev up`: the whole system on this machine, end to end.
 
 Builds or reuses the control-plane binaries, starts etcd + kube-apiserver and PostgreSQL on
-loopback, installs our CRDs and the pinned upstream ones, starts the webhook (with its own
-ValidatingWebhookConfiguration) and the operator as child processes, applies `examples/`,
-shows that an unsafe Agent is denied, and prints each object's content-free status.
+loopback, installs our CRDs and the pinned upstream ones, starts the memory API, the webhook
+(with its own Validating- and MutatingWebhookConfiguration, routing memory-enabled Agents'
+Pods to the memory API) and the operator as child processes, applies `examples/`, shows that
+an unsafe Agent is denied, prints each object's content-free status, and shows a governed
+save and a refused unconsented one through the memory API (``memory_demo``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fgentic_admission.render import webhook_configuration
+from fgentic_admission.render import mutating_configuration, webhook_configuration
 from fgentic_governance import paths
 from fgentic_governance.api.registry import KINDS as RESOURCES
-from fgentic_governance.devenv import free_port, terminate, wait_until
+from fgentic_governance.devenv import free_port, memory_demo, terminate, wait_until
 from fgentic_governance.devenv.binaries import upstream_crds
 from fgentic_governance.devenv.controlplane import KubectlError, LocalControlPlane
 from fgentic_governance.devenv.postgres import LocalPostgres
@@ -67,6 +69,8 @@ class DevStack:
         self.cp = LocalControlPlane(self.workdir / "controlplane")
         self.pg = LocalPostgres(self.workdir / "postgres")
         self.children: list[subprocess.Popen[bytes]] = []
+        self.dsn = ""
+        self.memory_api = ""
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -80,8 +84,10 @@ class DevStack:
         dsn_file = self.workdir / "store-dsn"
         dsn_file.touch(mode=0o600)
         dsn_file.write_text(dsn)
-        self._start_webhook()
+        self.dsn = dsn
         self._start_operator(dsn_file)
+        self._start_memory_api(dsn_file)
+        self._start_webhook()
 
     def _start_webhook(self) -> None:
         _, _, ca = write_serving_bundle(self.workdir / "webhook-tls", ["127.0.0.1", "localhost"])
@@ -90,13 +96,29 @@ class DevStack:
         proc = spawn_cli(["webhook", "--kubeconfig", str(self.cp.kubeconfig), "--tls-dir",
                           str(self.workdir / "webhook-tls"), "--host", "127.0.0.1",
                           "--port", str(port), "--health-port", str(free_port()),
-                          "--local-homeserver", LOCAL_HOMESERVER], log)
+                          "--local-homeserver", LOCAL_HOMESERVER,
+                          "--memory-api-url", self.memory_api], log)
         self.children.append(proc)
         wait_until(lambda: port_open(port), proc, what="webhook", log=log, timeout=60)
-        config = webhook_configuration("fgentic-governance", f"https://127.0.0.1:{port}",
-                                       ca.read_bytes())
-        self.cp.kubectl("apply", "-f", "-", input=json.dumps(config))
+        base = f"https://127.0.0.1:{port}"
+        for config in (webhook_configuration("fgentic-governance", base, ca.read_bytes(),
+                                             memory_routing=True),
+                       mutating_configuration("fgentic-governance", base, ca.read_bytes())):
+            self.cp.kubectl("apply", "-f", "-", input=json.dumps(config))
         print(f"webhook serving on 127.0.0.1:{port} (log {log})", flush=True)
+
+    def _start_memory_api(self, dsn_file: Path) -> None:
+        """kagent's controller is not part of `dev up`: pass-through answers 502 here."""
+        port = free_port()
+        log = self.workdir / "memory-api.log"
+        proc = spawn_cli(["memory-api", "--kubeconfig", str(self.cp.kubeconfig),
+                          "--store-dsn-file", str(dsn_file), "--upstream",
+                          f"http://127.0.0.1:{free_port()}", "--local-homeserver",
+                          LOCAL_HOMESERVER, "--host", "127.0.0.1", "--port", str(port)], log)
+        self.children.append(proc)
+        wait_until(lambda: port_open(port), proc, what="memory-api", log=log, timeout=60)
+        self.memory_api = f"http://127.0.0.1:{port}"
+        print(f"memory API serving on {self.memory_api} (log {log})", flush=True)
 
     def _start_operator(self, dsn_file: Path) -> None:
         log = self.workdir / "operator.log"
@@ -160,6 +182,7 @@ def run_dev(args: argparse.Namespace) -> int:
         print("\ncontent-free status of every governance object:")
         for item in items:
             print(status_line(item))
+        memory_demo.run(stack.cp, stack.dsn, stack.memory_api)
         unobserved = [i for i in items if "observedGeneration" not in i.get("status", {})]
         if args.hold:
             print(f"\nrunning; KUBECONFIG={stack.cp.kubeconfig}; Ctrl-C to stop", flush=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -17,9 +18,11 @@ from typing import Any, Final, Generic, TypeVar
 
 from kubernetes import client
 
+from fgentic_governance.failures import failure_code
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
 from fgentic_governance.memoryapi.identity import AgentRef, Workload, resolve_agent, workload_of
 
+log = logging.getLogger("fgentic_governance.memoryapi")
 AUDIENCE: Final = "kagent"
 """kagent v0.9.11 mounts the Agent Pod's token with this audience (manifest_builder.go)."""
 CACHE_SECONDS: Final = 10.0
@@ -96,11 +99,12 @@ class KubeIdentity:
 
     @staticmethod
     async def _call(method: Callable[..., Any], *args: Any) -> Any:
-        failed = False
+        failure = ""
         try:
             async with asyncio.timeout(API_SECONDS + 1):
                 return await asyncio.to_thread(method, *args, _request_timeout=API_SECONDS)
-        except Exception:  # the API's error body is not ours to log; keep only the code
-            failed = True
-        assert failed
+        except Exception as exc:  # the API's error body is not ours to log; keep only the code
+            failure = failure_code(exc)
+        log.warning("memory-api identity lookup failed: %s", failure)
         raise ApiError(ApiReason.IDENTITY_UNAVAILABLE)
+
