@@ -21,10 +21,18 @@ def test_dev_up_runs_the_demo_and_prints_content_free_status(tmp_path: Path) -> 
     assert "memoryscope.governance.fgentic.dev/alice-docs-agent created" in out
     assert "denied as expected: agent-propagates-authorization.yaml" in out
     assert "FORBIDDEN_HEADER" in out
-    status = out.split("content-free status of every governance object:")[1]
+    status, _, demo = out.split("content-free status of every governance object:")[1].partition(
+        "-- governed memory in kagent's path")
     lines = [line for line in status.splitlines() if line.strip()]
     kinds = sorted(line.split()[0] for line in lines)
     assert kinds == ["ConsentRecord", "MemoryScope", "PrincipalOffboarding", "RetrievalBinding"]
     # Content-free: no MXID, room or purpose text in the status lines.
     for secret in ("@alice", "@bob", "!alice-control", "personal-preferences"):
         assert secret not in status
+    # The memory API: an unconsented save refused, a consented one outside a lease refused,
+    # inside a lease stored and found; only the consenting subject has a row.
+    assert "save for bob (no consent):            403 {'error': 'LEASE_MISSING'}" in demo
+    assert "save for alice (consent and lease):   201 ['id']" in demo
+    assert "search for alice:                     200 1 fact(s)" in demo
+    assert "stored rows: alice 1, bob 0" in demo
+    assert "prefers" not in demo  # no fact text printed

@@ -123,8 +123,9 @@ async def _calls(dsn: str, url: str, token: str, generation: int) -> None:
                      "vector": _vector("Alice prefers tea."), "limit": 5, "min_score": 0.3}
             status, found = await post(session, "/api/memories/search", "alice", query)
             print(f"search for alice:                     {status} {len(found)} fact(s)")
-            rows = await pool.fetch("SELECT user_id, count(*) AS n FROM fgentic_memory.memory"
-                                    " GROUP BY user_id ORDER BY user_id")
-            print("stored rows by subject:", {r["user_id"]: r["n"] for r in rows} or "none")
+            counts = [await pool.fetchval(
+                "SELECT count(*) FROM fgentic_memory.memory WHERE user_id = $1",
+                f"@{who}:{LOCAL}") for who in ("alice", "bob")]
+            print(f"stored rows: alice {counts[0]}, bob {counts[1]}")
         finally:
             await pool.close()

@@ -64,13 +64,15 @@ _ENTER: Final = (
     "SELECT store_agent_name, max_expiry"
     " FROM fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, $7)"
 )
-_SEARCH: Final = (
-    "SELECT id, content, memory_type, source_kind, write_reason, confirmation_status,"
-    " sensitivity, created_at, expires_at, consent_generation,"
-    " 1 - (embedding <=> $1::text::vector) AS score"
-    " FROM fgentic_memory.readable_memory WHERE embedding IS NOT NULL"
-    " ORDER BY embedding <=> $1::text::vector, id LIMIT $2"
-)
+# The query vector is cast once (delegated.py says why).
+_SEARCH: Final = """
+WITH q AS MATERIALIZED (SELECT $1::text::vector AS v)
+SELECT id, content, memory_type, source_kind, write_reason, confirmation_status, sensitivity,
+       created_at, expires_at, consent_generation,
+       1 - (embedding <=> (SELECT v FROM q)) AS score
+  FROM fgentic_memory.readable_memory WHERE embedding IS NOT NULL
+ ORDER BY embedding <=> (SELECT v FROM q), id LIMIT $2
+"""
 _LIST: Final = (
     "SELECT id, content, memory_type, source_kind, write_reason, confirmation_status,"
     " sensitivity, created_at, expires_at, consent_generation"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fgentic_governance.contract import limits
-from fgentic_governance.memory.delegated import Caller, Fact, Found, check_fact
+from fgentic_governance.memory.delegated import Caller, CheckedFact, Fact, Found, check_fact
 from fgentic_governance.memory.errors import StoreRefusal
 from fgentic_governance.memory.model import (
     ConfirmationStatus,
@@ -45,8 +45,8 @@ class Store(Protocol):
 
     async def admit(self, caller: Caller, items: Mapping[Operation, int], *,
                     explicit: bool = ...) -> None: ...
-    async def save(self, caller: Caller, facts: Sequence[Fact],
-                   envelope: Envelope) -> list[str]: ...
+    async def save_checked(self, caller: Caller, rows: Sequence[CheckedFact],
+                           envelope: Envelope) -> list[str]: ...
     async def search(self, caller: Caller, vector: Sequence[float], *, limit: int,
                      min_score: float) -> list[Found]: ...
 
@@ -101,7 +101,7 @@ class MemoryApi:
         fact = _fact(item)
         await _store(self.store.admit(
             caller, {Operation.SAVE: 1, Operation.EMBEDDING: 1}, explicit=True))
-        [entry_id] = await _store(self.store.save(caller, [fact], TOOL_SAVE))
+        [entry_id] = await _store(self.store.save_checked(caller, [fact], TOOL_SAVE))
         return Reply(201, {"id": entry_id})
 
     async def save_batch(self, request: Request, items: Sequence[SaveItem]) -> Reply:
@@ -111,7 +111,7 @@ class MemoryApi:
         n = len(facts)
         await _store(self.store.admit(
             caller, {Operation.SUMMARIZE: 1, Operation.SAVE: n, Operation.EMBEDDING: n}))
-        ids = await _store(self.store.save(caller, facts, AUTOMATIC_SAVE))
+        ids = await _store(self.store.save_checked(caller, facts, AUTOMATIC_SAVE))
         return Reply(201, {"count": len(ids)})
 
     async def search(self, request: Request, query: Search) -> Reply:
@@ -125,14 +125,12 @@ class MemoryApi:
                             "metadata": {}, "created_at": _rfc3339(f)} for f in found])
 
 
-def _fact(item: SaveItem) -> Fact:
-    fact = Fact(item.content, item.vector, item.ttl_days)
+def _fact(item: SaveItem) -> CheckedFact:
+    """The write policy, size and vector checks, before any budget is spent."""
     try:
-        check_fact(fact)  # the write policy and size, before any budget is spent
+        return check_fact(Fact(item.content, item.vector, item.ttl_days))
     except StoreRefusal as refusal:
         reason = refusal.reason
-    else:
-        return fact
     raise ApiError(reason)
 
 
