@@ -349,3 +349,29 @@ async def test_two_replicas_share_leases_and_counters(
         env.url = first
         assert await env.call("/api/memories/search", env.query("x")) == (
             429, {"error": "COST_CEILING_REACHED"})
+
+
+async def test_passed_through_bodies_reach_no_sink_of_ours(
+        env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    """ADR 0023 §44: controller response bodies (here a session whose name carries a
+    sentinel, and the controller's own error text) pass through unchanged and are logged,
+    counted and echoed nowhere by us."""
+    undo = scrub_library_logs()
+    caplog.set_level(logging.DEBUG)
+    sent = headers(env.token, env.ns, AGENT, ALICE)
+    try:
+        created = {"user_id": ALICE, "agent_ref": app_name(env.ns, AGENT), "id": "s-1",
+                   "name": SENTINEL}
+        async with env.http.post(env.url + "/api/sessions", json=created,
+                                 headers=sent) as response:
+            assert response.status == 201
+        async with env.http.get(env.url + "/api/sessions/s-1", headers=sent) as response:
+            assert SENTINEL in await response.text()  # it did pass through us
+        async with env.http.get(env.url + f"/api/sessions/{SENTINEL}",
+                                headers=sent) as response:
+            assert response.status == 404
+    finally:
+        undo()
+    logged = caplog.text + "".join(logging.Formatter().format(r) for r in caplog.records)
+    assert SENTINEL not in logged
+    assert SENTINEL not in generate_latest(REGISTRY).decode()
