@@ -192,6 +192,17 @@ def test_memory_api_runs_replicated_least_privileged_and_fenced_by_policy() -> N
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
          "verbs": ["create"]},
         {"apiGroups": ["kagent.dev"], "resources": ["agents"], "verbs": ["list"]}]
+    embedding = {(d["kind"], d["metadata"]["name"]): d for d in _render(
+        *MEMORY_API, "memoryApi.embeddingsUpstream=http://gw/v1/embeddings",
+        "memoryApi.networkPolicy.embeddingsPort=8080")}
+    args = embedding[("Deployment", "fg-memory-api")]["spec"]["template"]["spec"][
+        "containers"][0]["args"]
+    assert "--embeddings-upstream=http://gw/v1/embeddings" in args
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]} in embedding[
+        ("ClusterRole", "fg-memory-api")]["rules"]
+    assert {"protocol": "TCP", "port": 8080} in [
+        port for rule in embedding[("NetworkPolicy", "fg-memory-api")]["spec"]["egress"]
+        for port in rule["ports"]]
     policy = named[("NetworkPolicy", "fg-memory-api")]
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     sources = policy["spec"]["ingress"][0]["from"]

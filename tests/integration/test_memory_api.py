@@ -29,8 +29,8 @@ from yarl import URL
 from fgentic_governance.memory import Access, MemoryStore
 from fgentic_governance.memoryapi.identity import app_name
 from fgentic_governance.serving import scrub_library_logs
-from tests.support.kagent import ControllerStub
-from tests.support.memory_api import agent_token, headers, memory_api, token
+from tests.support.kagent import ControllerStub, EmbeddingStub
+from tests.support.memory_api import agent_token, headers, memory_api, routed_pod, token
 from tests.support.store import ALICE, scope_record
 
 pytestmark = pytest.mark.integration
@@ -375,3 +375,50 @@ async def test_passed_through_bodies_reach_no_sink_of_ours(
     logged = caplog.text + "".join(logging.Formatter().format(r) for r in caplog.records)
     assert SENTINEL not in logged
     assert SENTINEL not in generate_latest(REGISTRY).decode()
+
+
+# -- embeddings admitted per Agent before the provider (ADR 0023 §42) -------------------------
+
+
+async def test_embeddings_need_a_live_lease_of_the_calling_agent(
+        env: Env, runtime_pool: asyncpg.Pool) -> None:
+    """The runtime embeds before it saves or searches; through /v1/embeddings the work is
+    refused outright while no user of the Agent has a live delegation, charged to the one
+    leased scope, and let through uncharged (counted) when several are leased."""
+    address = f"127.0.{uuid.uuid4().int % 250 + 1}.{uuid.uuid4().int % 250 + 1}"
+    await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, address)
+    provider = EmbeddingStub()
+    await provider.start()
+    body = {"input": ["Alice likes tea."], "model": "m", "dimensions": 768,
+            "encoding_format": "base64"}
+    ledger = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
+              " WHERE scope_key = $1 AND operation = 'embedding'")
+    try:
+        async with memory_api(runtime_pool, env.kube, env.controller.base_url,
+                              embeddings_url=provider.url + "/embeddings") as url, \
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(
+                    local_addr=(address, 0))) as pod, aiohttp.ClientSession() as stranger:
+
+            async def embed(session: aiohttp.ClientSession) -> tuple[int, Any]:
+                async with session.post(url + "/v1/embeddings", json=body,
+                                        headers={"Authorization": "Bearer provider-key"}) as r:
+                    return r.status, await r.json()
+
+            alice = await scope(env, lease=False)
+            assert await embed(pod) == (403, {"error": "LEASE_MISSING"})
+            assert provider.requests == []  # nothing was embedded
+            await env.store.open_lease(alice, 60)
+            status, answer = await embed(pod)
+            assert status == 200 and len(answer["data"]) == 1
+            [seen] = provider.requests
+            assert json.loads(seen.body) == body  # forwarded unchanged
+            assert seen.header("authorization") == "Bearer provider-key"
+            assert await env.pool.fetchval(ledger, alice.scope_key) == 1
+            await scope(env, subject=BOB, name="bob")  # a second leased user of the Agent
+            assert (await embed(pod))[0] == 200
+            assert await env.pool.fetchval(ledger, alice.scope_key) == 1  # not attributable
+            # Any other address (no routed Pod there) is no Agent at all.
+            assert await embed(stranger) == (403, {"error": "AGENT_UNRESOLVED"})
+            assert len(provider.requests) == 2
+    finally:
+        await provider.stop()

@@ -484,16 +484,17 @@ async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
                       embeddings: EmbeddingStub, log_level: str = "ERROR",
                       ttl_days: int = 0, token: str | None = None,
                       extra_env: Mapping[str, str] | None = None, namespace: str = NAMESPACE,
-                      agent: str = AGENT) -> RunningAgent:
+                      agent: str = AGENT, embeddings_url: str | None = None) -> RunningAgent:
     """Start the runtime serving A2A on a free loopback port with ``config.json``,
     ``agent-card.json`` and the token file in ``workdir``, as the Agent ``namespace/agent``
     (``KAGENT_NAMESPACE``, ``KAGENT_NAME``); wait (bounded) until it serves its agent card.
-    Async so the stubs in this loop keep answering while it starts."""
+    Async so the stubs in this loop keep answering while it starts. ``embeddings_url``
+    replaces the embeddings stub's URL in the Agent's config (e.g. the memory API's /v1)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     (workdir / "config.json").write_text(json.dumps(
-        agent_config(chat.url, embeddings.url, ttl_days=ttl_days)))
+        agent_config(chat.url, embeddings_url or embeddings.url, ttl_days=ttl_days)))
     (workdir / "agent-card.json").write_text(json.dumps(_agent_card(base_url + "/", agent)))
     token = token or "kagent-sa-token-" + uuid.uuid4().hex
     (workdir / "kagent-token").write_text(token + "\n")

@@ -16,7 +16,7 @@ from fgentic_governance.devenv import free_port
 from fgentic_governance.memory.delegated import DelegatedStore
 from fgentic_governance.memoryapi import proxy
 from fgentic_governance.memoryapi.http import make_handler
-from fgentic_governance.memoryapi.identity import app_name
+from fgentic_governance.memoryapi.identity import ROUTED_LABEL, app_name
 from fgentic_governance.memoryapi.kube import KubeIdentity
 from fgentic_governance.memoryapi.service import MemoryApi
 
@@ -76,13 +76,33 @@ def headers(token_: str, ns: str, agent: str, user: str | None) -> dict[str, str
     return sent
 
 
+def routed_pod(api: client.ApiClient, ns: str, agent: str, address: str) -> None:
+    """A routed Pod of ``agent`` (kagent's labels, the webhook's label, the Agent's account)
+    whose status says it runs at ``address``: what the API server would hold for a running
+    Agent Pod (no kubelet here, so the test writes the status)."""
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(ns, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{agent}-pod", "labels": {
+            "app": "kagent", "kagent": agent, ROUTED_LABEL: "true"}},
+        "spec": {"serviceAccountName": agent, "automountServiceAccountToken": False,
+                 "containers": [{"name": "kagent", "image": "kagent:0.9.11"}]}})
+    core.patch_namespaced_pod_status(f"{agent}-pod", ns, {"status": {
+        "phase": "Running", "podIP": address, "podIPs": [{"ip": address}]}})
+
+
 @asynccontextmanager
 async def memory_api(runtime_pool: asyncpg.Pool, api: client.ApiClient, upstream_url: str,
-                     *, local_server: str = LOCAL) -> AsyncIterator[str]:
-    """The memory API served on 127.0.0.1; yields its base URL."""
+                     *, local_server: str = LOCAL, embeddings_url: str = ""
+                     ) -> AsyncIterator[str]:
+    """The memory API served on 127.0.0.1; yields its base URL. With ``embeddings_url`` it
+    also serves ``/v1/embeddings``, identifying the caller's Pod by address."""
     upstream = proxy.session()
+    identity = KubeIdentity(api)
     handler = make_handler(MemoryApi(DelegatedStore(runtime_pool), local_server),
-                           KubeIdentity(api).agent_for, upstream, upstream_url)
+                           identity.agent_for, upstream, upstream_url,
+                           embeddings_url=embeddings_url,
+                           identify_address=identity.agent_for_address)
     port = free_port()
     runner = await serving.serve(handler, "127.0.0.1", port)
     try:

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fgentic_admission.pods import ROUTED_LABEL, memory_agent_of, pod_denials, pod_patch
+from fgentic_admission.pods import pod_denials, pod_patch
 from fgentic_admission.policy import AdmissionCode
+from fgentic_governance.memoryapi.identity import ROUTED_LABEL, memory_agent_of
 
 URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
 

@@ -1,6 +1,7 @@
 """Routing kagent's runtime to the memory API: which Pods, what to set, what to refuse (pure).
 
-kagent v0.9.11 labels an Agent's Pods ``app: kagent`` and ``kagent: <agent name>`` and runs them
+Which Pods: ``memoryapi.identity.memory_agent_of`` (shared with the memory API). kagent v0.9.11
+labels an Agent's Pods ``app: kagent`` and ``kagent: <agent name>`` and runs them
 under the Agent's service account (``deployment.serviceAccountName``, else the Agent's name);
 its controller appends its own ``KAGENT_URL`` after the Agent's ``deployment.env``, so only the
 Pod can be changed. A Pod of a memory-enabled Agent - by those labels, or by running under a
@@ -11,34 +12,16 @@ exactly once and last. The validating side refuses such a Pod whose effective va
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from fgentic_admission.policy import AdmissionCode, Denial
-from fgentic_governance.memoryapi.identity import memory_enabled, service_account_of
+from fgentic_governance.memoryapi.identity import ROUTED_LABEL
 
-ROUTED_LABEL: Final = "fgentic.dev/memory-routed"
-"""Set on every routed Pod: the chart's NetworkPolicy lets Pods with it reach kagent's
-controller only through the memory API. Kept by the validating side on every UPDATE."""
 KAGENT_URL: Final = "KAGENT_URL"
 LOG_LEVEL: Final = "LOG_LEVEL"
 GOVERNED_LOG_LEVEL: Final = "ERROR"
 CONTAINER_KINDS: Final = ("initContainers", "containers")
-
-
-def memory_agent_of(pod: Mapping[str, Any], agents: Iterable[Mapping[str, Any]]) -> str | None:
-    """The memory-enabled Agent this Pod runs, by kagent's labels or by service account."""
-    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    labels = meta.get("labels") or {}
-    account = spec.get("serviceAccountName") or "default"
-    for agent in agents:
-        if not memory_enabled(agent):
-            continue
-        name = str(agent["metadata"]["name"])
-        labelled = labels.get("app") == "kagent" and labels.get("kagent") == name
-        if labelled or service_account_of(agent) == account:
-            return name
-    return None
 
 
 def _governed_env(env: Sequence[Mapping[str, Any]], url: str) -> list[dict[str, Any]]:

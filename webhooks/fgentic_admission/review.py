@@ -33,6 +33,7 @@ from fgentic_admission.policy import (
     scope_denials,
 )
 from fgentic_governance.failures import failure_code
+from fgentic_governance.memoryapi.identity import memory_agent_of
 
 log = logging.getLogger("fgentic_admission.review")
 
@@ -137,7 +138,7 @@ class Reviewer:
             "namespace") or "")
         if self._routing is None:
             return [], []  # no routing configured: Agents with memory are refused instead
-        agent = pods.memory_agent_of(pod, await self._routing.agents(namespace))
+        agent = memory_agent_of(pod, await self._routing.agents(namespace))
         if agent is None:
             return [], []
         if mutate:

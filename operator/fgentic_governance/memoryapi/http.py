@@ -38,6 +38,11 @@ REQUESTS: Final = Counter("fgentic_memory_api_requests",
                           "Memory API requests by action and outcome reason code.",
                           ["action", "reason"])
 _HEADERS: Final = MappingProxyType({"Cache-Control": "no-store"})
+EMBEDDINGS_PATH: Final = "/v1/embeddings"
+EMBEDDINGS: Final = Counter("fgentic_memory_api_embeddings",
+                            "Embeddings requests by outcome: charged to the one leased scope, "
+                            "unattributed (several leased), or refused (reason code).",
+                            ["outcome"])
 Identify = Callable[[str], Awaitable[AgentRef]]
 
 
@@ -90,9 +95,33 @@ def _answer(reply: Reply) -> web.Response:
 
 def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
                  upstream_url: str, *, body_timeout: float = serving.BODY_TIMEOUT,
-                 store_ready: Callable[[], Awaitable[bool]] | None = None) -> serving.Handler:
+                 store_ready: Callable[[], Awaitable[bool]] | None = None,
+                 embeddings_url: str = "",
+                 identify_address: Identify | None = None) -> serving.Handler:
+    """``embeddings_url`` (with ``identify_address``): serve ``POST /v1/embeddings`` for the
+    runtime's embeddings provider route, admitted per Agent before it is forwarded there."""
     routes = _routes(api)
     base = upstream_url.rstrip("/")
+
+    async def embeddings(request: web.BaseRequest) -> web.StreamResponse:
+        code: Code = Reason.OK
+        try:
+            if request.method != "POST" or identify_address is None:
+                raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
+            agent = await identify_address(request.remote or "")
+            charged = await api.admit_embedding(agent)
+        except ApiError as refused:
+            code = refused.code
+        except Exception as exc:  # a bug: a bare code out, the exception type in the log
+            log.error("memory-api unexpected=%s", type(exc).__name__)
+            code = Reason.INTERNAL_ERROR
+        log.info("memory-api action=embeddings reason=%s request=%s", code.value,
+                 secrets.token_hex(8))
+        if code is not Reason.OK:
+            EMBEDDINGS.labels(outcome=code.value).inc()
+            return _answer(Reply(status_of(code), {"error": code.value}))
+        EMBEDDINGS.labels(outcome="charged" if charged else "unattributed").inc()
+        return await proxy.forward(request, upstream, base, target=embeddings_url)
 
     async def governed(request: web.BaseRequest) -> web.StreamResponse:
         action, run = routes.get(request.path, ("refused", None))
@@ -130,6 +159,8 @@ def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSes
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         if request.method == "GET" and request.path in ("/healthz", "/readyz"):
             return await probe(request)
+        if embeddings_url and request.raw_path.split("?", 1)[0] == EMBEDDINGS_PATH:
+            return await embeddings(request)
         if governed_path(request.raw_path):
             return await governed(request)
         return await proxy.forward(request, upstream, base)

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
+
+ROUTED_LABEL: Final = "fgentic.dev/memory-routed"
+"""The webhook sets it on every routed Pod: the chart's NetworkPolicies key on it, and the
+memory API's embeddings route identifies its caller's Pod by it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +72,19 @@ def resolve_agent(workload: Workload, agents: Iterable[Mapping[str, Any]]) -> Ag
     if len(names) != 1:
         raise ApiError(ApiReason.AGENT_UNRESOLVED)
     return AgentRef(workload.namespace, names[0])
+
+
+def memory_agent_of(pod: Mapping[str, Any], agents: Iterable[Mapping[str, Any]]) -> str | None:
+    """The memory-enabled Agent a Pod runs: by kagent's labels (``app: kagent``,
+    ``kagent: <name>``) or by running under the Agent's service account."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    labels = meta.get("labels") or {}
+    account = spec.get("serviceAccountName") or "default"
+    for agent in agents:
+        if not memory_enabled(agent):
+            continue
+        name = str(agent["metadata"]["name"])
+        labelled = labels.get("app") == "kagent" and labels.get("kagent") == name
+        if labelled or service_account_of(agent) == account:
+            return name
+    return None

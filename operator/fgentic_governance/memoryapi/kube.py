@@ -20,7 +20,14 @@ from kubernetes import client
 
 from fgentic_governance.failures import failure_code
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
-from fgentic_governance.memoryapi.identity import AgentRef, Workload, resolve_agent, workload_of
+from fgentic_governance.memoryapi.identity import (
+    ROUTED_LABEL,
+    AgentRef,
+    Workload,
+    memory_agent_of,
+    resolve_agent,
+    workload_of,
+)
 
 log = logging.getLogger("fgentic_governance.memoryapi")
 AUDIENCE: Final = "kagent"
@@ -60,11 +67,14 @@ class KubeIdentity:
 
     def __init__(self, api: client.ApiClient, *, audience: str = AUDIENCE,
                  cache_seconds: float = CACHE_SECONDS) -> None:
+        self._api = api
         self._auth = client.AuthenticationV1Api(api)
+        self._core = client.CoreV1Api(api)
         self._custom = client.CustomObjectsApi(api)
         self._audience = audience
         self._tokens: TtlCache[bytes, Workload] = TtlCache(cache_seconds, CACHE_ENTRIES)
         self._agents: TtlCache[str, list[dict[str, Any]]] = TtlCache(cache_seconds, 256)
+        self._addresses: TtlCache[str, AgentRef] = TtlCache(cache_seconds, CACHE_ENTRIES)
 
     async def agent_for(self, token: str) -> AgentRef:
         workload = await self.workload(token)
@@ -87,6 +97,29 @@ class KubeIdentity:
         self._tokens.put(key, workload)
         return workload
 
+    async def agent_for_address(self, address: str) -> AgentRef:
+        """The memory-enabled Agent of the one routed Pod with this IP (embeddings requests
+        carry the provider's key, not the Pod's token: the source address is what names
+        them; NetworkPolicy admits only routed Pods to the memory API)."""
+        cached = self._addresses.get(address)
+        if cached is not None:
+            return cached
+        listed = await self._call(self._core.list_pod_for_all_namespaces,
+                                  field_selector=f"status.podIP={address}")
+        pods = [self._api.sanitize_for_serialization(p)  # type: ignore[no-untyped-call]
+                for p in listed.items
+                if not p.metadata.deletion_timestamp
+                and (p.metadata.labels or {}).get(ROUTED_LABEL) == "true"]
+        if len(pods) != 1:
+            raise ApiError(ApiReason.AGENT_UNRESOLVED)
+        namespace = str(pods[0]["metadata"]["namespace"])
+        name = memory_agent_of(pods[0], await self._namespace_agents(namespace))
+        if name is None:
+            raise ApiError(ApiReason.AGENT_UNRESOLVED)
+        agent = AgentRef(namespace, name)
+        self._addresses.put(address, agent)
+        return agent
+
     async def _namespace_agents(self, namespace: str) -> list[dict[str, Any]]:
         cached = self._agents.get(namespace)
         if cached is not None:
@@ -98,11 +131,12 @@ class KubeIdentity:
         return agents
 
     @staticmethod
-    async def _call(method: Callable[..., Any], *args: Any) -> Any:
+    async def _call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         failure = ""
         try:
             async with asyncio.timeout(API_SECONDS + 1):
-                return await asyncio.to_thread(method, *args, _request_timeout=API_SECONDS)
+                return await asyncio.to_thread(method, *args, _request_timeout=API_SECONDS,
+                                               **kwargs)
         except Exception as exc:  # the API's error body is not ours to log; keep only the code
             failure = failure_code(exc)
         log.warning("memory-api identity lookup failed: %s", failure)

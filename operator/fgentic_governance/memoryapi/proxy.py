@@ -43,14 +43,15 @@ def _end_to_end(headers: CIMultiDict[str] | aiohttp.typedefs.LooseHeaders) -> CI
 
 
 async def forward(request: web.BaseRequest, upstream: aiohttp.ClientSession,
-                  base_url: str) -> web.StreamResponse:
-    """Relay ``request`` to ``base_url``; 502 when the controller cannot be reached. The
-    path and query go as received (``encoded=True``: no re-quoting)."""
+                  base_url: str, *, target: str | None = None) -> web.StreamResponse:
+    """Relay ``request`` to ``base_url`` + its raw path and query (``encoded=True``: no
+    re-quoting), or to exactly ``target``; 502 when the upstream cannot be reached."""
     data = request.content if request.body_exists else None
+    url = URL(target, encoded=True) if target else URL(base_url + request.raw_path, encoded=True)
     try:
         answer = await upstream.request(
-            request.method, URL(base_url + request.raw_path, encoded=True),
-            headers=_end_to_end(request.headers), data=data, allow_redirects=False)
+            request.method, url, headers=_end_to_end(request.headers), data=data,
+            allow_redirects=False)
     except (aiohttp.ClientError, TimeoutError):
         PASSED.labels(status="unreachable").inc()
         return web.json_response({"error": "UPSTREAM_UNAVAILABLE"}, status=502)

@@ -33,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              ":8083 (everything but memory is passed through to it)")
     parser.add_argument("--local-homeserver", required=True,
                         help="server name of the local homeserver (X-User-Id must be local)")
+    parser.add_argument("--embeddings-upstream", default="",
+                        help="the embeddings endpoint (e.g. http://gateway/v1/embeddings) that "
+                             "memory-enabled Agents reach through POST /v1/embeddings here, "
+                             "each request admitted against the Agent's live lease first")
     parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster ServiceAccount")
     parser.add_argument("--store-role", default=RUNTIME_ROLE,
                         help="the database role the pool assumes (default: %(default)s)")
@@ -54,12 +58,14 @@ async def start(args: argparse.Namespace, identify: Identify | None = None
     from fgentic_governance.memoryapi.http import make_handler
     from fgentic_governance.memoryapi.service import MemoryApi
 
+    identify_address = None
     if identify is None:
         from fgentic_governance.kube_client import api_client
         from fgentic_governance.memoryapi.kube import KubeIdentity
 
         kubeconfig = str(args.kubeconfig) if args.kubeconfig else None
-        identify = KubeIdentity(api_client(kubeconfig)).agent_for
+        identity = KubeIdentity(api_client(kubeconfig))
+        identify, identify_address = identity.agent_for, identity.agent_for_address
     kwargs = bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE)
     kwargs["server_settings"] = {**kwargs.get("server_settings", {}), "role": args.store_role}
     pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(), **kwargs)
@@ -67,7 +73,9 @@ async def start(args: argparse.Namespace, identify: Identify | None = None
     api = MemoryApi(DelegatedStore(pool), args.local_homeserver)
     runner = await serving.serve(
         make_handler(api, identify, upstream, args.upstream,
-                     store_ready=lambda: store_ready(pool)), args.host, args.port)
+                     store_ready=lambda: store_ready(pool),
+                     embeddings_url=args.embeddings_upstream,
+                     identify_address=identify_address), args.host, args.port)
 
     async def stop() -> None:
         await runner.cleanup()

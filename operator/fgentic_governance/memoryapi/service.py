@@ -49,6 +49,7 @@ class Store(Protocol):
                            envelope: Envelope) -> list[str]: ...
     async def search(self, caller: Caller, vector: Sequence[float], *, limit: int,
                      min_score: float) -> list[Found]: ...
+    async def admit_embedding(self, agent_namespace: str, agent_name: str) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,14 @@ class MemoryApi:
                                                min_score=query.min_score))
         return Reply(200, [{"id": f.id, "content": f.content, "score": f.score,
                             "metadata": {}, "created_at": _rfc3339(f)} for f in found])
+
+
+    async def admit_embedding(self, agent: AgentRef) -> bool:
+        """Before the runtime's embeddings request reaches the provider (ADR 0023 §42): no
+        live lease on any scope of the Agent, no embedding (LEASE_MISSING). True when it was
+        charged to the one leased scope; False when several scopes are leased (it cannot be
+        attributed; each of those saves and searches is still admitted on its own)."""
+        return bool(await _store(self.store.admit_embedding(agent.namespace, agent.name)) == 1)
 
 
 def _fact(item: SaveItem) -> CheckedFact:

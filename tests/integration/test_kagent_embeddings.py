@@ -1,0 +1,85 @@
+"""ADR 0023 §42 with the real kagent-adk 0.9.11 runtime: its embeddings route is the memory
+API's /v1/embeddings, so nothing is embedded before a consented delegation is open.
+
+The runtime embeds a fact or a query before it calls the memory API. With its embedding
+provider's base URL at the memory API (the Agent's embedding ModelConfig, in a cluster), each
+embeddings request is admitted against the calling Agent's live lease before it reaches the
+provider: the caller is the routed Pod at the request's source address (here a Pod object in
+the real API server whose status says 127.0.0.1, where the runtime process runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import asyncpg
+import pytest
+from kubernetes import client
+
+from fgentic_governance.memory import Access, MemoryStore
+from tests.support.kagent import (
+    CallTool,
+    ChatStub,
+    ControllerStub,
+    EmbeddingStub,
+    a2a_turn,
+    start_agent,
+)
+from tests.support.memory_api import agent_token, memory_api, routed_pod
+from tests.support.store import scope_record
+
+pytestmark = pytest.mark.integration
+
+AGENT = "helper"
+ALICE = "@alice:fgentic.local"
+EMBEDDING_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
+                   " WHERE scope_key = $1 AND operation = 'embedding'")
+
+
+async def test_the_runtime_embeds_nothing_without_a_lease(
+        k8s_client: client.ApiClient, pool: asyncpg.Pool, runtime_pool: asyncpg.Pool,
+        store: MemoryStore, tmp_path: Path) -> None:
+    ns = f"embed-{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(client.CoreV1Api(k8s_client).create_namespace,
+                            client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    token = await agent_token(k8s_client, ns, AGENT)
+    await asyncio.to_thread(routed_pod, k8s_client, ns, AGENT, "127.0.0.1")
+    provider, chat, controller = EmbeddingStub(), ChatStub(), ControllerStub()
+    for stub in (provider, chat, controller):
+        await stub.start()
+    record = scope_record(f"{ns}/alice", subject_mxid=ALICE, agent_namespace=ns,
+                          agent_name=AGENT, control_room="!alice-control:fgentic.local")
+    await store.ensure_scope(record)
+    access = Access.for_scope(record, await store.grant(record.scope_key))  # consent only
+    agent = None
+    try:
+        async with memory_api(runtime_pool, k8s_client, controller.base_url,
+                              local_server="fgentic.local",
+                              embeddings_url=provider.url + "/embeddings") as url:
+            agent = await start_agent(tmp_path / "runtime", kagent_url=url, chat=chat,
+                                      embeddings=provider, embeddings_url=url + "/v1",
+                                      token=token, namespace=ns, agent=AGENT)
+            fact = "Alice likes green tea with her breakfast every day."
+            chat.script(CallTool("save_memory", {"content": fact}))
+            await a2a_turn(agent.base_url, fact, user_id=ALICE, context_id=uuid.uuid4().hex)
+            # The first turn's prefetch and the save_memory call both needed an embedding:
+            # refused before the provider (no live lease), so nothing was embedded or stored.
+            assert provider.requests == []
+            assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
+            await store.open_lease(access, 120)
+            chat.script(CallTool("save_memory", {"content": fact}))
+            await a2a_turn(agent.base_url, fact, user_id=ALICE, context_id=uuid.uuid4().hex)
+            embedded = len(provider.requests)
+            assert embedded >= 2  # prefetch + save, now inside the lease
+            assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
+            # Each embedding was charged to Alice's scope before it was made.
+            assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) >= embedded
+    finally:
+        if agent is not None:
+            agent.stop()
+        for stub in (provider, chat, controller):
+            await stub.stop()
+        await asyncio.to_thread(client.CoreV1Api(k8s_client).delete_namespaced_pod,
+                                f"{AGENT}-pod", ns, grace_period_seconds=0)
