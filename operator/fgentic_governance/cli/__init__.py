@@ -172,6 +172,16 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     rb.add_argument("--cluster-domain", default="cluster.local")
     rb.add_argument("--standalone-host", action="append", default=[], metavar="KEY=HOST:PORT",
                     help="standalone address of projector, kagent or retrieval (repeatable)")
+    mr = targets.add_parser("memory-model-routes",
+                            help="agentgateway config: a rate-limited model route per "
+                                 "memory-enabled Agent (docs/memory.md §11)")
+    mr.add_argument("--agent", action="append", required=True, metavar="NAMESPACE/NAME",
+                    help="a memory-enabled Agent (repeatable)")
+    mr.add_argument("--upstream", required=True, metavar="HOST:PORT",
+                    help="the model endpoint the routes forward to")
+    mr.add_argument("--port", type=int, default=8090, help="the listener's port")
+    mr.add_argument("--per-minute", type=int, default=30, help="requests refilled a minute")
+    mr.add_argument("--burst", type=int, default=10, help="requests at once")
     render.set_defaults(func=_render)
 
     off = sub.add_parser("offboard", help="request erasure of every memory scope of a principal")

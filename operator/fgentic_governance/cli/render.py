@@ -19,8 +19,31 @@ def run_render(args: argparse.Namespace) -> int:
         return 0
     if args.target == "retrievalbinding":
         return _retrieval_bindings(args)
+    if args.target == "memory-model-routes":
+        return _memory_model_routes(args)
     print(f"unknown render target {args.target}", file=sys.stderr)
     return 2
+
+
+def _memory_model_routes(args: argparse.Namespace) -> int:
+    from fgentic_governance.memoryapi.identity import AgentRef
+    from fgentic_governance.memoryapi.model_routes import (
+        ModelLimit,
+        ModelRouteError,
+        model_routes_config,
+    )
+
+    try:
+        agents = [AgentRef(*item.split("/", 1)) for item in args.agent if "/" in item]
+        if len(agents) != len(args.agent):
+            raise ModelRouteError("--agent must be NAMESPACE/NAME")
+        doc = model_routes_config(agents, args.upstream, args.port,
+                                  ModelLimit(args.per_minute, args.burst))
+    except ModelRouteError as refused:
+        print(f"refused: {refused}", file=sys.stderr)
+        return 2
+    yaml.safe_dump(doc, sys.stdout, sort_keys=False)
+    return 0
 
 
 def _retrieval_bindings(args: argparse.Namespace) -> int:
