@@ -22,10 +22,12 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
+from aiohttp import web
 from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 from yarl import URL
 
+from fgentic_governance.devenv import free_port
 from fgentic_governance.memory import Access, MemoryStore
 from fgentic_governance.memoryapi.identity import app_name
 from fgentic_governance.serving import scrub_library_logs
@@ -422,3 +424,38 @@ async def test_embeddings_need_a_live_lease_of_the_calling_agent(
             assert len(provider.requests) == 2
     finally:
         await provider.stop()
+
+
+async def test_a_streamed_answer_passes_through_as_it_is_written(
+        env: Env, runtime_pool: asyncpg.Pool) -> None:
+    """Streaming bodies are relayed chunk by chunk, not buffered: the client reads the first
+    chunk while the controller has not yet written the second."""
+    release = asyncio.Event()
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: first\n\n")
+        await asyncio.wait_for(release.wait(), timeout=10)
+        await response.write(b"data: second\n\n")
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/api/stream", stream)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        async with memory_api(runtime_pool, env.kube, f"http://127.0.0.1:{port}") as url, \
+                env.http.get(url + "/api/stream") as response:
+            assert response.headers["Content-Type"] == "text/event-stream"
+            first = await asyncio.wait_for(response.content.readuntil(b"\n\n"), timeout=5)
+            assert first == b"data: first\n\n"
+            release.set()
+            assert await asyncio.wait_for(response.content.read(), timeout=5) == \
+                b"data: second\n\n"
+    finally:
+        release.set()
+        await runner.cleanup()
