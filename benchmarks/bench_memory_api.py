@@ -492,7 +492,7 @@ def bench_components(bodies: Bodies, rounds: int = 300) -> Table:
     search_body = bodies.search(_subject("s", 0), 0)
     fact = Fact(content, bodies.save_vectors[vec])
     table = Table(f"CPU pieces of one API call (median of {rounds} calls each)")
-    table.add(f"parse a save body ({len(save_body):,} bytes, strict JSON)",
+    table.add(f"parse a save body ({len(save_body):,} bytes, wire.parse_save)",
               time_sync(lambda: parse_save(save_body), rounds))
     table.add("check_fact (write policy + vector literal), once per fact",
               time_sync(lambda: check_fact(fact), rounds))

@@ -62,15 +62,26 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
                                       embeddings=provider, embeddings_url=url + "/v1",
                                       token=token, namespace=ns, agent=AGENT)
             fact = "Alice likes green tea with her breakfast every day."
+
+            async def turn() -> None:
+                try:
+                    await a2a_turn(agent.base_url, fact, user_id=ALICE,
+                                   context_id=uuid.uuid4().hex)
+                except TimeoutError:  # say what the runtime had done by then
+                    calls = [(r.method, r.path, r.status) for stub in (controller, chat, provider)
+                             for r in stub.requests]
+                    raise AssertionError(f"turn timed out; calls: {calls}; runtime log: "
+                                         f"{agent.log_text()[-1500:]}") from None
+
             chat.script(CallTool("save_memory", {"content": fact}))
-            await a2a_turn(agent.base_url, fact, user_id=ALICE, context_id=uuid.uuid4().hex)
+            await turn()
             # The first turn's prefetch and the save_memory call both needed an embedding:
             # refused before the provider (no live lease), so nothing was embedded or stored.
             assert provider.requests == []
             assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
             await store.open_lease(access, 120)
             chat.script(CallTool("save_memory", {"content": fact}))
-            await a2a_turn(agent.base_url, fact, user_id=ALICE, context_id=uuid.uuid4().hex)
+            await turn()
             embedded = len(provider.requests)
             assert embedded >= 2  # prefetch + save, now inside the lease
             assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
