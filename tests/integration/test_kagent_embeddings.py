@@ -11,6 +11,8 @@ the real API server whose status says 127.0.0.1, where the runtime process runs)
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import uuid
 from pathlib import Path
 
@@ -38,9 +40,26 @@ EMBEDDING_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger
                    " WHERE scope_key = $1 AND operation = 'embedding'")
 
 
+class _Lines(logging.Handler):
+    """The memory API's own (content-free) log lines, with the time each was written."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{time.strftime('%H:%M:%S', time.localtime(record.created))}"
+                          f".{int(record.msecs):03d} {record.getMessage()}")
+
+
 async def test_the_runtime_embeds_nothing_without_a_lease(
         k8s_client: client.ApiClient, pool: asyncpg.Pool, runtime_pool: asyncpg.Pool,
         store: MemoryStore, tmp_path: Path) -> None:
+    lines = _Lines()
+    api_log = logging.getLogger("fgentic_governance.memoryapi")
+    level = api_log.level
+    api_log.setLevel(logging.INFO)
+    api_log.addHandler(lines)
     ns = f"embed-{uuid.uuid4().hex[:8]}"
     await asyncio.to_thread(client.CoreV1Api(k8s_client).create_namespace,
                             client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
@@ -70,8 +89,11 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
                 except TimeoutError:  # say what the runtime had done by then
                     calls = [(r.method, r.path, r.status) for stub in (controller, chat, provider)
                              for r in stub.requests]
-                    raise AssertionError(f"turn timed out; calls: {calls}; runtime log: "
-                                         f"{agent.log_text()[-1500:]}") from None
+                    raise AssertionError(
+                        f"turn timed out at {time.strftime('%H:%M:%S')}; calls: {calls}; "
+                        f"memory API: {lines.lines}; runtime log: {agent.log_text()[-1500:]}; "
+                        f"runtime stacks: {await agent.dump_stacks()}"
+                    ) from None
 
             chat.script(CallTool("save_memory", {"content": fact}))
             await turn()
@@ -79,6 +101,9 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
             # refused before the provider (no live lease), so nothing was embedded or stored.
             assert provider.requests == []
             assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
+            refused = [line for line in lines.lines
+                       if "action=embeddings reason=LEASE_MISSING" in line]
+            assert len(refused) == 2 == len(lines.lines)  # the prefetch's and the save's
             await store.open_lease(access, 120)
             chat.script(CallTool("save_memory", {"content": fact}))
             await turn()
@@ -88,6 +113,8 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
             # Each embedding was charged to Alice's scope before it was made.
             assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) >= embedded
     finally:
+        api_log.removeHandler(lines)
+        api_log.setLevel(level)
         if agent is not None:
             agent.stop()
         for stub in (provider, chat, controller):

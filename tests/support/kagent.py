@@ -35,6 +35,7 @@ import hashlib
 import json
 import math
 import os
+import signal
 import struct
 import subprocess
 import time
@@ -457,6 +458,18 @@ class RunningAgent:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
+
+    async def dump_stacks(self) -> str:
+        """Where the runtime waits: its threads' and asyncio tasks' stacks (the runner's
+        SIGUSR1 handler), as appended to its log."""
+        before = len(self.log_text())
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR1)
+            await asyncio.sleep(1.0)
+        sockets = subprocess.run(["ss", "-tanp"], capture_output=True, text=True, timeout=10,
+                                 check=False).stdout.splitlines()
+        mine = [line for line in sockets if f"pid={self.process.pid}," in line]
+        return self.log_text()[before:] + "\nsockets:\n" + "\n".join(mine)
 
     def stop(self) -> None:
         terminate(self.process)
