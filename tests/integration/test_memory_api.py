@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import math
+import struct
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -152,6 +153,13 @@ async def test_inside_a_lease_saves_and_searches_speak_kagents_shapes(env: Env) 
         timedelta(days=7), abs=timedelta(seconds=5))  # the scope's retention, not kagent's 15
     assert {r["consent_generation"] for r in stored} == {access.generation}
     assert env.controller.memory_calls() == []
+    # The body's own digits were stored (wire.VectorText): each component is the float4
+    # nearest to the number sent, as if the floats had been formatted and parsed again.
+    kept = await env.pool.fetchval(
+        "SELECT embedding::real[] FROM fgentic_memory.memory WHERE scope_key = $1"
+        " AND content = 'Alice likes tea.'", access.scope_key)
+    sent = vector("Alice likes tea.")
+    assert list(kept) == [struct.unpack("f", struct.pack("f", v))[0] for v in sent]
 
 
 async def test_each_subject_finds_only_its_own_facts(env: Env) -> None:

@@ -68,3 +68,43 @@ def test_arbitrary_bytes_never_raise_anything_else(raw: bytes) -> None:
     for parse in (parse_save, parse_batch, parse_search):
         with contextlib.suppress(ApiError):
             parse(raw)
+
+
+# -- the vector as received (VectorText): PostgreSQL reads the body's own digits -------------
+
+def _components(text: str) -> list[float]:
+    return [float(part) for part in text.strip()[1:-1].split(",")]
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.integers(-10, 10)
+
+
+@given(st.lists(st.lists(finite, min_size=1, max_size=12), min_size=1, max_size=3),
+       st.sampled_from([None, 1]), st.sampled_from([(",", ":"), (", ", ": ")]))
+def test_each_vector_text_is_its_own_items_numbers(
+        seeds: list[list[float]], indent: int | None, separators: tuple[str, str]) -> None:
+    vectors = [[seed[i % len(seed)] for i in range(768)] for seed in seeds]  # 768 each
+    items = [{**ITEM, "content": f"fact {i}", "vector": v} for i, v in enumerate(vectors)]
+    raw = json.dumps({"items": items}, indent=indent, separators=separators).encode()
+    parsed = parse_batch(raw)
+    for item, vector in zip(parsed, vectors, strict=True):
+        assert item.text is not None and item.embedding is item.text
+        assert _components(item.text.text) == [float(v) for v in vector] == item.vector
+
+
+def test_a_vector_member_spelled_otherwise_falls_back_to_the_floats() -> None:
+    plain = json.dumps({**ITEM, "vector": [0.25] * 768})
+    escaped = plain.replace('"vector"', '"vect\\u006fr"')
+    item = parse_save(escaped.encode())
+    assert (item.text, item.embedding) == (None, [0.25] * 768)
+    search = parse_search(json.dumps({k: ITEM[k] for k in ("agent_name", "user_id")}
+                                     | {"vector": [0.25] * 768}).encode())
+    assert search.text is not None and _components(search.text.text) == [0.25] * 768
+
+
+def test_a_vector_spelled_inside_a_string_is_not_taken_for_the_member() -> None:
+    """A fact that quotes a vector member: its quotes are escaped, so it is not a match."""
+    decoy = '"vector": [' + ",".join(["9"] * 768) + "]"
+    raw = json.dumps({**ITEM, "content": decoy, "vector": [0.5] * 768}).encode()
+    item = parse_save(raw)
+    assert item.text is not None and _components(item.text.text) == [0.5] * 768

@@ -24,6 +24,7 @@ from fgentic_governance.memory.model import (
     Envelope,
     Operation,
     SourceKind,
+    VectorText,
     WriteReason,
 )
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
@@ -47,7 +48,7 @@ class Store(Protocol):
                     explicit: bool = ...) -> None: ...
     async def save_checked(self, caller: Caller, rows: Sequence[CheckedFact],
                            envelope: Envelope) -> list[str]: ...
-    async def search(self, caller: Caller, vector: Sequence[float], *, limit: int,
+    async def search(self, caller: Caller, vector: Sequence[float] | VectorText, *, limit: int,
                      min_score: float) -> list[Found]: ...
     async def admit_embedding(self, agent_namespace: str, agent_name: str) -> int: ...
 
@@ -120,7 +121,7 @@ class MemoryApi:
         both are admitted as one load and one embedding against the hourly ceiling)."""
         caller = self.caller(request, [query])
         await _store(self.store.admit(caller, {Operation.LOAD: 1, Operation.EMBEDDING: 1}))
-        found = await _store(self.store.search(caller, query.vector, limit=query.limit,
+        found = await _store(self.store.search(caller, query.embedding, limit=query.limit,
                                                min_score=query.min_score))
         return Reply(200, [{"id": f.id, "content": f.content, "score": f.score,
                             "metadata": {}, "created_at": _rfc3339(f)} for f in found])
@@ -137,7 +138,7 @@ class MemoryApi:
 def _fact(item: SaveItem) -> CheckedFact:
     """The write policy, size and vector checks, before any budget is spent."""
     try:
-        return check_fact(Fact(item.content, item.vector, item.ttl_days))
+        return check_fact(Fact(item.content, item.embedding, item.ttl_days))
     except StoreRefusal as refusal:
         reason = refusal.reason
     raise ApiError(reason)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, NoReturn
 
 from fgentic_governance.contract.jcs import DuplicateName, unique_object
-from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS
+from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS, VectorText
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
 
 MAX_BODY_BYTES: Final = 2 * 1024 * 1024
@@ -33,6 +34,10 @@ _ITEM_FIELDS: Final = frozenset({"agent_name", "user_id", "content", "vector", "
 _ITEM_REQUIRED: Final = frozenset({"agent_name", "user_id", "content", "vector"})
 _SEARCH_FIELDS: Final = frozenset({"agent_name", "user_id", "vector", "limit", "min_score"})
 _SEARCH_REQUIRED: Final = frozenset({"agent_name", "user_id", "vector"})
+# A "vector" member's array as it is spelled in the body. Inside a JSON string every quote is
+# escaped, so in a body that parsed these can only be the members named "vector", in order.
+_VECTOR_MEMBER: Final = re.compile(r'"vector"[ \t\n\r]*:[ \t\n\r]*(\[[^\]]*\])')
+_NUMBERS: Final = re.compile(r"\[[ \t\n\r0-9eE+\-.,]*\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,12 @@ class SaveItem:
     content: str = field(repr=False)
     vector: list[float] = field(repr=False)
     ttl_days: int | None
+    text: VectorText | None = field(default=None, repr=False)
+    """The checked vector as received, when the body spells it plainly (``_texts``)."""
+
+    @property
+    def embedding(self) -> list[float] | VectorText:
+        return self.text or self.vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +62,30 @@ class Search:
     vector: list[float] = field(repr=False)
     limit: int
     min_score: float
+    text: VectorText | None = field(default=None, repr=False)
+
+    @property
+    def embedding(self) -> list[float] | VectorText:
+        return self.text or self.vector
 
 
 def _malformed() -> ApiError:
     return ApiError(ApiReason.REQUEST_MALFORMED)
+
+
+def _texts(raw: bytes, vectors: list[list[float]]) -> list[VectorText | None]:
+    """The body's spelling of each checked vector, in order, for PostgreSQL to read as it is.
+    Only when it is unambiguous: one plain ``"vector"`` member per parsed vector, each an
+    array of number characters with 768 components; otherwise None (an escaped member name,
+    say) and the floats are formatted instead. ``vectors`` have passed ``_vector`` already."""
+    found = _VECTOR_MEMBER.findall(raw.decode("utf-8"))
+    if len(found) != len(vectors):
+        return [None] * len(vectors)
+    texts: list[VectorText | None] = []
+    for text in found:
+        plain = _NUMBERS.fullmatch(text) and text.count(",") == EMBEDDING_DIMENSIONS - 1
+        texts.append(VectorText(text) if plain else None)
+    return texts
 
 
 def _object(raw: bytes) -> dict[str, Any]:
@@ -121,9 +152,15 @@ def _item(value: Any) -> SaveItem:
                     _vector(fields["vector"]), ttl or None)
 
 
+def _with_texts(raw: bytes, items: list[SaveItem]) -> list[SaveItem]:
+    texts = _texts(raw, [item.vector for item in items])
+    return [replace(item, text=text) for item, text in zip(items, texts, strict=True)]
+
+
 def parse_save(raw: bytes) -> SaveItem:
     """``POST /api/memories/sessions``."""
-    return _item(_object(raw))
+    [item] = _with_texts(raw, [_item(_object(raw))])
+    return item
 
 
 def parse_batch(raw: bytes) -> list[SaveItem]:
@@ -132,7 +169,7 @@ def parse_batch(raw: bytes) -> list[SaveItem]:
     items = body["items"]
     if type(items) is not list or not 1 <= len(items) <= MAX_ITEMS:
         raise _malformed()
-    return [_item(item) for item in items]
+    return _with_texts(raw, [_item(item) for item in items])
 
 
 def parse_search(raw: bytes) -> Search:
@@ -144,6 +181,7 @@ def parse_search(raw: bytes) -> Search:
         raise _malformed()
     if type(min_score) not in (int, float) or not -1.0 <= min_score <= 1.0:  # NaN fails too
         raise _malformed()
-    return Search(_name(fields["agent_name"]), _name(fields["user_id"]),
-                  _vector(fields["vector"]), limit if limit > 0 else DEFAULT_LIMIT,
-                  float(min_score))
+    vector = _vector(fields["vector"])
+    [text] = _texts(raw, [vector])
+    return Search(_name(fields["agent_name"]), _name(fields["user_id"]), vector,
+                  limit if limit > 0 else DEFAULT_LIMIT, float(min_score), text)
