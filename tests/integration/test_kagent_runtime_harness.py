@@ -9,6 +9,8 @@ sees what the runtime really sends, so later tests can put our memory API behind
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from tests.support.kagent import (
     embed,
     eventually,
     kagent_stack,
+    runtime_python,
 )
 
 pytestmark = pytest.mark.integration
@@ -140,3 +143,17 @@ async def test_log_level_decides_whether_a_query_reaches_the_runtime_log(tmp_pat
     log = stack.agent.log_text()
     assert log.strip(), "the runtime wrote no log at all"
     assert (sentinel in log) == (level == "INFO"), json.dumps(log[-2000:])
+
+
+@pytest.mark.parametrize(("collector", "outcome"), [("on", "stalled"), ("off", "connected")])
+def test_why_the_runtime_runs_without_its_cyclic_collector(collector: str, outcome: str) -> None:
+    """kagent-adk 0.9.11's own embeddings client, once the cyclic collector finalises it,
+    unregisters a later connect that reuses its freed descriptor (kagent_client_hazard.py;
+    docs/memory.md section 14). The runner turns the collector off for that reason; if an
+    upgrade fixes it, "on" connects and this test says the deviation can go."""
+    script = Path(__file__).parents[1] / "support" / "kagent_client_hazard.py"
+    done = subprocess.run([str(runtime_python()), "-P", str(script), collector],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                               "OPENAI_API_KEY": "sk-test-dummy"})
+    assert done.stdout.strip().splitlines()[-1:] == [outcome], done.stderr[-2000:]

@@ -23,8 +23,9 @@ The two deviations from a Pod, and why:
   connection has meanwhile been given that number, its pending connect is unregistered and
   never completes (the model client waits its 600 s). Seen with this runtime (a turn stuck
   in ``anyio`` ``connect_tcp`` with a cancelled writer handle, after ``__del__`` closed that
-  fd; docs/memory.md section 11). It is kagent's defect, not ours, and it depends on when the
-  collector happens to run, so the tests take it out rather than fail at random.
+  fd; docs/memory.md section 14). It is kagent's defect, not ours, and it depends on when the
+  collector happens to run, so the tests take it out rather than fail at random
+  (``kagent_client_hazard.py`` reproduces it on demand; a test keeps it checked).
 
 Nothing else is patched; SIGUSR1 dumps the stacks (``RunningAgent.dump_stacks``).
 """

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fgentic_governance.memory.model import VectorText
+from fgentic_governance.memoryapi import wire
 from fgentic_governance.memoryapi.codes import ApiError
 from fgentic_governance.memoryapi.wire import parse_batch, parse_save, parse_search
 
@@ -108,3 +111,32 @@ def test_a_vector_spelled_inside_a_string_is_not_taken_for_the_member() -> None:
     raw = json.dumps({**ITEM, "content": decoy, "vector": [0.5] * 768}).encode()
     item = parse_save(raw)
     assert item.text is not None and _components(item.text.text) == [0.5] * 768
+
+
+def test_a_decoy_array_is_never_taken_for_the_parsed_vector() -> None:
+    """A review's input: the real member's name escaped, and a decoy whose key ends in an
+    escaped quote (so the pattern matches it). parse_save refuses the body for its metadata
+    today; the spelling check must hold even without that rule."""
+    decoy = "[" + ",".join(["9"] * 768) + "]"
+    raw = ('{"agent_name":"a","user_id":"u","content":"c","vect\\u006fr":'
+           + json.dumps([0.5] * 768) + ',"metadata":{"\\"vector":' + decoy + "}}").encode()
+    assert wire._texts(raw, [[0.5] * 768]) == [None]
+
+
+@pytest.mark.parametrize("text", [
+    "[" + ",".join(["1_0"] * 768) + "]",        # float() takes it, strtof reads 1
+    "[" + ",".join(["nan"] * 768) + "]",
+    "[" + ",".join(["0.5"] * 767) + "]",        # 767 components
+    "[" + ",".join(["0.5"] * 767 + ["0.25"]) + "]",  # another vector
+    "[" + ",".join(["0.5"] * 768) + "] ",       # anything around the brackets
+    "0.5," * 767 + "0.5",
+])
+def test_vector_text_spells_exactly_its_vector_or_is_none(text: str) -> None:
+    assert VectorText.of(text, [0.5] * 768) is None
+
+
+def test_vector_text_of_its_own_spelling() -> None:
+    text = "[ " + ", ".join(["5e-1"] * 767 + ["-0"]) + " ]"
+    made = VectorText.of(text, [0.5] * 767 + [0.0])
+    assert made is not None and made.text == text
+    assert VectorText.of(text, [0.5] * 767 + [math.inf]) is None

@@ -34,10 +34,9 @@ _ITEM_FIELDS: Final = frozenset({"agent_name", "user_id", "content", "vector", "
 _ITEM_REQUIRED: Final = frozenset({"agent_name", "user_id", "content", "vector"})
 _SEARCH_FIELDS: Final = frozenset({"agent_name", "user_id", "vector", "limit", "min_score"})
 _SEARCH_REQUIRED: Final = frozenset({"agent_name", "user_id", "vector"})
-# A "vector" member's array as it is spelled in the body. Inside a JSON string every quote is
-# escaped, so in a body that parsed these can only be the members named "vector", in order.
+# A "vector" member's array as the body spells it. A match is a candidate only: it is used
+# when its numbers are exactly the parsed vector's (``VectorText.of``), else the floats are.
 _VECTOR_MEMBER: Final = re.compile(r'"vector"[ \t\n\r]*:[ \t\n\r]*(\[[^\]]*\])')
-_NUMBERS: Final = re.compile(r"\[[ \t\n\r0-9eE+\-.,]*\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +51,7 @@ class SaveItem:
 
     @property
     def embedding(self) -> list[float] | VectorText:
-        return self.text or self.vector
+        return self.vector if self.text is None else self.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +65,7 @@ class Search:
 
     @property
     def embedding(self) -> list[float] | VectorText:
-        return self.text or self.vector
+        return self.vector if self.text is None else self.text
 
 
 def _malformed() -> ApiError:
@@ -74,18 +73,13 @@ def _malformed() -> ApiError:
 
 
 def _texts(raw: bytes, vectors: list[list[float]]) -> list[VectorText | None]:
-    """The body's spelling of each checked vector, in order, for PostgreSQL to read as it is.
-    Only when it is unambiguous: one plain ``"vector"`` member per parsed vector, each an
-    array of number characters with 768 components; otherwise None (an escaped member name,
-    say) and the floats are formatted instead. ``vectors`` have passed ``_vector`` already."""
+    """The body's spelling of each checked vector, in order, for PostgreSQL to read as it is:
+    one ``"vector"`` member per parsed vector, each spelling exactly its vector; otherwise
+    None (an escaped member name, say) and the floats are formatted instead."""
     found = _VECTOR_MEMBER.findall(raw.decode("utf-8"))
     if len(found) != len(vectors):
         return [None] * len(vectors)
-    texts: list[VectorText | None] = []
-    for text in found:
-        plain = _NUMBERS.fullmatch(text) and text.count(",") == EMBEDDING_DIMENSIONS - 1
-        texts.append(VectorText(text) if plain else None)
-    return texts
+    return [VectorText.of(text, vector) for text, vector in zip(found, vectors, strict=True)]
 
 
 def _object(raw: bytes) -> dict[str, Any]:
