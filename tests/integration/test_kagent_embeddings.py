@@ -40,26 +40,19 @@ EMBEDDING_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger
                    " WHERE scope_key = $1 AND operation = 'embedding'")
 
 
-class _Lines(logging.Handler):
+API_LOG = "fgentic_governance.memoryapi"
+
+
+def api_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The memory API's own (content-free) log lines, with the time each was written."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{time.strftime('%H:%M:%S', time.localtime(record.created))}"
-                          f".{int(record.msecs):03d} {record.getMessage()}")
+    return [f"{time.strftime('%H:%M:%S', time.localtime(r.created))}.{int(r.msecs):03d} "
+            f"{r.getMessage()}" for r in caplog.records if r.name == API_LOG]
 
 
 async def test_the_runtime_embeds_nothing_without_a_lease(
         k8s_client: client.ApiClient, pool: asyncpg.Pool, runtime_pool: asyncpg.Pool,
-        store: MemoryStore, tmp_path: Path) -> None:
-    lines = _Lines()
-    api_log = logging.getLogger("fgentic_governance.memoryapi")
-    level = api_log.level
-    api_log.setLevel(logging.INFO)
-    api_log.addHandler(lines)
+        store: MemoryStore, *, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=API_LOG)
     ns = f"embed-{uuid.uuid4().hex[:8]}"
     await asyncio.to_thread(client.CoreV1Api(k8s_client).create_namespace,
                             client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
@@ -91,7 +84,8 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
                              for r in stub.requests]
                     raise AssertionError(
                         f"turn timed out at {time.strftime('%H:%M:%S')}; calls: {calls}; "
-                        f"memory API: {lines.lines}; runtime log: {agent.log_text()[-1500:]}; "
+                        f"memory API: {api_lines(caplog)}; "
+                        f"runtime log: {agent.log_text()[-1500:]}; "
                         f"runtime stacks: {await agent.dump_stacks()}"
                     ) from None
 
@@ -101,9 +95,9 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
             # refused before the provider (no live lease), so nothing was embedded or stored.
             assert provider.requests == []
             assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
-            refused = [line for line in lines.lines
-                       if "action=embeddings reason=LEASE_MISSING" in line]
-            assert len(refused) == 2 == len(lines.lines)  # the prefetch's and the save's
+            lines = api_lines(caplog)
+            refused = [line for line in lines if "action=embeddings reason=LEASE_MISSING" in line]
+            assert len(refused) == 2 == len(lines)  # the prefetch's and the save's
             await store.open_lease(access, 120)
             chat.script(CallTool("save_memory", {"content": fact}))
             await turn()
@@ -113,8 +107,6 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
             # Each embedding was charged to Alice's scope before it was made.
             assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) >= embedded
     finally:
-        api_log.removeHandler(lines)
-        api_log.setLevel(level)
         if agent is not None:
             agent.stop()
         for stub in (provider, chat, controller):

@@ -118,9 +118,9 @@ def test_a_decoy_array_is_never_taken_for_the_parsed_vector() -> None:
     escaped quote (so the pattern matches it). parse_save refuses the body for its metadata
     today; the spelling check must hold even without that rule."""
     decoy = "[" + ",".join(["9"] * 768) + "]"
-    raw = ('{"agent_name":"a","user_id":"u","content":"c","vect\\u006fr":'
-           + json.dumps([0.5] * 768) + ',"metadata":{"\\"vector":' + decoy + "}}").encode()
-    assert wire._texts(raw, [[0.5] * 768]) == [None]
+    body = ('{"agent_name":"a","user_id":"u","content":"c","vect\\u006fr":'
+            + json.dumps([0.5] * 768) + ',"metadata":{"\\"vector":' + decoy + "}}")
+    assert wire._texts(body, [[0.5] * 768]) == [None]
 
 
 @pytest.mark.parametrize("text", [

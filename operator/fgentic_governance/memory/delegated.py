@@ -20,7 +20,7 @@ from fgentic_governance.memory.bounds import ACQUIRE_SECONDS
 from fgentic_governance.memory.client import MAX_FACT_BYTES_CEILING
 from fgentic_governance.memory.errors import StoreRefusal, guarded
 from fgentic_governance.memory.metrics import ADMISSIONS, STORE_OPERATIONS, record
-from fgentic_governance.memory.model import Envelope, Operation, VectorText, vector_literal
+from fgentic_governance.memory.model import Embedding, Envelope, Operation, vector_literal
 from fgentic_governance.reasons import Reason
 
 T = TypeVar("T")
@@ -75,7 +75,7 @@ class Fact:
     """One item of a save. ``content`` and ``vector`` stay out of ``repr()``."""
 
     content: str = field(repr=False)
-    vector: Sequence[float] | VectorText = field(repr=False)
+    vector: Embedding = field(repr=False)
     ttl_days: int | None = None
     """kagent's ``ttl_days``: may shorten the scope's retention, never lengthen it."""
 
@@ -108,7 +108,7 @@ def check_fact(fact: Fact) -> CheckedFact:
     return fact.content, vector_literal(fact.vector), fact.ttl_days
 
 
-def check_query(vector: Sequence[float] | VectorText, limit: int, min_score: float) -> str:
+def check_query(vector: Embedding, limit: int, min_score: float) -> str:
     if not 1 <= limit <= MAX_SEARCH_LIMIT or not -1.0 <= min_score <= 1.0:
         raise StoreRefusal(Reason.INVALID_SPEC)
     return vector_literal(vector)
@@ -186,7 +186,7 @@ class DelegatedStore:
 
         return await self._counted("delegated_save", work)
 
-    async def search(self, caller: Caller, vector: Sequence[float] | VectorText, *, limit: int,
+    async def search(self, caller: Caller, vector: Embedding, *, limit: int,
                      min_score: float) -> list[Found]:
         """Nearest readable facts of the leased scope with at least ``min_score``."""
         literal = check_query(vector, limit, min_score)

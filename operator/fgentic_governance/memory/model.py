@@ -94,9 +94,6 @@ class Envelope:
 
 
 DEFAULT_ENVELOPE: Final = Envelope()
-_PLAIN_NUMBERS: Final = re.compile(r"\[[ \t\n\r0-9eE+\-.,]*\]")
-"""What JSON numbers, commas and whitespace are made of (``float()`` would also take
-``1_0``, ``nan`` or ``infinity``; ``strtof`` reads some of those otherwise)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +238,11 @@ class ErasureReceipt:
                            receipt_id=self.id)
 
 
+_PLAIN_NUMBERS: Final = re.compile(r"\[[ \t\n\r0-9eE+\-.,]*\]")
+"""What JSON numbers, commas and whitespace are made of (``float()`` would also take
+``1_0``, ``nan`` or ``infinity``; ``strtof`` reads some of those otherwise)."""
+
+
 @dataclass(frozen=True, slots=True)
 class VectorText:
     """One embedding as pgvector text exactly as a request spelled it, made by :meth:`of`
@@ -265,7 +267,11 @@ class VectorText:
         return cls(text)
 
 
-def vector_literal(values: Sequence[float] | VectorText) -> str:
+Embedding = Sequence[float] | VectorText
+"""A vector as a caller holds it: floats, or the checked text of a request."""
+
+
+def vector_literal(values: Embedding) -> str:
     """pgvector's text form; refuses a wrong shape, a non-number or a non-finite component.
     A :class:`VectorText` was checked where it was parsed and is used as it is.
 

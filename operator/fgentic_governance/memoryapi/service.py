@@ -21,10 +21,10 @@ from fgentic_governance.memory.delegated import Caller, CheckedFact, Fact, Found
 from fgentic_governance.memory.errors import StoreRefusal
 from fgentic_governance.memory.model import (
     ConfirmationStatus,
+    Embedding,
     Envelope,
     Operation,
     SourceKind,
-    VectorText,
     WriteReason,
 )
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
@@ -48,7 +48,7 @@ class Store(Protocol):
                     explicit: bool = ...) -> None: ...
     async def save_checked(self, caller: Caller, rows: Sequence[CheckedFact],
                            envelope: Envelope) -> list[str]: ...
-    async def search(self, caller: Caller, vector: Sequence[float] | VectorText, *, limit: int,
+    async def search(self, caller: Caller, vector: Embedding, *, limit: int,
                      min_score: float) -> list[Found]: ...
     async def admit_embedding(self, agent_namespace: str, agent_name: str) -> int: ...
 

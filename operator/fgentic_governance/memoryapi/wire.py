@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, NoReturn
 
 from fgentic_governance.contract.jcs import DuplicateName, unique_object
-from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS, VectorText
+from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS, Embedding, VectorText
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
 
 MAX_BODY_BYTES: Final = 2 * 1024 * 1024
@@ -50,7 +50,7 @@ class SaveItem:
     """The checked vector as received, when the body spells it plainly (``_texts``)."""
 
     @property
-    def embedding(self) -> list[float] | VectorText:
+    def embedding(self) -> Embedding:
         return self.vector if self.text is None else self.text
 
 
@@ -64,7 +64,7 @@ class Search:
     text: VectorText | None = field(default=None, repr=False)
 
     @property
-    def embedding(self) -> list[float] | VectorText:
+    def embedding(self) -> Embedding:
         return self.vector if self.text is None else self.text
 
 
@@ -72,26 +72,33 @@ def _malformed() -> ApiError:
     return ApiError(ApiReason.REQUEST_MALFORMED)
 
 
-def _texts(raw: bytes, vectors: list[list[float]]) -> list[VectorText | None]:
+def _texts(text: str, vectors: list[list[float]]) -> list[VectorText | None]:
     """The body's spelling of each checked vector, in order, for PostgreSQL to read as it is:
     one ``"vector"`` member per parsed vector, each spelling exactly its vector; otherwise
     None (an escaped member name, say) and the floats are formatted instead."""
-    found = _VECTOR_MEMBER.findall(raw.decode("utf-8"))
+    found = _VECTOR_MEMBER.findall(text)
     if len(found) != len(vectors):
         return [None] * len(vectors)
-    return [VectorText.of(text, vector) for text, vector in zip(found, vectors, strict=True)]
+    return [VectorText.of(array, vector) for array, vector in zip(found, vectors, strict=True)]
 
 
-def _object(raw: bytes) -> dict[str, Any]:
+def _decoded(raw: bytes) -> str:
+    """The body as text, decoded once for the parser and for ``_texts``."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _malformed() from None
+
+
+def _object(text: str) -> dict[str, Any]:
     """Strict where it matters here, fast for 768 numbers: duplicate names and the non-finite
     constants are refused while parsing; numbers are parsed by C (``float``) and every vector
     component is checked for finiteness in ``_vector``; the shapes below bound the depth; a
     lone surrogate in ``content`` is refused by ``check_fact``. ``strict_json.loads`` calls
     Python for every float (~0.2 ms more per body)."""
     try:
-        value = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_object,
-                           parse_constant=_constant)
-    except (UnicodeDecodeError, DuplicateName, ValueError, RecursionError):
+        value = json.loads(text, object_pairs_hook=unique_object, parse_constant=_constant)
+    except (DuplicateName, ValueError, RecursionError):
         value = None
     if type(value) is not dict:
         raise _malformed()
@@ -146,29 +153,32 @@ def _item(value: Any) -> SaveItem:
                     _vector(fields["vector"]), ttl or None)
 
 
-def _with_texts(raw: bytes, items: list[SaveItem]) -> list[SaveItem]:
-    texts = _texts(raw, [item.vector for item in items])
+def _with_texts(text: str, items: list[SaveItem]) -> list[SaveItem]:
+    texts = _texts(text, [item.vector for item in items])
     return [replace(item, text=text) for item, text in zip(items, texts, strict=True)]
 
 
 def parse_save(raw: bytes) -> SaveItem:
     """``POST /api/memories/sessions``."""
-    [item] = _with_texts(raw, [_item(_object(raw))])
+    text = _decoded(raw)
+    [item] = _with_texts(text, [_item(_object(text))])
     return item
 
 
 def parse_batch(raw: bytes) -> list[SaveItem]:
     """``POST /api/memories/sessions/batch``: 1 to 50 items."""
-    body = _fields(_object(raw), frozenset({"items"}), frozenset({"items"}))
+    text = _decoded(raw)
+    body = _fields(_object(text), frozenset({"items"}), frozenset({"items"}))
     items = body["items"]
     if type(items) is not list or not 1 <= len(items) <= MAX_ITEMS:
         raise _malformed()
-    return _with_texts(raw, [_item(item) for item in items])
+    return _with_texts(text, [_item(item) for item in items])
 
 
 def parse_search(raw: bytes) -> Search:
     """``POST /api/memories/search``."""
-    fields = _fields(_object(raw), _SEARCH_FIELDS, _SEARCH_REQUIRED)
+    text = _decoded(raw)
+    fields = _fields(_object(text), _SEARCH_FIELDS, _SEARCH_REQUIRED)
     limit = fields.get("limit", 0)
     min_score = fields.get("min_score", 0.0)
     if type(limit) is not int or limit > MAX_LIMIT:
@@ -176,6 +186,6 @@ def parse_search(raw: bytes) -> Search:
     if type(min_score) not in (int, float) or not -1.0 <= min_score <= 1.0:  # NaN fails too
         raise _malformed()
     vector = _vector(fields["vector"])
-    [text] = _texts(raw, [vector])
+    [spelled] = _texts(text, [vector])
     return Search(_name(fields["agent_name"]), _name(fields["user_id"]), vector,
-                  limit if limit > 0 else DEFAULT_LIMIT, float(min_score), text)
+                  limit if limit > 0 else DEFAULT_LIMIT, float(min_score), spelled)
