@@ -8,6 +8,8 @@ than run it, so they fail on every machine while that build is installed.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 import os
 import signal
 import time
@@ -21,6 +23,8 @@ from fgentic_governance.devenv import StartupError, isa, pgvector
 from fgentic_governance.devenv import postgres as local
 from fgentic_governance.devenv.postgres import LocalPostgres
 from fgentic_governance.devenv.selftest import self_test
+from fgentic_governance.memory.readiness import StoreReadiness
+from fgentic_governance.reasons import Reason
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +35,13 @@ LIBRARY = pgvector.extension_dir(INSTALL) / "vector.so"
 def test_the_installed_pgvector_needs_no_cpu_feature_outside_its_cpu_checks() -> None:
     assert pgvector.installed_portably(INSTALL)
     assert isa.check(LIBRARY) == []
+
+
+def test_no_binary_or_library_of_the_install_needs_avx_outside_a_cpu_check() -> None:
+    files = [INSTALL / "bin" / "postgres", *sorted(pgvector.extension_dir(INSTALL).glob("*.so")),
+             *sorted(INSTALL.parent.parent.glob("pgserver*.libs/*.so*"))]
+    assert len(files) > 10
+    assert {str(path): isa.describe(found) for path in files if (found := isa.check(path))} == {}
 
 
 def test_the_wheels_own_pgvector_is_refused_by_the_same_check() -> None:
@@ -129,3 +140,32 @@ def test_an_illegal_instruction_names_the_cpu_and_where_to_look(tmp_path: Path) 
     said = server.crash_report()
     assert "signal 4 (Illegal instruction)" in said
     assert "CPU instructions this machine lacks" in said and "invalid opcode" in said
+
+
+def test_readiness_says_restarting_while_the_server_recovers(
+        server: LocalPostgres, caplog: pytest.LogCaptureFixture) -> None:
+    """What the memory API's and the control API's /readyz answer, and log once per change."""
+    caplog.set_level(logging.INFO, logger="test.readiness")
+
+    async def watch() -> list[Reason]:
+        pool = await asyncpg.create_pool(server.dsn(), min_size=0, max_size=2)
+        ready = StoreReadiness(pool, logging.getLogger("test.readiness"))
+        seen = [await ready()]
+        victim = await asyncpg.connect(server.dsn())
+        os.kill(await victim.fetchval("SELECT pg_backend_pid()"), signal.SIGKILL)
+        victim.terminate()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (Reason.STORE_RESTARTING not in seen
+                                               or seen[-1] is not Reason.OK):
+            seen.append(await ready())
+            await asyncio.sleep(0.02)
+        await pool.close()
+        return seen
+
+    seen = asyncio.run(watch())
+    assert seen[0] is Reason.OK and seen[-1] is Reason.OK
+    assert Reason.STORE_RESTARTING in seen
+    said = [r.getMessage() for r in caplog.records if r.name == "test.readiness"]
+    assert "store-ready reason=STORE_RESTARTING was=OK" in said[:2]
+    assert said[-1].startswith("store-ready reason=OK was=")
+    assert len(said) == len([1 for a, b in itertools.pairwise(seen) if a is not b])

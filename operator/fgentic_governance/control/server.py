@@ -2,7 +2,8 @@
 
 The API does not migrate the schema (the operator owns it); a missing or older schema is
 answered with STORE_SCHEMA_MISMATCH per request. The pool is created empty, so the server
-starts while PostgreSQL is down and answers STORE_UNAVAILABLE until it is back.
+starts while PostgreSQL is down and answers STORE_UNAVAILABLE until it is back
+(STORE_RESTARTING while it recovers from a crash; memory/readiness.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser stays light.
     from aiohttp import web
@@ -21,7 +22,6 @@ if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser st
 
 log = logging.getLogger("fgentic_governance.control")
 POOL_SIZE = 8
-READY_SECONDS = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +61,7 @@ async def start(
     from fgentic_governance.control.service import ControlService
     from fgentic_governance.kube_client import api_client
     from fgentic_governance.memory import MemoryStore, bounds
+    from fgentic_governance.memory.readiness import StoreReadiness
 
     policy = RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template,
                         max_snapshot_age=args.snapshot_max_age)
@@ -74,7 +75,7 @@ async def start(
     store = MemoryStore(pool, erasure_slots=POOL_SIZE // 2)
     service = ControlService(store, directory, policy, ConfirmationBook(args.confirm_seconds))
     runner = await serving.serve(make_handler(service, BearerTokenFile(args.token_file),
-                                      store_ready=lambda: store_ready(pool)),
+                                      store_ready=StoreReadiness(pool, log)),
                          args.host, args.port)
 
     async def stop() -> None:
@@ -82,16 +83,6 @@ async def start(
         await pool.close()
 
     return runner, stop
-
-
-async def store_ready(pool: Any) -> bool:
-    """Readiness: the pool hands out a connection that answers, within READY_SECONDS."""
-    try:
-        async with asyncio.timeout(READY_SECONDS), pool.acquire() as conn:
-            await conn.fetchval("SELECT 1")
-    except Exception:  # Any failure means "cannot serve"; the type is all we may log.
-        return False
-    return True
 
 
 def run_control_api(args: argparse.Namespace) -> int:

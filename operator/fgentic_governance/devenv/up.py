@@ -192,4 +192,7 @@ def run_dev(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        # A crashed backend shows up above only as STORE_UNAVAILABLE; say what it was.
+        if report := stack.pg.crash_report():
+            print(f"PostgreSQL: {report}", file=sys.stderr, flush=True)
         stack.stop()

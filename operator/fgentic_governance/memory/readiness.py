@@ -1,0 +1,60 @@
+"""Readiness of a store pool, said as what it is: ready, restarting, or unavailable.
+
+A PostgreSQL whose backend crashed makes the postmaster end every session (57P02) and refuse
+new ones while it recovers (57P03); that is a restart, not an outage, and the servers' /readyz
+and logs say so with a bounded code instead of only failing the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Final
+
+import asyncpg
+
+from fgentic_governance.reasons import Reason
+
+READY_SECONDS: Final = 2.0
+# crash_shutdown, cannot_connect_now (starting up, in recovery, shutting down).
+RESTARTING_STATES: Final = frozenset({"57P02", "57P03"})
+
+
+def reason_of(exc: BaseException) -> Reason:
+    if isinstance(exc, asyncpg.PostgresError) and exc.sqlstate in RESTARTING_STATES:
+        return Reason.STORE_RESTARTING
+    return Reason.STORE_UNAVAILABLE
+
+
+async def probe(pool: Any, seconds: float = READY_SECONDS) -> Reason:
+    """OK when the pool hands out a connection that answers within ``seconds``. A pooled
+    connection that the server already closed says nothing of the server: one more try."""
+    try:
+        async with asyncio.timeout(seconds):
+            for attempt in (1, 2):
+                try:
+                    async with pool.acquire() as conn:
+                        await conn.fetchval("SELECT 1")
+                    break
+                except asyncpg.ConnectionDoesNotExistError:
+                    if attempt == 2:
+                        raise
+    except Exception as exc:  # Any failure means "cannot serve"; only its class is told.
+        return reason_of(exc)
+    return Reason.OK
+
+
+class StoreReadiness:
+    """Probes ``pool`` and logs each change of its state once, as a bounded code."""
+
+    def __init__(self, pool: Any, log: logging.Logger, seconds: float = READY_SECONDS) -> None:
+        self._pool, self._log, self._seconds = pool, log, seconds
+        self.last = Reason.OK
+
+    async def __call__(self) -> Reason:
+        reason = await probe(self._pool, self._seconds)
+        if reason is not self.last:
+            level = logging.INFO if reason is Reason.OK else logging.WARNING
+            self._log.log(level, "store-ready reason=%s was=%s", reason.value, self.last.value)
+            self.last = reason
+        return reason

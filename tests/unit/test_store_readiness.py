@@ -1,0 +1,34 @@
+"""Readiness says what the store is doing: restarting after a crash is not an outage."""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+import pytest
+
+from fgentic_governance.memory.readiness import reason_of
+from fgentic_governance.memoryapi import http, proxy
+from fgentic_governance.reasons import Reason
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    (asyncpg.CannotConnectNowError("in recovery"), Reason.STORE_RESTARTING),
+    (asyncpg.CrashShutdownError("crash of another server process"), Reason.STORE_RESTARTING),
+    (asyncpg.AdminShutdownError("administrator command"), Reason.STORE_UNAVAILABLE),
+    (asyncpg.ConnectionDoesNotExistError("closed"), Reason.STORE_UNAVAILABLE),
+    (OSError("refused"), Reason.STORE_UNAVAILABLE), (TimeoutError(), Reason.STORE_UNAVAILABLE),
+])
+def test_a_crash_or_recovery_is_restarting_anything_else_unavailable(
+        error: BaseException, reason: Reason) -> None:
+    assert reason_of(error) is reason
+
+
+@pytest.mark.parametrize("state", [Reason.OK, Reason.STORE_RESTARTING, Reason.STORE_UNAVAILABLE])
+async def test_the_memory_apis_readyz_answers_the_stores_state(state: Reason) -> None:
+    async def store_ready() -> Reason:
+        return state
+
+    answer = await http._probe(True, proxy.InFlight(4, 1), store_ready)
+    assert answer.status == (200 if state is Reason.OK else 503)
+    assert answer.body is not None and json.loads(bytes(answer.body)) == {"reason": state.value}
