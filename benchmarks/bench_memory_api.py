@@ -12,7 +12,7 @@ headers (``Authorization: Bearer``, ``X-Agent-Name`` = the Agent's app name, ``X
 
 1. Memory API versus the same fenced store calls made directly. The API is served in this
    process on loopback, built from the package as ``memory-api`` builds it (``MemoryApi`` over
-   ``DelegatedStore`` on a runtime-role pool, ``make_handler``, ``serving.serve``); the
+   ``DelegatedStore`` on a delegate-role pool, ``make_handler``, ``serving.serve``); the
    baseline calls that very ``DelegatedStore`` (``admit`` + ``save``/``search``) on the same
    pool. Three routes: a single save (``/api/memories/sessions``, an explicit operation: the
    sender bucket applies), the batch route with one item (automatic save) and a search of a
@@ -118,8 +118,9 @@ BURST: Final = 3
 subject between two resets."""
 LEASE_SECONDS: Final = 540
 RENEW_AFTER: Final = 420.0
-# What kagent's runtime connects the memory API's pool as (tests/support/store.py).
-RUNTIME_SETTINGS: Final = {"role": "fgentic_memory_runtime",
+# What the memory API's pool connects as (tests/support/store.py): the runtime role plus
+# delegation (sql/0010).
+DELEGATE_SETTINGS: Final = {"role": "fgentic_memory_delegate",
                            "search_path": "fgentic_memory, public"}
 SAVE: Final = "/api/memories/sessions"
 BATCH: Final = "/api/memories/sessions/batch"
@@ -328,7 +329,7 @@ class Bench:
     http: aiohttp.ClientSession
     store: DelegatedStore
     runtime: Any
-    """The runtime-role pool under ``store`` (the API's pool)."""
+    """The delegate-role pool under ``store`` (the API's pool)."""
     owner: Any
     pg: LocalPostgres
     scopes: Scopes
@@ -692,7 +693,7 @@ async def run(pg: LocalPostgres, plane: LocalControlPlane, work: Path,
     async with owner.acquire() as conn:
         await migrate(conn)  # creates the runtime role too
     kwargs = bounds.pool_kwargs(min_size=2, max_size=POOL_SIZE)
-    kwargs["server_settings"] = {**kwargs["server_settings"], **RUNTIME_SETTINGS}
+    kwargs["server_settings"] = {**kwargs["server_settings"], **DELEGATE_SETTINGS}
     runtime = await asyncpg.create_pool(dsn, **kwargs)
     kube = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(plane.kubeconfig))

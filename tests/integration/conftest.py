@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from tests.support.store import RUNTIME_SETTINGS
+from tests.support.store import DELEGATE_SETTINGS, RUNTIME_SETTINGS
 
 
 @pytest.fixture
@@ -18,3 +18,13 @@ async def runtime_pool(pg_dsn: str, pool: asyncpg.Pool) -> AsyncIterator[asyncpg
                                         server_settings=RUNTIME_SETTINGS)
     yield runtime
     await runtime.close()
+
+
+@pytest.fixture
+async def delegate_pool(pg_dsn: str, pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Pool]:
+    """Connections as fgentic_memory_delegate, the memory API's role (the runtime's privileges
+    plus delegation), opened after ``pool`` migrated the schema."""
+    delegate = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=24,
+                                         server_settings=DELEGATE_SETTINGS)
+    yield delegate
+    await delegate.close()

@@ -524,6 +524,31 @@ async def test_off_ends_the_open_lease(env: Env) -> None:
     assert await env.pool.fetchval(LIVE_LEASES) == 0
 
 
+async def test_a_replayed_lease_open_returns_its_lease_and_live_leases_are_capped(
+        env: Env) -> None:
+    await make_scope(env, "alice")
+    body = command(env, "alice", seconds=120, delegationId=str(uuid.uuid4()))
+    first = await post(env, "lease/open", body)
+    assert first[0] == 201, first
+    for _ in range(5):  # a replayed body (a bridge's retry) opens nothing new
+        assert await post(env, "lease/open", body) == first
+    assert await env.pool.fetchval(LIVE_LEASES) == 1
+    close = {"subject": ALICE, "agent": {"namespace": env.ns, "name": AGENT},
+             "roomId": control_room("alice"), "leaseId": first[1]["lease"]["id"]}
+    assert await post(env, "lease/close", close) == (200, {"reason": "OK", "closed": True})
+    assert await post(env, "lease/open", body) == (403, {"reason": "LEASE_MISSING"})
+    # Without a delegation id (the first wire shape) each call opens a lease, up to the cap.
+    cap = await env.pool.fetchval("SELECT fgentic_memory.max_live_leases()")
+    for _ in range(cap):
+        status, answer = await post(env, "lease/open", command(env, "alice"))
+        assert status == 201, answer
+    assert await post(env, "lease/open", command(env, "alice")) == (
+        429, {"reason": "LEASE_LIMIT_REACHED"})
+    assert await env.pool.fetchval(LIVE_LEASES) == cap
+    status, _ = await post(env, "lease/open", command(env, "alice", delegationId="Not-a-uuid"))
+    assert status == 400
+
+
 # -- room-state drift ------------------------------------------------------------------------
 
 

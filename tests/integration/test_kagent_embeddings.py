@@ -50,7 +50,7 @@ def api_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 async def test_the_runtime_embeds_nothing_without_a_lease(
-        k8s_client: client.ApiClient, pool: asyncpg.Pool, runtime_pool: asyncpg.Pool,
+        k8s_client: client.ApiClient, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool,
         store: MemoryStore, *, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=API_LOG)
     ns = f"embed-{uuid.uuid4().hex[:8]}"
@@ -67,7 +67,7 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
     access = Access.for_scope(record, await store.grant(record.scope_key))  # consent only
     agent = None
     try:
-        async with memory_api(runtime_pool, k8s_client, controller.base_url,
+        async with memory_api(delegate_pool, k8s_client, controller.base_url,
                               local_server="fgentic.local",
                               embeddings_url=provider.url + "/embeddings") as url:
             agent = await start_agent(tmp_path / "runtime", kagent_url=url, chat=chat,

@@ -63,7 +63,7 @@ from tests.support.kagent import (
 )
 from tests.support.memory_api import agent_token, headers, memory_api
 from tests.support.objects import consent_obj, scope_obj
-from tests.support.store import RUNTIME_SETTINGS, migrated_pool
+from tests.support.store import DELEGATE_SETTINGS, migrated_pool
 
 pytestmark = pytest.mark.integration
 
@@ -409,7 +409,7 @@ async def world(control_plane: Any, k8s_client: client.ApiClient, postgres: Loca
     dsn = await postgres.create_database(database, extensions=("vector",))
     pool = await migrated_pool(dsn, max_size=8)
     runtime_pool = await asyncpg.create_pool(dsn, min_size=1, max_size=8,
-                                             server_settings=RUNTIME_SETTINGS)
+                                             server_settings=DELEGATE_SETTINGS)
     store = MemoryStore(pool)
     controller, chat, embeddings = ControllerStub(), ChatStub(), EmbeddingStub()
     started: list[LoopbackServer] = []

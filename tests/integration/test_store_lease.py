@@ -1,6 +1,6 @@
 """Issue 17 §2 on a real PostgreSQL: delegation leases (sql/0008_lease.sql).
 
-The memory API reaches the store only as the restricted runtime role and only through
+The memory API reaches the store only as the restricted delegate role and only through
 ``enter_delegation``: (subject, Agent) must have exactly one scope with a live lease at its
 current generation. No lease, a closed, expired or pre-withdrawal lease, another subject's or
 Agent's lease, or two leased rooms: nothing is read, written or admitted.
@@ -48,8 +48,8 @@ async def refused(coro: Any) -> Reason:
 
 
 @pytest.fixture
-def delegated(runtime_pool: asyncpg.Pool) -> DelegatedStore:
-    return DelegatedStore(runtime_pool)
+def delegated(delegate_pool: asyncpg.Pool) -> DelegatedStore:
+    return DelegatedStore(delegate_pool)
 
 
 async def leased(store: MemoryStore, seconds: int = 60) -> Access:
@@ -133,7 +133,9 @@ async def test_closed_and_expired_leases_are_dead(
     assert await refused(delegated.admit(ALICE_HELPER, {Operation.LOAD: 1})) \
         is Reason.LEASE_MISSING
     assert await store.cleanup_expired() == 0
-    assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.delegation_lease") == 0
+    # The expired lease is pruned; the closed one stays until its own expiry, so that its
+    # delegation id is still known to a replayed open (sql/0010).
+    assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.delegation_lease") == 1
 
 
 async def test_a_lease_is_at_most_540_seconds_and_only_for_the_exact_triple(

@@ -8,9 +8,12 @@ from typing import Any
 import asyncpg
 
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds, migrate
+from fgentic_governance.memoryapi.server import DELEGATE_ROLE
 
 # What kagent would connect with: the restricted role, our schema first.
 RUNTIME_SETTINGS = {"role": "fgentic_memory_runtime", "search_path": "fgentic_memory, public"}
+# What the memory API connects with: the runtime's privileges plus delegation (sql/0010).
+DELEGATE_SETTINGS = {**RUNTIME_SETTINGS, "role": DELEGATE_ROLE}
 ALICE = "@alice:example.org"
 ROOM = "!alice-control:example.org"
 

@@ -56,7 +56,8 @@ class ControlStore(Protocol):
     async def forget_entry(self, access: Access, entry_id: str) -> ErasureReceipt: ...
     async def erase_scope(self, scope_key: str) -> ErasureReceipt: ...
     async def withdraw(self, scope_key: str) -> ErasureReceipt: ...
-    async def open_lease(self, access: Access, seconds: int) -> Lease: ...
+    async def open_lease(self, access: Access, seconds: int,
+                         delegation_id: str | None = None) -> Lease: ...
     async def close_lease(self, scope_key: str, lease_id: str) -> bool: ...
 
 
@@ -178,7 +179,8 @@ class ControlService:
         """A lease on the sender's scope, after the same room-state check as every command;
         the memory API serves the runtime's calls for (subject, Agent) only while it lives."""
         adm = await self.admit(command)
-        lease = await _store(self.store.open_lease(adm.access, command.seconds))
+        lease = await _store(self.store.open_lease(adm.access, command.seconds,
+                                                   command.delegation_id))
         return Reply(201, {"reason": Reason.OK.value, "lease": {
             "id": lease.id, "expiresAt": iso(lease.expires_at),
             "consentGeneration": lease.generation}})

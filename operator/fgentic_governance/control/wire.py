@@ -126,6 +126,11 @@ class LeaseCommand(Command):
     """Open a delegation lease before a turn is dispatched to a memory-enabled Agent."""
 
     seconds: Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)] = MAX_LEASE_SECONDS
+    delegation_id: Annotated[str | None, Field(min_length=36, max_length=36,
+                                               pattern=ENTRY_ID_PATTERN)] = None
+    """The bridge's id of this delegation (a lower-case UUID, one per turn): a replay of the
+    body returns the same live lease instead of opening another. Optional (the first wire
+    shape had none); without it every call opens a new lease, within the live-lease cap."""
 
 
 class LeaseCloseCommand(_Wire):

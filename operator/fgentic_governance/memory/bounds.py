@@ -64,7 +64,9 @@ SELECT r.setrole = 0 AS database_level, unnest(r.setconfig) AS item
                               WHERE datname = current_database()))
    AND (r.setrole = 0
         OR r.setrole IN (SELECT m.member FROM pg_catalog.pg_auth_members m
-                          WHERE m.roleid = 'fgentic_memory_runtime'::regrole))
+                          JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
+                          WHERE g.rolname IN ('fgentic_memory_runtime',
+                                              'fgentic_memory_delegate')))
 """
 _AUTO_EXPLAIN_LOADED: Final = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_settings WHERE name = $1)"
 
@@ -78,8 +80,8 @@ def pinned_now(auto_explain_loaded: bool) -> Mapping[str, str]:
 
 def judge(rows: list[tuple[bool, str]], pinned: Mapping[str, str]) -> list[str]:
     """Names of pinned settings that are missing or wrong at database level, or overridden by
-    a direct member of the runtime role (any value: those roles must keep the database's
-    pins; the operator cannot see what an indirect membership grants).
+    a direct member of the runtime or the delegate role (any value: those roles must keep the
+    database's pins; the operator cannot see what a deeper membership grants).
 
     Pure, for unit tests: ``rows`` are (database-level?, "name=value") from pg_db_role_setting.
     Only names from ``pinned`` are ever returned, never a value read from the server.

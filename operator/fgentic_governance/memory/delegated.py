@@ -5,7 +5,8 @@ scope of that pair that has a live delegation lease (``fgentic_memory.enter_dele
 sql/0008), which signs the claim every gate checks (sql/0007); without a lease the database
 refuses with LEASE_MISSING, with two with SCOPE_AMBIGUOUS. Cost is admitted and committed in
 its own transaction before any read or write (ADR 0023 §42: the spend stands even when the
-write is then refused). Works under the restricted ``fgentic_memory_runtime`` role.
+write is then refused). Needs the ``fgentic_memory_delegate`` role (sql/0010): the runtime
+role's privileges plus delegation, which a runtime login does not have.
 """
 
 from __future__ import annotations

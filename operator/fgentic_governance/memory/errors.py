@@ -18,7 +18,8 @@ from fgentic_governance.reasons import Reason
 
 T = TypeVar("T")
 
-# Mirrors fgentic_memory.refuse() (sql/0001, redefined by sql/0008); a test asserts they agree.
+# Mirrors fgentic_memory.refuse() (sql/0001, redefined by sql/0008 and sql/0010); a test
+# asserts they agree.
 SQLSTATE_REASONS: Final = MappingProxyType({
     "FG001": Reason.SCOPE_MISSING,
     "FG002": Reason.SCOPE_DISABLED,
@@ -38,6 +39,8 @@ SQLSTATE_REASONS: Final = MappingProxyType({
     "FG016": Reason.HIGH_RISK_INSTRUCTION_CONTENT,
     "FG017": Reason.LEASE_MISSING,
     "FG018": Reason.SCOPE_AMBIGUOUS,
+    "FG019": Reason.ISOLATION_REFUSED,
+    "FG020": Reason.LEASE_LIMIT_REACHED,
     "FG999": Reason.INTERNAL_ERROR,
 })
 

@@ -16,7 +16,8 @@ signed claim the gates check, sql/0007), then inserts with two more columns::
     VALUES ($1, $2, $3, $4, $5, NOW(), $6, $7, $8, $9) RETURNING id
 
 and reads through ``fgentic_memory.readable_memory`` after ``enter_scope(...)`` in the same
-transaction.
+transaction. That transaction must be READ COMMITTED (sql/0010: ISOLATION_REFUSED otherwise),
+and an erasure reports Verified only after it has ended.
 """
 
 from __future__ import annotations
@@ -124,6 +125,9 @@ SELECT s.scope_key, s.enabled, s.posture, s.consent_generation, s.entry_cap, s.m
 _HOLD: Final = (
     "INSERT INTO fgentic_memory.scope_hold (scope_key) VALUES ($1) ON CONFLICT DO NOTHING")
 _RELEASE: Final = "DELETE FROM fgentic_memory.scope_hold WHERE scope_key = $1"
+# Wait for every transaction that entered the scope (they hold the entry lock shared) to end;
+# held until this transaction ends (sql/0010).
+_AWAIT_ENTRANTS: Final = "SELECT fgentic_memory.entry_lock($1, true)"
 
 
 def _now() -> datetime:
@@ -354,12 +358,18 @@ class MemoryStore:
 
     @staticmethod
     async def _remaining(conn: Any, scope_key: str, fence: int) -> int:
-        # Rows of the table itself, after the delete committed. Nothing pre-fence can be read
-        # through the view either: it admits only a claim that enter_scope signed for the
-        # scope's current generation (sql/0007), which a stale reader can no longer obtain.
-        in_table = await conn.fetchval(
-            "SELECT count(*) FROM fgentic_memory.memory"
-            " WHERE scope_key = $1 AND consent_generation < $2", scope_key, fence)
+        # First every transaction that entered the scope before the fence must have ended
+        # (sql/0010): one at READ COMMITTED may still run a statement or hold a cursor whose
+        # snapshot predates the fence. Bounded by the connection's lock_timeout (bounds.POOL):
+        # a runtime that stays in makes this STORE_LOCK_TIMEOUT, a FAILED receipt.
+        # Then the rows of the table itself, after the delete committed. Nothing pre-fence can
+        # be read through the view by a later statement: it admits only a claim signed for the
+        # scope's current generation at READ COMMITTED (sql/0007, sql/0010).
+        async with conn.transaction():
+            await conn.execute(_AWAIT_ENTRANTS, scope_key)
+            in_table = await conn.fetchval(
+                "SELECT count(*) FROM fgentic_memory.memory"
+                " WHERE scope_key = $1 AND consent_generation < $2", scope_key, fence)
         return int(in_table)
 
     async def _release(self, scope_key: str) -> None:
@@ -502,7 +512,10 @@ class MemoryStore:
                 status = await conn.execute(
                     "DELETE FROM fgentic_memory.memory WHERE id = $1 AND scope_key = $2",
                     wanted, access.scope_key)
-            async with conn.transaction(isolation="repeatable_read", readonly=True):
+            async with conn.transaction(readonly=True):
+                # Not verified while a transaction that entered before the delete may still
+                # read the entry (sql/0010); bounded by the connection's lock_timeout.
+                await conn.execute(_AWAIT_ENTRANTS, access.scope_key)
                 await self._enter(conn, access, "erase")
                 in_table = await conn.fetchval(
                     "SELECT count(*) FROM fgentic_memory.memory WHERE id = $1 AND scope_key = $2",
@@ -522,12 +535,20 @@ class MemoryStore:
 
     # -- delegation leases (control API; owner role) ----------------------------------------
 
-    async def open_lease(self, access: Access, seconds: int) -> Lease:
-        """Open a lease on the scope at ``access.generation`` (sql/0008 checks the triple)."""
+    async def open_lease(self, access: Access, seconds: int,
+                         delegation_id: str | None = None) -> Lease:
+        """Open a lease on the scope at ``access.generation`` (sql/0008 checks the triple).
+
+        With ``delegation_id`` (a UUID) a replay returns the live lease of that delegation
+        unchanged, and an ended one is not reopened (LEASE_MISSING). At most MAX_LIVE_LEASES of
+        one (subject, Agent) live at once (LEASE_LIMIT_REACHED; sql/0010).
+        """
+        delegation = None if delegation_id is None else _entry_id(delegation_id)
+
         async def work(conn: Any) -> Lease:
             row = await conn.fetchrow(
                 "SELECT lease_id, expires_at FROM fgentic_memory.open_lease"
-                "($1, $2, $3, $4, $5, $6, $7)", *access.params(), seconds)
+                "($1, $2, $3, $4, $5, $6, $7, $8::uuid)", *access.params(), seconds, delegation)
             return Lease(str(row["lease_id"]), row["expires_at"], access.generation)
 
         return await self._run("open_lease", work)

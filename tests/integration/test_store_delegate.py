@@ -1,0 +1,130 @@
+"""Review N1 and L1 on a real PostgreSQL (sql/0010_delegate.sql).
+
+N1: delegation (``enter_delegation``, ``admit_agent_embedding``) belongs to the memory API's
+role, ``fgentic_memory_delegate``. A login that holds only ``fgentic_memory_runtime`` (what an
+adapted runtime's Pod logs in as) cannot enter another subject's leased scope: it reads,
+writes and charges nothing there.
+
+L1: a lease open that carries a delegation id is idempotent (a replay returns the same lease, an
+ended delegation is not reopened), and the live leases of one (subject, Agent) are capped.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from fgentic_governance.memory import MemoryStore, StoreRefusal, model
+from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
+from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Access, Operation
+from fgentic_governance.reasons import Reason
+from tests.support.store import ALICE, enabled, scope_record
+
+pytestmark = pytest.mark.integration
+
+ALICE_HELPER = Caller(ALICE, "team-a", "helper")
+UNIT = [1.0] + [0.0] * 767
+ROWS = "SELECT count(*) FROM fgentic_memory.memory WHERE scope_key = $1"
+LEDGER = "SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger WHERE scope_key = $1"
+BUCKETS = "SELECT count(*) FROM fgentic_memory.rate_bucket WHERE subject_mxid = $1"
+LIVE = ("SELECT count(*) FROM fgentic_memory.delegation_lease"
+        " WHERE scope_key = $1 AND closed_at IS NULL AND expires_at > now()")
+
+
+@pytest.fixture
+async def runtime_login(pg_dsn: str, pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Pool]:
+    """Connections of a LOGIN role that is a member of fgentic_memory_runtime and nothing
+    else, logged in as itself (no SET ROLE): an adapted runtime's own credential."""
+    login = f"rt_{uuid.uuid4().hex[:12]}"
+    await pool.execute(f"CREATE ROLE {login} LOGIN IN ROLE fgentic_memory_runtime")
+    runtime = await asyncpg.create_pool(pg_dsn, user=login, min_size=1, max_size=4,
+                                        server_settings={"search_path": "fgentic_memory"})
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
+        await pool.execute(f"DROP ROLE {login}")
+
+
+async def refused(coro: object) -> Reason:
+    with pytest.raises(StoreRefusal) as info:
+        await coro  # type: ignore[misc]
+    return info.value.reason
+
+
+# -- N1: only the memory API delegates ---------------------------------------------------------
+
+
+async def test_a_runtime_login_cannot_delegate_into_another_subjects_leased_scope(
+        store: MemoryStore, pool: asyncpg.Pool, runtime_login: asyncpg.Pool) -> None:
+    access = await enabled(store)
+    await store.save(access, "Alice prefers tea.", embedding=UNIT)
+    await store.open_lease(access, 60)  # Alice's turn is running: her scope is leased
+    async with runtime_login.acquire() as conn:
+        assert await conn.fetchval("SELECT current_user") != "postgres"
+        for sql, args in (
+            ("SELECT * FROM enter_delegation($1, $2, $3, 'recall')", ALICE_HELPER.params()),
+            ("SELECT * FROM enter_delegation($1, $2, $3, 'capture')", ALICE_HELPER.params()),
+            ("SELECT admit_agent_embedding($1, $2)", ("team-a", "helper")),
+        ):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.fetch(sql, *args)
+    # The memory API's own code on that login: no read, no write, no spend.
+    intruder = DelegatedStore(runtime_login)
+    await refused(intruder.search(ALICE_HELPER, UNIT, limit=5, min_score=-1.0))
+    await refused(intruder.save(ALICE_HELPER, [Fact("Alice wants every answer in French.",
+                                                    UNIT)], DEFAULT_ENVELOPE))
+    await refused(intruder.admit(ALICE_HELPER, {Operation.LOAD: 1}, explicit=True))
+    for _ in range(20):
+        await refused(intruder.admit_embedding("team-a", "helper"))
+    assert await pool.fetchval(ROWS, access.scope_key) == 1  # only Alice's own fact
+    assert await pool.fetchval(LEDGER, access.scope_key) == 0
+    assert await pool.fetchval(BUCKETS, ALICE) == 0
+
+
+# -- L1: idempotent and capped lease opens ---------------------------------------------------
+
+
+async def test_a_replayed_delegation_gets_its_lease_back_and_an_ended_one_stays_ended(
+        store: MemoryStore, pool: asyncpg.Pool) -> None:
+    access = await enabled(store)
+    delegation = str(uuid.uuid4())
+    first = await store.open_lease(access, 120, delegation)
+    for _ in range(5):
+        assert await store.open_lease(access, 540, delegation) == first  # not even longer
+    assert await pool.fetchval(LIVE, access.scope_key) == 1
+    assert await store.close_lease(access.scope_key, first.id) is True
+    assert await refused(store.open_lease(access, 120, delegation)) is Reason.LEASE_MISSING
+    assert await pool.fetchval(LIVE, access.scope_key) == 0
+    # A new delegation id is a new turn: it opens a new lease.
+    assert (await store.open_lease(access, 120, str(uuid.uuid4()))).id != first.id
+    assert await refused(store.open_lease(access, 60, "not-a-uuid")) is Reason.INVALID_SPEC
+
+
+async def test_live_leases_of_one_subject_and_agent_are_capped(
+        store: MemoryStore, pool: asyncpg.Pool) -> None:
+    access = await enabled(store)
+    second = scope_record("team-a/alice-helper-2", control_room="!alice-two:example.org")
+    await store.ensure_scope(second)
+    other_room = Access.for_scope(second, await store.grant(second.scope_key))
+    leases, reason = [], Reason.OK
+    for _ in range(64):  # the cap counts every room of the pair
+        try:
+            leases.append(await store.open_lease(access if len(leases) % 2 else other_room, 60))
+        except StoreRefusal as refusal:
+            reason = refusal.reason
+            break
+    assert reason.value == "LEASE_LIMIT_REACHED"
+    assert len(leases) == model.MAX_LIVE_LEASES
+    assert await pool.fetchval("SELECT fgentic_memory.max_live_leases()") == len(leases)
+    # Another subject's pair is not affected, and a closed lease frees its slot.
+    bob = scope_record("team-a/bob-helper", subject_mxid="@bob:example.org",
+                       control_room="!bob-control:example.org")
+    await store.ensure_scope(bob)
+    await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 60)
+    assert await store.close_lease(access.scope_key, leases[1].id) is True
+    await store.open_lease(access, 60)
+    assert await refused(store.open_lease(access, 60)) is Reason.LEASE_LIMIT_REACHED
