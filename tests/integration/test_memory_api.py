@@ -85,13 +85,13 @@ class Env:
 
 @pytest.fixture
 async def env(control_plane: Any, k8s_client: client.ApiClient, pool: asyncpg.Pool,
-              runtime_pool: asyncpg.Pool, store: MemoryStore) -> AsyncIterator[Env]:
+              delegate_pool: asyncpg.Pool, store: MemoryStore) -> AsyncIterator[Env]:
     ns = f"memapi-{uuid.uuid4().hex[:8]}"
     control_plane.ensure_namespace(ns)
     agent_token_ = await agent_token(k8s_client, ns, AGENT)
     controller = ControllerStub()
     await controller.start()
-    async with memory_api(runtime_pool, k8s_client, controller.base_url) as url, \
+    async with memory_api(delegate_pool, k8s_client, controller.base_url) as url, \
             aiohttp.ClientSession(auto_decompress=False) as http:
         yield Env(ns, url, agent_token_, store, pool, http, controller, k8s_client)
     await controller.stop()
@@ -347,9 +347,9 @@ async def test_no_fact_query_or_header_reaches_a_log_metric_or_error(
 
 
 async def test_two_replicas_share_leases_and_counters(
-        env: Env, runtime_pool: asyncpg.Pool) -> None:
+        env: Env, delegate_pool: asyncpg.Pool) -> None:
     await scope(env, hourly_operation_ceiling=4)
-    async with memory_api(runtime_pool, env.kube, env.controller.base_url) as second:
+    async with memory_api(delegate_pool, env.kube, env.controller.base_url) as second:
         first = env.url
         assert (await env.call("/api/memories/search", env.query("x")))[0] == 200
         env.url = second
@@ -391,7 +391,7 @@ async def test_passed_through_bodies_reach_no_sink_of_ours(
 
 
 async def test_embeddings_need_a_live_lease_of_the_calling_agent(
-        env: Env, runtime_pool: asyncpg.Pool) -> None:
+        env: Env, delegate_pool: asyncpg.Pool) -> None:
     """The runtime embeds before it saves or searches; through /v1/embeddings the work is
     refused outright while no user of the Agent has a live delegation, charged to the one
     leased scope, and let through uncharged (counted) when several are leased."""
@@ -404,7 +404,7 @@ async def test_embeddings_need_a_live_lease_of_the_calling_agent(
     ledger = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
               " WHERE scope_key = $1 AND operation = 'embedding'")
     try:
-        async with memory_api(runtime_pool, env.kube, env.controller.base_url,
+        async with memory_api(delegate_pool, env.kube, env.controller.base_url,
                               embeddings_url=provider.url + "/embeddings") as url, \
                 aiohttp.ClientSession(connector=aiohttp.TCPConnector(
                     local_addr=(address, 0))) as pod, aiohttp.ClientSession() as stranger:
@@ -435,7 +435,7 @@ async def test_embeddings_need_a_live_lease_of_the_calling_agent(
 
 
 async def test_a_streamed_answer_passes_through_as_it_is_written(
-        env: Env, runtime_pool: asyncpg.Pool) -> None:
+        env: Env, delegate_pool: asyncpg.Pool) -> None:
     """Streaming bodies are relayed chunk by chunk, not buffered: the client reads the first
     chunk while the controller has not yet written the second."""
     release = asyncio.Event()
@@ -456,7 +456,7 @@ async def test_a_streamed_answer_passes_through_as_it_is_written(
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        async with memory_api(runtime_pool, env.kube, f"http://127.0.0.1:{port}") as url, \
+        async with memory_api(delegate_pool, env.kube, f"http://127.0.0.1:{port}") as url, \
                 env.http.get(url + "/api/stream") as response:
             assert response.headers["Content-Type"] == "text/event-stream"
             first = await asyncio.wait_for(response.content.readuntil(b"\n\n"), timeout=5)

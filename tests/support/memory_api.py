@@ -37,6 +37,16 @@ def agent_object(ns: str, name: str, *, memory: bool = True,
             "spec": {"type": "Declarative", "declarative": declarative}}
 
 
+def ensure_service_account(core: client.CoreV1Api, ns: str, account: str) -> None:
+    """Create ``account`` in ``ns`` unless it exists."""
+    try:
+        core.create_namespaced_service_account(
+            ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=account)))
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
 async def agent_token(api: client.ApiClient, ns: str, agent: str, *, memory: bool = True,
                       service_account: str | None = None, audience: str = "kagent") -> str:
     """Create the Agent (and its service account) and return a projected-style token for the
@@ -46,12 +56,7 @@ async def agent_token(api: client.ApiClient, ns: str, agent: str, *, memory: boo
     custom = client.CustomObjectsApi(api)
 
     def create() -> str:
-        try:
-            core.create_namespaced_service_account(
-                ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=account)))
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
+        ensure_service_account(core, ns, account)
         custom.create_namespaced_custom_object(
             "kagent.dev", "v1alpha2", ns, "agents",
             agent_object(ns, agent, memory=memory, service_account=service_account))
@@ -92,14 +97,14 @@ def routed_pod(api: client.ApiClient, ns: str, agent: str, address: str) -> None
 
 
 @asynccontextmanager
-async def memory_api(runtime_pool: asyncpg.Pool, api: client.ApiClient, upstream_url: str,
+async def memory_api(delegate_pool: asyncpg.Pool, api: client.ApiClient, upstream_url: str,
                      *, local_server: str = LOCAL, embeddings_url: str = ""
                      ) -> AsyncIterator[str]:
     """The memory API served on 127.0.0.1; yields its base URL. With ``embeddings_url`` it
     also serves ``/v1/embeddings``, identifying the caller's Pod by address."""
     upstream = proxy.session()
     identity = KubeIdentity(api)
-    handler = make_handler(MemoryApi(DelegatedStore(runtime_pool), local_server),
+    handler = make_handler(MemoryApi(DelegatedStore(delegate_pool), local_server),
                            identity.agent_for, upstream, upstream_url,
                            embeddings_url=embeddings_url,
                            identify_address=identity.agent_for_address)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fgentic_governance.memory.model import VectorText
+from fgentic_governance.memory.model import FLOAT4_MAX, VectorText
 from fgentic_governance.memoryapi import wire
 from fgentic_governance.memoryapi.codes import ApiError
 from fgentic_governance.memoryapi.wire import parse_batch, parse_save, parse_search
@@ -79,7 +79,7 @@ def _components(text: str) -> list[float]:
     return [float(part) for part in text.strip()[1:-1].split(",")]
 
 
-finite = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.integers(-10, 10)
+finite = st.floats(-FLOAT4_MAX, FLOAT4_MAX, width=64) | st.integers(-10, 10)  # storable
 
 
 @given(st.lists(st.lists(finite, min_size=1, max_size=12), min_size=1, max_size=3),

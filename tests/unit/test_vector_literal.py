@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fgentic_governance.memory import StoreRefusal
-from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS, vector_literal
+from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS, FLOAT4_MAX, vector_literal
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
 
@@ -24,7 +24,7 @@ def test_floats_are_written_exactly_or_refused(
     for index, value in changes:
         values[index] = value
     mixed: list[float] = [*values[:-1], 3] if one_int else values  # ints take the checked path
-    if all(math.isfinite(v) for v in mixed):
+    if all(math.isfinite(v) and abs(v) <= FLOAT4_MAX for v in mixed):  # pgvector's range
         literal = vector_literal(mixed)
         assert literal == "[" + ",".join(repr(float(v)) for v in mixed) + "]"
         assert [float(x) for x in literal[1:-1].split(",")] == [float(v) for v in mixed]

@@ -23,6 +23,19 @@ if TYPE_CHECKING:
 
 EMBEDDING_DIMENSIONS = 768
 """kagent v0.9.11's memory.embedding is vector(768)."""
+FLOAT4_MAX: Final = 3.4028235e38
+"""The largest component magnitude pgvector stores: ``strtof`` rounds it to float4's maximum,
+anything larger is infinite there and the whole statement fails ("out of range")."""
+
+
+def storable(vector: Sequence[float]) -> bool:
+    """Every component a finite number within float4's range. The norm bounds every component
+    and is NaN or infinite when one is (one C-level pass, ~8 us for 768: less than the
+    ``isfinite`` pass it replaces); only a vector whose norm is beyond it is checked one by
+    one."""
+    if math.hypot(*vector) <= FLOAT4_MAX:
+        return True
+    return all(map(math.isfinite, vector)) and max(map(abs, vector)) <= FLOAT4_MAX
 
 
 class MemoryType(StrEnum):
@@ -195,6 +208,9 @@ class Lease:
 
 MAX_LEASE_SECONDS: Final = 540
 """ADR 0023's delegation ceiling; the database refuses a longer lease too."""
+MAX_LIVE_LEASES: Final = 8
+"""Leases of one (subject, Agent) alive at once; the database's ``max_live_leases()`` (sql/0010)
+refuses another with LEASE_LIMIT_REACHED (a test holds the two equal)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +278,7 @@ class VectorText:
             spelled = list(map(float, text[1:-1].split(",")))
         except ValueError:
             return None
-        if spelled != list(vector) or not all(map(math.isfinite, spelled)):
+        if spelled != list(vector) or not storable(spelled):
             return None
         return cls(text)
 
@@ -272,7 +288,8 @@ Embedding = Sequence[float] | VectorText
 
 
 def vector_literal(values: Embedding) -> str:
-    """pgvector's text form; refuses a wrong shape, a non-number or a non-finite component.
+    """pgvector's text form; refuses a wrong shape, a non-number or a component that is not
+    finite or beyond float4 (``storable``).
     A :class:`VectorText` was checked where it was parsed and is used as it is.
 
     A provider's malformed output may echo the fact or query it embedded, and Python's own
@@ -285,11 +302,9 @@ def vector_literal(values: Embedding) -> str:
     try:
         if len(values) == EMBEDDING_DIMENSIONS and not isinstance(values, str | bytes):
             if all(type(value) is float for value in values):
-                # The common case, at the cost of a plain join: repr() of a non-finite float is
-                # "inf", "-inf" or "nan", and no finite float's repr contains an "n".
-                text = ",".join(map(repr, values))
-                if "n" not in text:
-                    return "[" + text + "]"
+                # The common case: two C-level passes and a plain join.
+                if storable(values):
+                    return "[" + ",".join(map(repr, values)) + "]"
             else:
                 parts = [_component(value) for value in values]
     except (TypeError, ValueError, OverflowError):
@@ -303,6 +318,6 @@ def _component(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError  # no text: strings that parse as numbers are refused too
     number = float(value)
-    if not math.isfinite(number):
+    if not storable([number]):
         raise ValueError
     return repr(number)

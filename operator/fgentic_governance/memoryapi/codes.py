@@ -34,9 +34,16 @@ class ApiReason(StrEnum):
     """``GET``/``DELETE /api/memories``: listing and erasure are the control API's."""
     PATH_REFUSED = "PATH_REFUSED"
     """A path that could name the controller's memory routes in another spelling."""
+    TARGET_REFUSED = "TARGET_REFUSED"
+    """A request target that is not origin-form (``CONNECT``'s authority, ``*``, an absolute
+    URL) or that carries a fragment: nothing but a path and query is ever passed through."""
+    CLIENT_BUSY = "CLIENT_BUSY"
+    """The source address already has its share of pass-through requests in flight."""
     IDENTITY_UNAVAILABLE = "IDENTITY_UNAVAILABLE"
     """The Kubernetes API (TokenReview, Agent lookup) did not answer in time."""
     UPSTREAM_UNAVAILABLE = "UPSTREAM_UNAVAILABLE"
+    UPSTREAM_BUSY = "UPSTREAM_BUSY"
+    """Readiness: every upstream connection is held, so a pass-through request would wait."""
 
 
 Code = Reason | ApiReason
@@ -58,16 +65,20 @@ class ApiError(Exception):
 STATUS: Final = MappingProxyType({
     ApiReason.UNAUTHENTICATED: 401,
     ApiReason.REQUEST_MALFORMED: 400,
+    ApiReason.TARGET_REFUSED: 400,
     Reason.INVALID_SPEC: 400,
     Reason.FACT_TOO_LARGE: 400,
     ApiReason.METHOD_NOT_ALLOWED: 405,
     ApiReason.REQUEST_TOO_LARGE: 413,
     Reason.RATE_LIMITED: 429,
+    ApiReason.CLIENT_BUSY: 429,
     Reason.COST_CEILING_REACHED: 429,
     Reason.INTERNAL_ERROR: 500,
     ApiReason.UPSTREAM_UNAVAILABLE: 502,
     ApiReason.IDENTITY_UNAVAILABLE: 503,
+    ApiReason.UPSTREAM_BUSY: 503,
     Reason.STORE_UNAVAILABLE: 503,
+    Reason.STORE_RESTARTING: 503,
     Reason.STORE_LOCK_TIMEOUT: 503,
     Reason.STORE_SCHEMA_MISMATCH: 503,
 })

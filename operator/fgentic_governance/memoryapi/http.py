@@ -1,5 +1,8 @@
 """The HTTP face of the memory API: three routes of ours, two refused, the rest passed on.
 
+Every request target is read once (``wire.request_target``: origin-form only, no fragment);
+routing, the governed-path check and the forwarded URL all use that one reading.
+
 Served by the shared content-free server (``fgentic_governance.serving``): bounded header,
 body and keep-alive times, aiohttp's log records reduced to an exception type. One log line
 per memory request - action, bounded code, status, a random request id - never a header, a
@@ -18,6 +21,7 @@ from typing import Final
 import aiohttp
 from aiohttp import web
 from prometheus_client import Counter
+from yarl import URL
 
 from fgentic_governance import serving, strict_json
 from fgentic_governance.memoryapi import proxy
@@ -29,6 +33,7 @@ from fgentic_governance.memoryapi.wire import (
     parse_batch,
     parse_save,
     parse_search,
+    request_target,
 )
 from fgentic_governance.reasons import Reason
 
@@ -61,12 +66,12 @@ def _routes(api: MemoryApi) -> dict[str, tuple[str, Callable[[Request, bytes],
             PREFIX + "/search": ("search", search)}
 
 
-def governed_path(raw_path: str) -> bool:
-    """Whether a path is, or might be in another spelling, one of the controller's memory
-    routes: those never pass through. Encoded characters, empty, dot and backslash segments
-    are refused outright rather than normalised the way some server might."""
-    path = raw_path.split("?", 1)[0]
-    if "%" in path or "\\" in path or "//" in path:
+def governed_path(path: str) -> bool:
+    """Whether a target's path is, or might be in another spelling, one of the controller's
+    memory routes: those never pass through. Encoded characters, empty, dot and backslash
+    segments and ``;`` parameters are refused outright rather than normalised the way some
+    server might."""
+    if "%" in path or "\\" in path or "//" in path or ";" in path:
         return True
     if any(part in (".", "..") for part in path.split("/")):
         return True
@@ -88,6 +93,27 @@ async def _body(request: web.BaseRequest, timeout: float) -> bytes:
     raise ApiError(ApiReason.REQUEST_TOO_LARGE if too_large else ApiReason.REQUEST_MALFORMED)
 
 
+def _refused_target(code: Code) -> web.Response:
+    REQUESTS.labels(action="target", reason=code.value).inc()
+    log.info("memory-api action=target reason=%s status=%d request=%s", code.value,
+             status_of(code), secrets.token_hex(8))
+    return _answer(Reply(status_of(code), {"error": code.value}))
+
+
+async def _probe(readiness: bool, in_flight: proxy.InFlight,
+                 store_ready: Callable[[], Awaitable[Reason]] | None) -> web.Response:
+    """Liveness is always OK; readiness is not while every upstream connection is held (a
+    pass-through request would wait for one) or while the store is unreachable
+    (STORE_UNAVAILABLE) or recovering from a crash (STORE_RESTARTING)."""
+    reason: Code = Reason.OK
+    if readiness and in_flight.exhausted:
+        reason = ApiReason.UPSTREAM_BUSY
+    elif readiness and store_ready is not None:
+        reason = await store_ready()
+    return web.json_response({"reason": reason.value},
+                             status=200 if reason is Reason.OK else 503, headers=_HEADERS)
+
+
 def _answer(reply: Reply) -> web.Response:
     return web.Response(status=reply.status, body=json.dumps(reply.body).encode(),
                         content_type="application/json", headers=_HEADERS)
@@ -95,15 +121,21 @@ def _answer(reply: Reply) -> web.Response:
 
 def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
                  upstream_url: str, *, body_timeout: float = serving.BODY_TIMEOUT,
-                 store_ready: Callable[[], Awaitable[bool]] | None = None,
+                 store_ready: Callable[[], Awaitable[Reason]] | None = None,
                  embeddings_url: str = "",
-                 identify_address: Identify | None = None) -> serving.Handler:
+                 identify_address: Identify | None = None,
+                 per_client: int = proxy.PER_CLIENT) -> serving.Handler:
     """``embeddings_url`` (with ``identify_address``): serve ``POST /v1/embeddings`` for the
-    runtime's embeddings provider route, admitted per Agent before it is forwarded there."""
+    runtime's embeddings provider route, admitted per Agent before it is forwarded there.
+    ``per_client``: pass-through requests one source address may have in flight, of the
+    ``upstream`` session's connection limit."""
     routes = _routes(api)
-    base = upstream_url.rstrip("/")
+    base = proxy.upstream_base(upstream_url)
+    embeddings_target = URL(embeddings_url, encoded=True) if embeddings_url else None
+    in_flight = proxy.InFlight(upstream.connector.limit if upstream.connector else 0,
+                               per_client)
 
-    async def embeddings(request: web.BaseRequest) -> web.StreamResponse:
+    async def embeddings(request: web.BaseRequest, target: URL) -> web.StreamResponse:
         code: Code = Reason.OK
         try:
             if request.method != "POST" or identify_address is None:
@@ -121,15 +153,15 @@ def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSes
             EMBEDDINGS.labels(outcome=code.value).inc()
             return _answer(Reply(status_of(code), {"error": code.value}))
         EMBEDDINGS.labels(outcome="charged" if charged else "unattributed").inc()
-        return await proxy.forward(request, upstream, base, target=embeddings_url)
+        return await proxy.forward(request, upstream, target, in_flight, body_timeout)
 
-    async def governed(request: web.BaseRequest) -> web.StreamResponse:
-        action, run = routes.get(request.path, ("refused", None))
+    async def governed(request: web.BaseRequest, path: str) -> web.StreamResponse:
+        action, run = routes.get(path, ("refused", None))
         code: Code = Reason.OK
         try:
             if run is None:
                 raise ApiError(ApiReason.ERASURE_NOT_HERE
-                               if request.path.rstrip("/") == PREFIX
+                               if path.rstrip("/") == PREFIX
                                and request.method in ("GET", "DELETE")
                                else ApiReason.PATH_REFUSED)
             if request.method != "POST":
@@ -150,19 +182,18 @@ def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSes
                  reply.status, secrets.token_hex(8))
         return _answer(reply)
 
-    async def probe(request: web.BaseRequest) -> web.StreamResponse:
-        ok = request.path == "/healthz" or store_ready is None or await store_ready()
-        reason = Reason.OK if ok else Reason.STORE_UNAVAILABLE
-        return web.json_response({"reason": reason.value}, status=200 if ok else 503,
-                                 headers=_HEADERS)
-
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
-        if request.method == "GET" and request.path in ("/healthz", "/readyz"):
-            return await probe(request)
-        if embeddings_url and request.raw_path.split("?", 1)[0] == EMBEDDINGS_PATH:
-            return await embeddings(request)
-        if governed_path(request.raw_path):
-            return await governed(request)
-        return await proxy.forward(request, upstream, base)
+        try:
+            target = request_target(request.method, request.raw_path)
+        except ApiError as refused:
+            return _refused_target(refused.code)
+        if request.method == "GET" and target.path in ("/healthz", "/readyz"):
+            return await _probe(target.path == "/readyz", in_flight, store_ready)
+        if embeddings_target is not None and target.path == EMBEDDINGS_PATH:
+            return await embeddings(request, embeddings_target)
+        if governed_path(target.path):
+            return await governed(request, target.path)
+        return await proxy.forward(request, upstream, proxy.joined(base, target), in_flight,
+                                   body_timeout)
 
     return handle

@@ -18,7 +18,8 @@ from fgentic_governance.memoryapi.codes import ApiError, ApiReason
 
 ROUTED_LABEL: Final = "fgentic.dev/memory-routed"
 """The webhook sets it on every routed Pod: the chart's NetworkPolicies key on it, and the
-memory API's embeddings route identifies its caller's Pod by it."""
+memory API's embeddings route finds its caller's Pod by it (the Agent is the Pod's service
+account's, ``routed_pod_agent``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +89,16 @@ def memory_agent_of(pod: Mapping[str, Any], agents: Iterable[Mapping[str, Any]])
         if labelled or service_account_of(agent) == account:
             return name
     return None
+
+
+def routed_pod_agent(pod: Mapping[str, Any], agents: Iterable[Mapping[str, Any]]) -> AgentRef:
+    """The Agent a routed Pod's requests are charged to: the one memory-enabled Agent that runs
+    as the Pod's service account, as for a token (``resolve_agent``). Labels are whatever the
+    Pod's creator chose, so they never name the Agent; a Pod whose ``kagent`` label names
+    another Agent is refused (AGENT_MISMATCH) rather than charged to either."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    account = spec.get("serviceAccountName") or "default"
+    agent = resolve_agent(Workload(str(meta.get("namespace") or ""), str(account)), agents)
+    if (meta.get("labels") or {}).get("kagent", agent.name) != agent.name:
+        raise ApiError(ApiReason.AGENT_MISMATCH)
+    return agent

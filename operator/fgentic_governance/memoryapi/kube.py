@@ -24,8 +24,8 @@ from fgentic_governance.memoryapi.identity import (
     ROUTED_LABEL,
     AgentRef,
     Workload,
-    memory_agent_of,
     resolve_agent,
+    routed_pod_agent,
     workload_of,
 )
 
@@ -100,7 +100,8 @@ class KubeIdentity:
     async def agent_for_address(self, address: str) -> AgentRef:
         """The memory-enabled Agent of the one routed Pod with this IP (embeddings requests
         carry the provider's key, not the Pod's token: the source address is what names
-        them; NetworkPolicy admits only routed Pods to the memory API)."""
+        them; NetworkPolicy admits only routed Pods to the memory API). The Agent is the one
+        that runs as the Pod's service account, as for a token; never the Pod's labels."""
         cached = self._addresses.get(address)
         if cached is not None:
             return cached
@@ -113,10 +114,7 @@ class KubeIdentity:
         if len(pods) != 1:
             raise ApiError(ApiReason.AGENT_UNRESOLVED)
         namespace = str(pods[0]["metadata"]["namespace"])
-        name = memory_agent_of(pods[0], await self._namespace_agents(namespace))
-        if name is None:
-            raise ApiError(ApiReason.AGENT_UNRESOLVED)
-        agent = AgentRef(namespace, name)
+        agent = routed_pod_agent(pods[0], await self._namespace_agents(namespace))
         self._addresses.put(address, agent)
         return agent
 

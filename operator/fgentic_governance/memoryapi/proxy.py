@@ -1,13 +1,21 @@
 """Pass-through of everything that is not ours to the real kagent controller (aiohttp shell).
 
-Sessions, events and tasks go upstream unchanged: method, path and query as received, every
-end-to-end header (hop-by-hop ones and Host excluded, as HTTP requires), the body streamed
-in both directions, the upstream status and headers returned, compressed bodies left as they
-are. Nothing of them is logged; the metric has the status class only.
+Sessions, events and tasks go upstream unchanged: method, the origin-form path joined to the
+controller's URL and the query as received, every end-to-end header (hop-by-hop ones and Host
+excluded, as HTTP requires), the body streamed in both directions, the upstream status and
+headers returned, compressed bodies left as they are. Nothing of them is logged; the metric
+has the status class only.
+
+Bounded like our own routes: the client's body must arrive within the body timeout, one
+source address holds at most ``PER_CLIENT`` of the ``CONNECTIONS`` upstream connections (the
+controller and the embeddings provider share them), and readiness reports a full pool.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from typing import Final
 
 import aiohttp
@@ -16,45 +24,140 @@ from multidict import CIMultiDict
 from prometheus_client import Counter
 from yarl import URL
 
+from fgentic_governance.memoryapi.codes import ApiError, ApiReason, Code, status_of
+from fgentic_governance.memoryapi.wire import Target
+
 HOP_BY_HOP: Final = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
     "te", "trailer", "trailers", "transfer-encoding", "upgrade", "host"})
 CHUNK: Final = 64 * 1024
+CONNECTIONS: Final = 100
+"""Upstream connections at once (aiohttp's default bound, now explicit)."""
+PER_CLIENT: Final = 16
+"""Pass-through requests one source address may have in flight: well under ``CONNECTIONS``,
+so no single caller can hold the pool every Agent's sessions, tasks and embeddings need."""
 PASSED: Final = Counter("fgentic_memory_api_passthrough",
                         "Requests passed through to the kagent controller, by status class.",
                         ["status"])
 
 
-def session(*, connect_seconds: float = 5.0, read_seconds: float = 300.0) -> aiohttp.ClientSession:
-    """The upstream client: bounded connect and per-read waits, no decompression, no redirects
-    followed (the runtime sees them itself), no cookies kept."""
+def session(*, connect_seconds: float = 5.0, read_seconds: float = 300.0,
+            connections: int = CONNECTIONS) -> aiohttp.ClientSession:
+    """The upstream client: bounded connect (pool wait included) and per-read waits, at most
+    ``connections`` at once, no decompression, no redirects followed (the runtime sees them
+    itself), no cookies kept."""
     timeout = aiohttp.ClientTimeout(total=None, connect=connect_seconds,
                                     sock_read=read_seconds)
     return aiohttp.ClientSession(timeout=timeout, auto_decompress=False,
+                                 connector=aiohttp.TCPConnector(limit=connections),
                                  cookie_jar=aiohttp.DummyCookieJar())
 
 
-def _end_to_end(headers: CIMultiDict[str] | aiohttp.typedefs.LooseHeaders) -> CIMultiDict[str]:
-    kept: CIMultiDict[str] = CIMultiDict()
-    for name, value in CIMultiDict(headers).items():
-        if name.lower() not in HOP_BY_HOP:
-            kept.add(name, value)
-    return kept
+def upstream_base(url: str) -> URL:
+    """The controller's URL that every forwarded path is joined to: http(s), a host, no
+    userinfo, query or fragment (ValueError otherwise, at start-up)."""
+    base = URL(url)
+    if base.scheme not in ("http", "https") or not base.host or base.user is not None \
+            or base.password is not None or base.query_string or base.fragment:
+        raise ValueError("the upstream must be an http(s) URL with a host and nothing else")
+    return base
 
 
-async def forward(request: web.BaseRequest, upstream: aiohttp.ClientSession,
-                  base_url: str, *, target: str | None = None) -> web.StreamResponse:
-    """Relay ``request`` to ``base_url`` + its raw path and query (``encoded=True``: no
-    re-quoting), or to exactly ``target``; 502 when the upstream cannot be reached."""
-    data = request.content if request.body_exists else None
-    url = URL(target, encoded=True) if target else URL(base_url + request.raw_path, encoded=True)
+def joined(base: URL, target: Target) -> URL:
+    """``target``'s path under ``base``'s (joined, never concatenated into a new URL: the
+    scheme and authority are always the controller's), its query as received."""
+    return URL.build(scheme=base.scheme, authority=base.raw_authority,
+                     path=base.raw_path.rstrip("/") + target.path,
+                     query_string=target.query, encoded=True)
+
+
+class InFlight:
+    """Pass-through requests in flight, in total and per source address. One event loop thread
+    runs every request, so no lock is needed."""
+
+    def __init__(self, pool: int, per_client: int = PER_CLIENT) -> None:
+        if not 1 <= per_client < pool:
+            raise ValueError("the per-client share must be at least 1 and below the pool")
+        self.pool, self.per_client = pool, per_client
+        self.total = 0
+        self._by_client: dict[str, int] = {}
+
+    @property
+    def exhausted(self) -> bool:
+        """Every upstream connection is held: the next request would wait for one."""
+        return self.total >= self.pool
+
+    @contextlib.contextmanager
+    def hold(self, client: str) -> Iterator[None]:
+        """One request of ``client`` while in the block; CLIENT_BUSY beyond its share."""
+        held = self._by_client.get(client, 0)
+        if held >= self.per_client:
+            raise ApiError(ApiReason.CLIENT_BUSY)
+        self._by_client[client] = held + 1
+        self.total += 1
+        try:
+            yield
+        finally:
+            self.total -= 1
+            left = self._by_client[client] - 1
+            if left:
+                self._by_client[client] = left
+            else:
+                del self._by_client[client]
+
+
+class _ClientBody:
+    """The client's body streamed upstream, all of it within ``seconds`` of the request's
+    start, as ``serving.read_body`` reads ours (each read waits only for what is left);
+    ``expired`` tells the relay why the upload stopped."""
+
+    def __init__(self, content: aiohttp.StreamReader, seconds: float) -> None:
+        self._content = content
+        self._deadline = asyncio.get_running_loop().time() + seconds
+        self.expired = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            try:
+                async with asyncio.timeout_at(self._deadline):
+                    chunk = await self._content.readany()
+            except TimeoutError:
+                self.expired = True
+                raise
+            if not chunk:
+                return
+            yield chunk
+
+
+def refusal(code: Code) -> web.Response:
+    return web.json_response({"error": code.value}, status=status_of(code),
+                             headers={"Cache-Control": "no-store"})
+
+
+async def forward(request: web.BaseRequest, upstream: aiohttp.ClientSession, url: URL,
+                  in_flight: InFlight, body_seconds: float) -> web.StreamResponse:
+    """Relay ``request`` to exactly ``url``: its body within ``body_seconds``, within its
+    client's share of the pool; 502 when the upstream cannot be reached."""
+    try:
+        with in_flight.hold(request.remote or ""):
+            return await _relay(request, upstream, url, body_seconds)
+    except ApiError as refused:
+        PASSED.labels(status="refused").inc()
+        return refusal(refused.code)
+
+
+async def _relay(request: web.BaseRequest, upstream: aiohttp.ClientSession, url: URL,
+                 body_seconds: float) -> web.StreamResponse:
+    body = _ClientBody(request.content, body_seconds) if request.body_exists else None
     try:
         answer = await upstream.request(
-            request.method, url, headers=_end_to_end(request.headers), data=data,
-            allow_redirects=False)
+            request.method, url, headers=_end_to_end(request.headers),
+            data=None if body is None else body.chunks(), allow_redirects=False)
     except (aiohttp.ClientError, TimeoutError):
+        if body is not None and body.expired:  # the client's fault, as on our own routes
+            raise ApiError(ApiReason.REQUEST_MALFORMED) from None
         PASSED.labels(status="unreachable").inc()
-        return web.json_response({"error": "UPSTREAM_UNAVAILABLE"}, status=502)
+        return refusal(ApiReason.UPSTREAM_UNAVAILABLE)
     async with answer:
         response = web.StreamResponse(status=answer.status, reason=answer.reason,
                                       headers=_end_to_end(answer.headers))
@@ -64,3 +167,11 @@ async def forward(request: web.BaseRequest, upstream: aiohttp.ClientSession,
         await response.write_eof()
     PASSED.labels(status=f"{answer.status // 100}xx").inc()
     return response
+
+
+def _end_to_end(headers: CIMultiDict[str] | aiohttp.typedefs.LooseHeaders) -> CIMultiDict[str]:
+    kept: CIMultiDict[str] = CIMultiDict()
+    for name, value in CIMultiDict(headers).items():
+        if name.lower() not in HOP_BY_HOP:
+            kept.add(name, value)
+    return kept

@@ -1,8 +1,10 @@
 """Start-up of ``fgentic-governance memory-api``: store pool, identity, upstream, server.
 
-The pool runs as the restricted ``fgentic_memory_runtime`` role whatever the DSN's login (SET
-ROLE at connect): the API can enter leased scopes and nothing else. It is created empty, so
-the server starts while PostgreSQL is down and answers STORE_UNAVAILABLE until it is back.
+The pool runs as the restricted ``fgentic_memory_delegate`` role whatever the DSN's login (SET
+ROLE at connect): the runtime role's privileges plus delegation, the one way into a leased
+scope, which sql/0010 grants to this role alone (a runtime login cannot delegate). It is
+created empty, so the server starts while PostgreSQL is down and answers STORE_UNAVAILABLE
+until it is back.
 Several replicas may serve at once: leases, counters and buckets live in PostgreSQL.
 """
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fgentic_governance.memoryapi")
 POOL_SIZE = 8
-RUNTIME_ROLE = "fgentic_memory_runtime"
+DELEGATE_ROLE = "fgentic_memory_delegate"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the embeddings endpoint (e.g. http://gateway/v1/embeddings) that "
                              "memory-enabled Agents reach through POST /v1/embeddings here, "
                              "each request admitted against the Agent's live lease first")
+    parser.add_argument("--upstream-connections", type=int, default=None,
+                        help="connections to the controller and the embeddings endpoint at "
+                             "once (default: proxy.CONNECTIONS)")
+    parser.add_argument("--upstream-per-client", type=int, default=None,
+                        help="pass-through requests one source address may have in flight, "
+                             "below --upstream-connections (default: proxy.PER_CLIENT)")
     parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster ServiceAccount")
-    parser.add_argument("--store-role", default=RUNTIME_ROLE,
+    parser.add_argument("--store-role", default=DELEGATE_ROLE,
                         help="the database role the pool assumes (default: %(default)s)")
     parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
     parser.add_argument("--port", type=int, default=8083)
@@ -51,9 +59,9 @@ async def start(args: argparse.Namespace, identify: Identify | None = None
     import asyncpg
 
     from fgentic_governance import serving
-    from fgentic_governance.control.server import store_ready
     from fgentic_governance.memory import bounds
     from fgentic_governance.memory.delegated import DelegatedStore
+    from fgentic_governance.memory.readiness import StoreReadiness
     from fgentic_governance.memoryapi import proxy
     from fgentic_governance.memoryapi.http import make_handler
     from fgentic_governance.memoryapi.service import MemoryApi
@@ -69,13 +77,16 @@ async def start(args: argparse.Namespace, identify: Identify | None = None
     kwargs = bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE)
     kwargs["server_settings"] = {**kwargs.get("server_settings", {}), "role": args.store_role}
     pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(), **kwargs)
-    upstream = proxy.session()
+    # The defaults live with the pass-through (proxy), imported only here: the parser stays light.
+    upstream = proxy.session(connections=args.upstream_connections or proxy.CONNECTIONS)
     api = MemoryApi(DelegatedStore(pool), args.local_homeserver)
     runner = await serving.serve(
         make_handler(api, identify, upstream, args.upstream,
-                     store_ready=lambda: store_ready(pool),
+                     store_ready=StoreReadiness(pool, log),
                      embeddings_url=args.embeddings_upstream,
-                     identify_address=identify_address), args.host, args.port)
+                     identify_address=identify_address,
+                     per_client=args.upstream_per_client or proxy.PER_CLIENT),
+        args.host, args.port)
 
     async def stop() -> None:
         await runner.cleanup()

@@ -8,19 +8,26 @@ non-empty ``metadata`` (it would be stored content we do not govern) and a negat
 ``ttl_days`` are refused. ``ttl_days`` of 0 or absent means the scope's own retention (kagent's
 15-day default never applies). A search ``limit`` <= 0 is kagent's 5; above 50 is refused.
 Parsing is plain Python, not pydantic: 50 x 768 floats validate in a fraction of the time.
+Every vector component must be finite and within pgvector's float4 (``storable``).
+
+Every request's target is read here too (``request_target``): origin-form only, split once.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, NoReturn
 
 from fgentic_governance.contract.jcs import DuplicateName, unique_object
-from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS, Embedding, VectorText
+from fgentic_governance.memory.model import (
+    EMBEDDING_DIMENSIONS,
+    Embedding,
+    VectorText,
+    storable,
+)
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
 
 MAX_BODY_BYTES: Final = 2 * 1024 * 1024
@@ -93,9 +100,9 @@ def _decoded(raw: bytes) -> str:
 def _object(text: str) -> dict[str, Any]:
     """Strict where it matters here, fast for 768 numbers: duplicate names and the non-finite
     constants are refused while parsing; numbers are parsed by C (``float``) and every vector
-    component is checked for finiteness in ``_vector``; the shapes below bound the depth; a
-    lone surrogate in ``content`` is refused by ``check_fact``. ``strict_json.loads`` calls
-    Python for every float (~0.2 ms more per body)."""
+    component is checked to be finite and within float4 in ``_vector``; the shapes below bound
+    the depth; a lone surrogate in ``content`` is refused by ``check_fact``.
+    ``strict_json.loads`` calls Python for every float (~0.2 ms more per body)."""
     try:
         value = json.loads(text, object_pairs_hook=unique_object, parse_constant=_constant)
     except (DuplicateName, ValueError, RecursionError):
@@ -132,7 +139,7 @@ def _vector(value: Any) -> list[float]:
             value = [float(v) for v in value]
         except OverflowError:  # an integer beyond a double
             raise _malformed() from None
-    if not all(map(math.isfinite, value)):  # 1e999 parses as inf
+    if not storable(value):  # 1e999 parses as inf; 1e39 is beyond pgvector's float4
         raise _malformed()
     vector: list[float] = value
     return vector
@@ -189,3 +196,23 @@ def parse_search(raw: bytes) -> Search:
     [spelled] = _texts(text, [vector])
     return Search(_name(fields["agent_name"]), _name(fields["user_id"]), vector,
                   limit if limit > 0 else DEFAULT_LIMIT, float(min_score), spelled)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A request target in origin-form, split once: every decision reads it and exactly it is
+    forwarded (a path joined to the controller's URL, the query as received)."""
+
+    path: str
+    query: str
+
+
+def request_target(method: str, raw: str) -> Target:
+    """``raw`` (the request line's target as sent) as origin-form, else TARGET_REFUSED:
+    ``CONNECT``'s authority-form, ``*`` and absolute URLs name another server, and a fragment
+    is no part of a request target (RFC 9112 §3.2) - a client's URL library drops it, so the
+    path it ends would be decided on in one spelling and forwarded in another."""
+    if method == "CONNECT" or not raw.startswith("/") or "#" in raw:
+        raise ApiError(ApiReason.TARGET_REFUSED)
+    path, _, query = raw.partition("?")
+    return Target(path, query)

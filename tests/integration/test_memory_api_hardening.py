@@ -1,0 +1,326 @@
+"""The review of f3c355e against the real memory API server (N3, N4, N5, N7, N10): real
+PostgreSQL, the real API server's TokenReview and Pods, kagent's controller and the embeddings
+provider as recording stubs, every client on loopback. Requests the client libraries would not
+send (CONNECT, ``*``, fragments) are written on a plain socket.
+
+Load loops are bounded in count (``POOL`` + a few) and every wait in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from kubernetes import client
+
+from fgentic_governance import serving
+from fgentic_governance.devenv import free_port
+from fgentic_governance.memory import Access, MemoryStore
+from fgentic_governance.memory.delegated import DelegatedStore
+from fgentic_governance.memoryapi import proxy
+from fgentic_governance.memoryapi.http import make_handler
+from fgentic_governance.memoryapi.identity import ROUTED_LABEL, app_name
+from fgentic_governance.memoryapi.kube import KubeIdentity
+from fgentic_governance.memoryapi.service import MemoryApi
+from tests.support.kagent import ControllerStub, EmbeddingStub
+from tests.support.memory_api import (
+    LOCAL,
+    agent_token,
+    ensure_service_account,
+    headers,
+    routed_pod,
+)
+from tests.support.store import ALICE, scope_record
+
+pytestmark = pytest.mark.integration
+
+AGENT = "helper"
+POOL = 100
+"""The upstream pool (``proxy.CONNECTIONS``; aiohttp's default bound before it was named)."""
+SHARE = 16
+"""One source address's share of it (``proxy.PER_CLIENT``)."""
+LEDGER = "SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger WHERE scope_key = $1"
+
+
+@dataclass
+class Env:
+    ns: str
+    token: str
+    store: MemoryStore
+    pool: asyncpg.Pool
+    api_pool: asyncpg.Pool
+    kube: client.ApiClient
+    controller: ControllerStub
+
+
+@pytest.fixture
+async def env(control_plane: Any, k8s_client: client.ApiClient, pool: asyncpg.Pool,
+              delegate_pool: asyncpg.Pool, store: MemoryStore) -> AsyncIterator[Env]:
+    ns = f"memhard-{uuid.uuid4().hex[:8]}"
+    control_plane.ensure_namespace(ns)
+    token = await agent_token(k8s_client, ns, AGENT)
+    controller = ControllerStub()
+    await controller.start()
+    yield Env(ns, token, store, pool, delegate_pool, k8s_client, controller)
+    await controller.stop()
+
+
+@asynccontextmanager
+async def served(env: Env, *, body_timeout: float = serving.BODY_TIMEOUT,
+                 embeddings_url: str = "") -> AsyncIterator[int]:
+    """The memory API as ``memory-api`` serves it, on a loopback port (yielded)."""
+    upstream = proxy.session()
+    identity = KubeIdentity(env.kube)
+    handler = make_handler(MemoryApi(DelegatedStore(env.api_pool), LOCAL), identity.agent_for,
+                           upstream, env.controller.base_url, body_timeout=body_timeout,
+                           embeddings_url=embeddings_url,
+                           identify_address=identity.agent_for_address)
+    port = free_port()
+    runner = await serving.serve(handler, "127.0.0.1", port)
+    try:
+        yield port
+    finally:
+        await runner.cleanup()
+        await upstream.close()
+
+
+async def scope(env: Env) -> Access:
+    record = scope_record(f"{env.ns}/alice", agent_namespace=env.ns, agent_name=AGENT,
+                          control_room="!alice-control:example.org")
+    await env.store.ensure_scope(record)
+    access = Access.for_scope(record, await env.store.grant(record.scope_key))
+    await env.store.open_lease(access, 120)
+    return access
+
+
+async def exchange(port: int, head: str, *, body: bytes = b"", source: str = "127.0.0.1",
+                   seconds: float = 5.0) -> tuple[int, Any]:
+    """One request written as it is (``Connection: close``): the status and the JSON body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    try:
+        async with asyncio.timeout(seconds):
+            writer.write(head.encode() + b"\r\nHost: memory-api\r\nConnection: close\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            await writer.drain()
+            answer = await reader.read()
+    finally:
+        writer.close()
+    status_line, _, rest = answer.partition(b"\r\n")
+    text = rest.partition(b"\r\n\r\n")[2]
+    try:
+        return int(status_line.split()[1]), json.loads(text)
+    except ValueError:  # the controller stub's own 404 page, say
+        return int(status_line.split()[1]), text
+
+
+@asynccontextmanager
+async def slow_uploads(port: int, sources: list[str]) -> AsyncIterator[
+        list[asyncio.StreamReader]]:
+    """One pass-through upload per source entry that sends its head and one byte of a
+    1000-byte body, then nothing more; all are closed on exit."""
+    async with AsyncExitStack() as stack:
+        readers = []
+        async with asyncio.timeout(30):
+            for source in sources:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port,
+                                                               local_addr=(source, 0))
+                stack.callback(writer.close)
+                writer.write(b"POST /api/sessions HTTP/1.1\r\nHost: memory-api\r\n"
+                             b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+                await writer.drain()
+                readers.append(reader)
+        await asyncio.sleep(1.0)  # every upload reached the pass-through (loopback)
+        yield readers
+
+
+async def readyz(port: int) -> tuple[int, Any]:
+    return await exchange(port, "GET /readyz HTTP/1.1")
+
+
+async def until_ready(port: int, status: int, seconds: float = 8.0) -> tuple[int, Any]:
+    answer = await readyz(port)
+    async with asyncio.timeout(seconds):
+        while answer[0] != status:
+            await asyncio.sleep(0.1)
+            answer = await readyz(port)
+    return answer
+
+
+# -- N3: only origin-form targets, joined to the controller's URL --------------------------
+
+
+async def test_connect_asterisk_and_absolute_targets_reach_no_server(env: Env) -> None:
+    """``CONNECT x@HOST:PORT`` made the pass-through's URL ``http://controller:8083x@HOST:PORT``:
+    the memory API connected to HOST:PORT with the client's headers and relayed the answer."""
+    elsewhere = ControllerStub()
+    await elsewhere.start()
+    try:
+        async with served(env) as port:
+            elsewhere_at = f"127.0.0.1:{elsewhere.port}"
+            heads = [f"CONNECT x@{elsewhere_at} HTTP/1.1\r\nX-Client: kept",
+                     f"CONNECT {elsewhere_at} HTTP/1.1\r\nAuthorization: Bearer {env.token}",
+                     f"GET http://{elsewhere_at}/api/sessions HTTP/1.1",
+                     "OPTIONS * HTTP/1.1"]
+            answers = [await exchange(port, head) for head in heads]
+            # A legitimate path that spells an authority is still the controller's path.
+            status, _ = await exchange(port, f"GET /x@{elsewhere_at}/api HTTP/1.1")
+    finally:
+        await elsewhere.stop()
+    assert [(r.method, r.path) for r in elsewhere.requests] == []
+    assert answers == [(400, {"error": "TARGET_REFUSED"})] * len(heads)
+    assert status == 404
+    assert [(r.method, r.path) for r in env.controller.requests] == [
+        ("GET", f"/x@127.0.0.1:{elsewhere.port}/api")]
+
+
+# -- N4: one reading of the path decides and is forwarded -----------------------------------
+
+
+async def test_fragment_and_params_spellings_never_reach_the_controllers_memory_routes(
+        env: Env) -> None:
+    query = f"?agent_name={app_name(env.ns, AGENT)}&user_id={ALICE}"
+    async with served(env) as port:
+        for method in ("GET", "DELETE", "POST"):
+            for path in ("/api/memories#x", f"/api/memories{query}#x", "/api/memories;x",
+                         f"/api/memories;x{query}", "/api/memories/search;x",
+                         "/api/memories/sessions/batch;x"):
+                status, body = await exchange(port, f"{method} {path} HTTP/1.1", body=b"{}")
+                assert 400 <= status < 500 and body["error"] in (
+                    "TARGET_REFUSED", "PATH_REFUSED"), (method, path)
+    assert env.controller.requests == []
+
+
+# -- N5: components beyond float4 are refused before admission ------------------------------
+
+
+async def test_vector_components_beyond_float4_are_refused_before_any_cost(env: Env) -> None:
+    access = await scope(env)
+    sent = headers(env.token, env.ns, AGENT, ALICE)
+    agent = app_name(env.ns, AGENT)
+    async with served(env) as port, aiohttp.ClientSession() as http:
+        for huge in (1e39, 3.5e38, -3.5e38):
+            vector = [0.01] * 767 + [huge]
+            cases = [
+                ("/api/memories/sessions", {"agent_name": agent, "user_id": ALICE,
+                                            "content": "Alice likes tea.", "vector": vector}),
+                ("/api/memories/sessions/batch", {"items": [{
+                    "agent_name": agent, "user_id": ALICE, "content": "Alice likes tea.",
+                    "vector": vector}]}),
+                ("/api/memories/search", {"agent_name": agent, "user_id": ALICE,
+                                          "vector": vector, "limit": 5, "min_score": 0.3}),
+            ]
+            for path, body in cases:
+                async with http.post(f"http://127.0.0.1:{port}{path}", json=body,
+                                     headers=sent) as response:
+                    assert (response.status, await response.json()) == (
+                        400, {"error": "REQUEST_MALFORMED"}), (path, huge)
+    assert await env.pool.fetchval(LEDGER, access.scope_key) == 0  # nothing was spent
+    assert await env.pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
+
+
+# -- N7: the embeddings caller's Agent is its Pod's service account's ----------------------
+
+
+def pod_as(api: client.ApiClient, ns: str, name: str, *, account: str,
+           labels: dict[str, str], address: str) -> None:
+    """A running Pod at ``address`` under ``account`` with ``labels`` (anyone allowed to create
+    Pods chooses both; the API server holds what it was given)."""
+    core = client.CoreV1Api(api)
+    ensure_service_account(core, ns, account)
+    core.create_namespaced_pod(ns, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+        "spec": {"serviceAccountName": account, "automountServiceAccountToken": False,
+                 "containers": [{"name": "kagent", "image": "kagent:0.9.11"}]}})
+    core.patch_namespaced_pod_status(name, ns, {"status": {
+        "phase": "Running", "podIP": address, "podIPs": [{"ip": address}]}})
+
+
+def address() -> str:
+    """A loopback address no other test uses (the Pod IP the API server is told)."""
+    return "127." + ".".join(str(uuid.uuid4().int % 250 + 1) for _ in range(3))
+
+
+async def test_embeddings_are_charged_to_the_service_accounts_agent_never_the_labels(
+        env: Env) -> None:
+    """A Pod labelled as the Agent but running as another account (none, or another Agent's)
+    spent a leased user's budget and got provider embeddings as that Agent."""
+    await agent_token(env.kube, env.ns, "other-agent")
+    labels = {"app": "kagent", "kagent": AGENT, ROUTED_LABEL: "true"}
+    intruder, other, genuine = address(), address(), address()
+    await asyncio.to_thread(pod_as, env.kube, env.ns, "intruder", account="intruder",
+                            labels=labels, address=intruder)
+    await asyncio.to_thread(pod_as, env.kube, env.ns, "mislabelled", account="other-agent",
+                            labels=labels, address=other)
+    await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, genuine)
+    alice = await scope(env)
+    provider = EmbeddingStub()
+    await provider.start()
+    body = {"input": ["Alice likes tea."], "model": "m", "dimensions": 768}
+    try:
+        async with served(env, embeddings_url=provider.url + "/embeddings") as port:
+
+            async def embed(source: str) -> tuple[int, Any]:
+                connector = aiohttp.TCPConnector(local_addr=(source, 0))
+                async with aiohttp.ClientSession(connector=connector) as pod, pod.post(
+                        f"http://127.0.0.1:{port}/v1/embeddings", json=body,
+                        headers={"Authorization": "Bearer provider-key"}) as response:
+                    return response.status, await response.json()
+
+            assert await embed(intruder) == (403, {"error": "AGENT_UNRESOLVED"})
+            assert await embed(other) == (403, {"error": "AGENT_MISMATCH"})
+            assert provider.requests == []
+            assert await env.pool.fetchval(LEDGER, alice.scope_key) == 0
+            status, _ = await embed(genuine)  # the Agent's own Pod is still served
+            assert status == 200 and len(provider.requests) == 1
+            assert await env.pool.fetchval(LEDGER, alice.scope_key) == 1
+    finally:
+        await provider.stop()
+
+
+# -- N10: one caller cannot starve every Agent ---------------------------------------------
+
+
+async def test_one_clients_slow_uploads_leave_the_pool_to_everyone_else(env: Env) -> None:
+    """110 slow uploads from one address held all 100 upstream connections: every other
+    Agent's sessions and tasks then failed 502 after the 5 s pool wait."""
+    async with served(env) as port, slow_uploads(port, ["127.0.0.2"] * (POOL + 10)) as held:
+        connector = aiohttp.TCPConnector(local_addr=("127.0.0.3", 0))
+        async with aiohttp.ClientSession(connector=connector) as other, asyncio.timeout(4), \
+                other.get(f"http://127.0.0.1:{port}/api/sessions/missing") as response:
+            assert response.status == 404  # the controller's answer, not ours
+        answers = [asyncio.ensure_future(reader.read()) for reader in held]
+        done, pending = await asyncio.wait(answers, timeout=3)
+        for task in pending:
+            task.cancel()
+        refused = [t.result() for t in done if t.result().startswith(b"HTTP/1.1 429")]
+        assert len(refused) == POOL + 10 - SHARE
+        assert all(b'{"error": "CLIENT_BUSY"}' in answer for answer in refused)
+    assert (proxy.CONNECTIONS, proxy.PER_CLIENT) == (POOL, SHARE)
+
+
+async def test_a_pass_through_body_has_the_body_deadline(env: Env) -> None:
+    async with served(env, body_timeout=1.0) as port, \
+            slow_uploads(port, ["127.0.0.2"]) as [held]:
+        async with asyncio.timeout(4):
+            answer = await held.read()
+        assert answer.startswith(b"HTTP/1.1 400")
+        assert answer.endswith(b'{"error": "REQUEST_MALFORMED"}')
+        assert await readyz(port) == (200, {"reason": "OK"})
+
+
+async def test_readiness_turns_503_while_the_upstream_pool_is_exhausted(env: Env) -> None:
+    """/readyz stayed 200 while no pass-through request could get an upstream connection."""
+    sources = [f"127.0.1.{n}" for n in range(1, -(-POOL // SHARE) + 1)]  # SHARE each
+    async with served(env) as port:
+        assert await readyz(port) == (200, {"reason": "OK"})
+        async with slow_uploads(port, [s for s in sources for _ in range(SHARE)]):
+            assert await until_ready(port, 503) == (503, {"reason": "UPSTREAM_BUSY"})
+        assert await until_ready(port, 200) == (200, {"reason": "OK"})  # released on close
