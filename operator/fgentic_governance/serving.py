@@ -14,7 +14,8 @@ and bounded in time and size. The control API, the projector and the admission w
   unread body is drained for at most ``Bounds.linger`` before the connection is closed.
 - **Bounded in size.** :func:`read_body` refuses more than its ``max_bytes`` (Content-Length
   first, then as it reads); header lines are bounded by ``Bounds.max_field_bytes``. A
-  :class:`BodyBudget` bounds the bytes of bodies held at once across connections.
+  :class:`BodyBudget` bounds the bytes of bodies held at once, in all and per source address,
+  reserved as they arrive.
 - **Strict JSON** lives in ``strict_json`` (pure): the same :class:`Refused` as the body
   readers here.
 
@@ -268,32 +269,67 @@ def stop_on_signals() -> asyncio.Event:
 
 
 class BodyBudget:
-    """The bytes of request bodies a process holds at once, over all connections.
+    """The bytes of request bodies a process holds at once, over all connections and per
+    source address.
 
-    A request that would exceed it is refused (BUSY, 503), not queued: a client's retry is
-    cheaper than an out-of-memory kill. The event loop is one thread, so no lock is needed.
+    Bytes are reserved as they arrive, never as declared: a Content-Length reserved up front
+    let seven connections that declared 1 MiB and sent one byte each refuse every other
+    request for the body timeout. One source address holds at most ``per_source`` bytes, so a
+    single client cannot take the whole budget from the others. A body that would exceed
+    either bound is refused (BUSY, 503), not queued: a client's retry is cheaper than an
+    out-of-memory kill. The event loop is one thread, so no lock is needed.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, per_source: int | None = None) -> None:
         self.limit = limit
+        self.per_source = limit if per_source is None else per_source
         self.held = 0
+        self.by_source: dict[str, int] = {}
+        """Bytes held per source address; a source holding nothing has no entry."""
 
     @contextlib.contextmanager
-    def hold(self, request: web.BaseRequest, max_bytes: int) -> Iterator[None]:
-        """Reserve the declared length (or ``max_bytes`` when undeclared) while in the block."""
-        size = min(request.content_length or max_bytes, max_bytes)
-        if self.held + size > self.limit:
-            refuse(Refusal.BUSY)
-        self.held += size
+    def hold(self, request: web.BaseRequest) -> Iterator[Holding]:
+        """A share of the budget for one body, empty at first, released after the block."""
+        holding = Holding(self, request.remote or "")
         try:
-            yield
+            yield holding
         finally:
-            self.held -= size
+            holding.release()
+
+
+class Holding:
+    """One body's share of a :class:`BodyBudget`: it grows as the body's bytes arrive."""
+
+    def __init__(self, budget: BodyBudget, source: str) -> None:
+        self._budget, self._source = budget, source
+        self.bytes = 0
+
+    def take(self, size: int) -> bool:
+        """Reserve ``size`` more bytes; False, reserving nothing, when a bound would be passed."""
+        budget = self._budget
+        source_held = budget.by_source.get(self._source, 0)
+        if budget.held + size > budget.limit or source_held + size > budget.per_source:
+            return False
+        budget.held += size
+        budget.by_source[self._source] = source_held + size
+        self.bytes += size
+        return True
+
+    def release(self) -> None:
+        budget = self._budget
+        budget.held -= self.bytes
+        left = budget.by_source.get(self._source, 0) - self.bytes
+        if left > 0:
+            budget.by_source[self._source] = left
+        else:
+            budget.by_source.pop(self._source, None)
+        self.bytes = 0
 
 
 async def read_body(request: web.BaseRequest, max_bytes: int,
-                    timeout: float = BODY_TIMEOUT) -> bytes:
-    """The whole body within ``timeout`` seconds and ``max_bytes``, else :class:`Refused`."""
+                    timeout: float = BODY_TIMEOUT, holding: Holding | None = None) -> bytes:
+    """The whole body within ``timeout`` seconds and ``max_bytes``, else :class:`Refused`;
+    with ``holding``, each chunk is reserved in its budget as it arrives (else BUSY)."""
     if (request.content_length or 0) > max_bytes:
         refuse(Refusal.BODY_TOO_LARGE)
     body = bytearray()
@@ -301,6 +337,9 @@ async def read_body(request: web.BaseRequest, max_bytes: int,
     try:
         async with asyncio.timeout(timeout):
             while chunk := await request.content.read(65536):
+                if holding is not None and not holding.take(len(chunk)):
+                    failure = Refusal.BUSY
+                    break
                 body += chunk
                 if len(body) > max_bytes:
                     failure = Refusal.BODY_TOO_LARGE

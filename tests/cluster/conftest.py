@@ -88,6 +88,10 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
     values = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "localHomeserver": LOCAL_HOMESERVER,
+        # The API server runs on the host and reaches pods from the bridge address; the chart
+        # has no default for the review port's sources.
+        "webhook": {"networkPolicy": {"apiServerSources": [
+            {"ipBlock": {"cidr": f"{BRIDGE_ADDRESS}/32"}}]}},
         "store": {"dsnSecret": {"name": "fg-store"}},
         "controlApi": {"enabled": True, "tokenSecret": {"name": "fg-control-token"},
                        "botMxid": f"@fgentic:{LOCAL_HOMESERVER}"},

@@ -165,8 +165,10 @@ def test_the_agents_pod_is_routed_to_the_memory_api(release: Release,
                                                    routed: dict[str, Any]) -> None:
     pod = routed["pods"]["mem-agent-pod"]
     env = pod["spec"]["containers"][0]["env"]
+    # The proxies of an http memory API set empty (the API server omits an empty value).
     assert env == [{"name": "KAGENT_URL", "value": routed["governed"]},
-                   {"name": "LOG_LEVEL", "value": "ERROR"}]
+                   {"name": "LOG_LEVEL", "value": "ERROR"},
+                   *({"name": n} for n in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"))]
     assert pod["metadata"]["labels"]["fgentic.dev/memory-routed"] == "true"
     plain = routed["pods"]["plain-pod"]
     assert "fgentic.dev/memory-routed" not in plain["metadata"].get("labels", {})

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import socket
+import ssl
 import time
 import uuid
 from collections.abc import Iterator
@@ -100,7 +102,7 @@ def stack(control_plane: Any, postgres: Any, tmp_path_factory: pytest.TempPathFa
         assert _apply(control_plane, doc, work) == "allow"
     _wait_gated(k8s_client, "gated")
     yield {"cp": control_plane, "tmp": work, "webhook": webhook, "config": config,
-           "mutating": mutating, "log": work / "webhook.log", "ca": ca}
+           "mutating": mutating, "log": work / "webhook.log", "ca": ca, "port": port}
     processes.stop(webhook)
     processes.stop(memory_api)
     processes.stop(operator)
@@ -362,6 +364,11 @@ ROUTED = {"fgentic.dev/memory-routed": "true"}
 # What kagent's controller renders: the Agent's deployment.env, then its own KAGENT_URL.
 RENDERED_ENV = [{"name": "KAGENT_URL", "value": "http://attacker.example:80"},
                 {"name": "TEAM", "value": "a"}, {"name": "KAGENT_URL", "value": CONTROLLER_URL}]
+PROXY_NAMES = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+GOVERNED_ENV = [{"name": "KAGENT_URL", "value": GOVERNED_URL},
+                {"name": "LOG_LEVEL", "value": "ERROR"}, *({"name": n} for n in PROXY_NAMES)]
+"""What a routed container sees, as the API server stores it (an empty value is omitted):
+the memory API, errors only, no proxy for an http URL."""
 
 
 @pytest.fixture
@@ -377,8 +384,7 @@ def memory_agent(stack: dict[str, Any]) -> Iterator[None]:
 
 def test_a_memory_agents_pods_are_routed_to_the_memory_api(stack: dict[str, Any],
                                                            memory_agent: None) -> None:
-    governed = [{"name": "TEAM", "value": "a"}, {"name": "KAGENT_URL", "value": GOVERNED_URL},
-                {"name": "LOG_LEVEL", "value": "ERROR"}]
+    governed = [{"name": "TEAM", "value": "a"}, *GOVERNED_ENV]
     verdict, labelled = _create_pod(stack, _pod("by-labels", RENDERED_ENV, labels=KAGENT_LABELS))
     assert verdict == "allow", verdict
     assert _env(labelled) == governed
@@ -398,9 +404,8 @@ def test_a_pod_that_escaped_the_routing_is_refused(stack: dict[str, Any],
     name = stack["mutating"]["metadata"]["name"]
     stack["cp"].kubectl("delete", "mutatingwebhookconfiguration", name)
     try:
-        good = [{"name": "KAGENT_URL", "value": GOVERNED_URL},
-                {"name": "LOG_LEVEL", "value": "ERROR"}]
-        for env in (RENDERED_ENV, [good[0], {"name": "LOG_LEVEL", "value": "INFO"}]):
+        good = GOVERNED_ENV
+        for env in (RENDERED_ENV, [good[0], {"name": "LOG_LEVEL", "value": "INFO"}, *good[2:]]):
             verdict, _ = _create_pod(stack, _pod("escaped", env,
                                                  labels={**KAGENT_LABELS, **ROUTED}))
             assert "MEMORY_RUNTIME_UNGOVERNED at spec.containers[0].env" in verdict, verdict
@@ -417,7 +422,6 @@ def test_without_the_routing_a_gated_demo_scope_admits_no_collector(
         stack: dict[str, Any], tmp_path: Path) -> None:
     """The case issue 17 names: a demo scope with its gates, no consent, and (here) no Pod
     routing: the Agent would collect for every user. Refused; with the routing, admitted."""
-    import ssl
     import urllib.request
 
     bare, port, ca = processes.spawn_webhook(stack["cp"].kubeconfig, tmp_path)
@@ -438,6 +442,102 @@ def test_without_the_routing_a_gated_demo_scope_admits_no_collector(
         "MEMORY_RUNTIME_UNGOVERNED at spec.declarative.memory"
     assert _apply(stack["cp"], doc, stack["tmp"]) == "allow"  # the routed webhook admits it
     stack["cp"].kubectl("delete", "agent", "-n", NS, "memory-agent")
+
+
+def test_a_routed_pods_proxies_are_blanked(stack: dict[str, Any], memory_agent: None) -> None:
+    """N8: kagent-adk builds its controller client with trust_env: HTTP_PROXY (from env,
+    envFrom or the image) would carry every memory call to the proxy. Set empty and last in
+    the Pod, it overrides all three."""
+    env = [{"name": "HTTP_PROXY", "value": "http://proxy.example:3128"}, *RENDERED_ENV,
+           {"name": "all_proxy", "value": "socks5://proxy.example:1080"}]
+    leaky = _pod("proxied", env, labels=KAGENT_LABELS)
+    leaky["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "proxies"}}]
+    verdict, admitted = _create_pod(stack, leaky)
+    assert verdict == "allow", verdict
+    assert _env(admitted) == [{"name": "TEAM", "value": "a"}, *GOVERNED_ENV]
+
+
+def test_the_routed_label_cannot_be_dropped_through_pods_status(
+        stack: dict[str, Any], memory_agent: None, k8s_client: client.ApiClient) -> None:
+    """N6: pods/status writes were never reviewed, and they may change labels: without the
+    label the routed-egress NetworkPolicy no longer selects the Pod. Ephemeral containers
+    (pods/ephemeralcontainers, ``kubectl debug``) must see the memory API too (N8)."""
+    core = client.CoreV1Api(k8s_client)
+    core.create_namespaced_pod(NS, _pod("status-routed", RENDERED_ENV, labels=KAGENT_LABELS))
+    try:
+        assert core.read_namespaced_pod("status-routed", NS).metadata.labels == {
+            **KAGENT_LABELS, **ROUTED}
+        unlabel = {"metadata": {"labels": {"fgentic.dev/memory-routed": None}}}
+        with pytest.raises(ApiException) as info:
+            core.patch_namespaced_pod_status("status-routed", NS, unlabel)
+        assert "MEMORY_RUNTIME_UNGOVERNED at metadata.labels" in api_message(info.value)
+        # A status write that keeps the label (the kubelet's) is admitted.
+        condition = {"type": "example.com/checked", "status": "True"}
+        core.patch_namespaced_pod_status("status-routed", NS,
+                                         {"status": {"conditions": [condition]}})
+        assert core.read_namespaced_pod("status-routed", NS).metadata.labels == {
+            **KAGENT_LABELS, **ROUTED}
+        debug = {"name": "debug", "image": "busybox",
+                 "env": [{"name": "KAGENT_URL", "value": CONTROLLER_URL}]}
+        with pytest.raises(ApiException) as info:
+            core.patch_namespaced_pod_ephemeralcontainers(
+                "status-routed", NS, {"spec": {"ephemeralContainers": [debug]}}, dry_run="All")
+        assert "MEMORY_RUNTIME_UNGOVERNED at spec.ephemeralContainers[0].env" in \
+            api_message(info.value)
+    finally:
+        core.delete_namespaced_pod("status-routed", NS, grace_period_seconds=0)
+
+
+def test_only_the_webhook_sets_the_routed_label(stack: dict[str, Any],
+                                                k8s_client: client.ApiClient) -> None:
+    """N7: the label admits its bearer to the memory API and names the caller's Pod to its
+    embeddings route; a Pod of no memory-enabled Agent may neither carry nor add it."""
+    verdict, _ = _create_pod(stack, _pod("claims", [], labels={"app": "web", **ROUTED},
+                                         account="default"))
+    assert "ROUTED_LABEL_RESERVED at metadata.labels" in verdict, verdict
+    core = client.CoreV1Api(k8s_client)
+    core.create_namespaced_pod(NS, _pod("plain-web", [], labels={"app": "web"},
+                                        account="default"))
+    try:
+        with pytest.raises(ApiException) as info:
+            core.patch_namespaced_pod("plain-web", NS, {"metadata": {"labels": ROUTED}})
+        assert "ROUTED_LABEL_RESERVED at metadata.labels" in api_message(info.value)
+        with pytest.raises(ApiException) as info:
+            core.patch_namespaced_pod_status("plain-web", NS, {"metadata": {"labels": ROUTED}})
+        assert "ROUTED_LABEL_RESERVED at metadata.labels" in api_message(info.value)
+    finally:
+        core.delete_namespaced_pod("plain-web", NS, grace_period_seconds=0)
+
+
+SLOW_UPLOADS = 8
+"""Connections that each declare a 1 MiB review and send one byte: eight MiB declared, more
+than the webhook's whole review budget (6 MiB)."""
+
+
+def _slow_upload(port: int, ca: bytes) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cadata=ca.decode())
+    connection = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                                     server_hostname="127.0.0.1")
+    connection.sendall(b"POST /agents HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n{")
+    return connection
+
+
+def test_slow_uploads_do_not_refuse_the_api_servers_reviews(stack: dict[str, Any]) -> None:
+    """N9: the declared length was reserved before a byte arrived: seven such connections
+    (no client authentication needed) answered every review 503 BUSY, and with
+    ``failurePolicy: Fail`` the API server refused every Agent. Bounded: eight connections on
+    loopback, the verdict within the webhook's 10 s body deadline."""
+    opened = time.monotonic()
+    uploads = [_slow_upload(stack["port"], stack["ca"]) for _ in range(SLOW_UPLOADS)]
+    try:
+        time.sleep(0.5)  # Their heads are parsed: on the old code each held 1 MiB by now.
+        verdict = _apply(stack["cp"], agent("beside-slow-uploads"), stack["tmp"])
+        assert time.monotonic() - opened < 10.0, "the uploads' body deadline passed first"
+    finally:
+        for upload in uploads:
+            upload.close()
+    assert verdict == "allow", verdict
+    stack["cp"].kubectl("delete", "agent", "-n", NS, "beside-slow-uploads")
 
 
 def test_stopped_webhook_fails_closed(stack: dict[str, Any]) -> None:

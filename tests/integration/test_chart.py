@@ -17,6 +17,9 @@ from tests.support.objects import ROOT
 pytestmark = pytest.mark.integration
 CHART = ROOT / "charts" / "fgentic-governance"
 NS = "fgentic-system"
+API_SERVER = [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+"""The review port's sources: the chart renders nothing until they are chosen."""
+SOURCES = ("--set-json", f"webhook.networkPolicy.apiServerSources={json.dumps(API_SERVER)}")
 
 
 def _helm(*args: str) -> str:
@@ -27,7 +30,7 @@ def _helm(*args: str) -> str:
 
 
 def _render(*sets: str, json_sets: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    args = ["template", "fg", str(CHART), "--namespace", NS]
+    args = ["template", "fg", str(CHART), "--namespace", NS, *SOURCES]
     for value in sets:
         args += ["--set", value]
     for value in json_sets:
@@ -124,26 +127,55 @@ def test_webhook_network_policy_separates_the_review_and_metrics_ports() -> None
                   and d["metadata"]["name"] == "fg-webhook"]
     ports = {p["name"] for p in webhook["spec"]["template"]["spec"]["containers"][0]["ports"]}
     review, metrics = _webhook_policy(docs)["spec"]["ingress"]
-    # Named container ports: the review port open to any source by default (the API server's
-    # addresses are cluster-specific), the health/metrics port to in-cluster pods only.
-    assert review == {"ports": [{"protocol": "TCP", "port": "https"}]}
+    # Named container ports: the review port open to the chosen API server sources, the
+    # health/metrics port to in-cluster pods only by default.
+    assert review == {"ports": [{"protocol": "TCP", "port": "https"}], "from": API_SERVER}
     assert metrics == {"ports": [{"protocol": "TCP", "port": "http-health"}],
                        "from": [{"namespaceSelector": {}}]}
     assert {"https", "http-health"} <= ports
-    api_server = [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
     scraper = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
     review, metrics = _webhook_policy(_render(json_sets=(
-        f"webhook.networkPolicy.apiServerSources={json.dumps(api_server)}",
+        "webhook.networkPolicy.apiServerSources=[]",
         f"webhook.networkPolicy.metricsSources={json.dumps(scraper)}")))["spec"]["ingress"]
-    assert review["from"] == api_server and metrics["from"] == scraper
+    assert "from" not in review and metrics["from"] == scraper  # [] chosen: any source
     assert not [d for d in _render("webhook.networkPolicy.enabled=false")
                 if d["kind"] == "NetworkPolicy"]
 
 
+def test_the_review_port_sources_must_be_chosen() -> None:
+    """N9: no default admits every Pod of the cluster to the unauthenticated review port."""
+    result = subprocess.run([str(binary("helm")), "template", "fg", str(CHART)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+    assert "webhook.networkPolicy.apiServerSources must be set" in result.stderr
+    # Without the webhook's NetworkPolicy there is nothing to choose.
+    assert not [d for d in yaml.safe_load_all(_helm(
+        "template", "fg", str(CHART), "--set", "webhook.networkPolicy.enabled=false"))
+        if d and d["kind"] == "NetworkPolicy"]
+
+
+def test_the_webhook_can_require_the_api_servers_client_certificate() -> None:
+    """N9: with webhook.clientAuth.caSecret the review port answers only that CA's clients."""
+    def webhook(*sets: str) -> dict[str, Any]:
+        (deployment,) = [d for d in _render(*sets) if d["kind"] == "Deployment"
+                         and d["metadata"]["name"] == "fg-webhook"]
+        return dict(deployment["spec"]["template"]["spec"])
+
+    pod = webhook("webhook.clientAuth.caSecret=apiserver-client-ca")
+    container = pod["containers"][0]
+    assert "--client-ca-file=/var/run/fgentic/client-ca/ca.crt" in container["args"]
+    assert {"name": "client-ca", "mountPath": "/var/run/fgentic/client-ca",
+            "readOnly": True} in container["volumeMounts"]
+    assert {"name": "client-ca", "secret": {"secretName": "apiserver-client-ca", "items": [
+        {"key": "ca.crt", "path": "ca.crt"}]}} in pod["volumes"]
+    assert not any(a.startswith("--client-ca-file")
+                   for a in webhook()["containers"][0]["args"])
+
+
 def test_control_api_refuses_to_render_without_its_secrets() -> None:
-    result = subprocess.run([str(binary("helm")), "template", "fg", str(CHART), "--set",
-                             "controlApi.enabled=true"], capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run([str(binary("helm")), "template", "fg", str(CHART), *SOURCES,
+                             "--set", "controlApi.enabled=true"], capture_output=True,
+                            text=True, check=False)
     assert result.returncode != 0 and "controlApi needs" in result.stderr
 
 
@@ -219,7 +251,7 @@ def test_memory_api_runs_replicated_least_privileged_and_fenced_by_policy() -> N
     ((*MEMORY_API, "memoryApi.replicas=1"), "memoryApi.replicas must be at least 2"),
 ])
 def test_memory_api_refuses_to_render_unsafely(sets: tuple[str, ...], message: str) -> None:
-    args = [str(binary("helm")), "template", "fg", str(CHART)]
+    args = [str(binary("helm")), "template", "fg", str(CHART), *SOURCES]
     for value in sets:
         args += ["--set", value]
     result = subprocess.run(args, capture_output=True, text=True, check=False)
@@ -294,7 +326,7 @@ def test_operator_role_is_least_privilege() -> None:
 def test_rendered_manifests_pass_server_side_dry_run(control_plane: Any, tmp_path: Path) -> None:
     control_plane.ensure_namespace(NS)
     manifest = tmp_path / "chart.yaml"
-    manifest.write_text(_helm("template", "fg", str(CHART), "--namespace", NS,
+    manifest.write_text(_helm("template", "fg", str(CHART), "--namespace", NS, *SOURCES,
                               "--set", "localHomeserver=example.org",
                               "--set", "store.dsnSecret.name=store",
                               "--set", "controlApi.enabled=true",

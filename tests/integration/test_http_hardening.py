@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 import subprocess
@@ -372,6 +373,18 @@ async def _status_until(http: aiohttp.ClientSession, url: str, body: bytes,
         await asyncio.sleep(0.1)
 
 
+async def _holder(review: Port, declared: int, sent: int,
+                  source: str = "127.0.0.1") -> Stream:
+    """A connection from ``source`` that declares ``declared`` body bytes and sends ``sent``."""
+    stream = await asyncio.open_connection("127.0.0.1", review.port, ssl=review.tls,
+                                           local_addr=(source, 0))
+    stream[1].write(_request("POST", "/agents").replace(
+        b"Content-Length: 0", f"Content-Length: {declared}".encode()) + b"{" + b" " * (sent - 1))
+    with contextlib.suppress(ConnectionError):  # A refused body is closed while it arrives.
+        await stream[1].drain()
+    return stream
+
+
 async def test_review_bytes_held_at_once_are_bounded(webhook: Process) -> None:
     review = webhook.ports["review"]
     request = _agent_review()
@@ -380,15 +393,12 @@ async def test_review_bytes_held_at_once_are_bounded(webhook: Process) -> None:
     url = f"{review.url}/agents"
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=review.tls)) as http:
         assert await _status_until(http, url, two_mib, 200) == 200
-        # One connection declares the largest review and sends it slowly: it holds the budget
-        # until its body deadline. A loaded machine may use up one holder's window before the
-        # first probe lands (a CI run saw only 200s), so a holder is opened up to three times.
+        # One connection sends all but the last byte of the largest review: it holds those
+        # bytes until its body deadline. A loaded machine may use up one holder's window before
+        # the first probe lands (a CI run saw only 200s), so a holder is opened up to three times.
         status = 0
         for _ in range(3):
-            holder = await _open(review)
-            holder[1].write(_request("POST", "/agents").replace(
-                b"Content-Length: 0", f"Content-Length: {MAX_REVIEW_BYTES}".encode()) + b"{")
-            await holder[1].drain()
+            holder = await _holder(review, MAX_REVIEW_BYTES, MAX_REVIEW_BYTES - 1)
             status = await _status_until(http, url, two_mib, 503)
             if status == 503:
                 break
@@ -396,6 +406,56 @@ async def test_review_bytes_held_at_once_are_bounded(webhook: Process) -> None:
         assert status == 503
         holder[1].close()  # Released with the connection, not leaked.
         assert await _status_until(http, url, two_mib, 200) == 200
+
+
+SLOW_UPLOADS = 12
+"""Connections of one client, each sending 512 KiB of a body it declares one byte longer."""
+
+
+async def test_one_source_cannot_hold_the_whole_review_budget(webhook: Process) -> None:
+    """N9: bodies of unauthenticated clients held the whole budget; one source address now
+    holds at most SOURCE_BODY_BUDGET (5 MiB), so another's review of 600 KB is still read.
+    Bounded: 12 connections (6 MiB), all within the 10 s body deadline; loopback only (the
+    client is 127.0.0.2, the review comes from 127.0.0.1)."""
+    review = webhook.ports["review"]
+    request = _agent_review()
+    request["object"]["spec"]["description"] = "a" * 600_000
+    body = _review(request)
+    chunk = 512 * 1024
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=review.tls)) as http:
+        assert await _status_until(http, f"{review.url}/agents", body, 200) == 200
+        started = time.monotonic()
+        holders = [await _holder(review, chunk + 1, chunk, "127.0.0.2")
+                   for _ in range(SLOW_UPLOADS)]
+        try:
+            await asyncio.sleep(1.0)  # Until the webhook has read what was sent.
+            async with http.post(f"{review.url}/agents", data=body) as response:
+                answer = (response.status, await response.read())
+            assert time.monotonic() - started < serving.BODY_TIMEOUT, "the holders expired"
+            assert answer[0] == 200 and json.loads(answer[1])["response"]["allowed"] is True
+            # The client's own connections past its share were refused, not queued.
+            answers = await asyncio.gather(*(_closed_within(h, 2.0 * SLACK)
+                                             for h in holders[-2:]))
+            assert all(a.startswith(b"HTTP/1.1 503 ") and b"BUSY" in a for a in answers)
+        finally:
+            for _, writer in holders:
+                writer.close()
+
+
+async def test_a_route_refuses_a_review_of_another_kind(webhook: Process) -> None:
+    """L2: /agents judged a ConsentRecord by the Agent rules and allowed it."""
+    review = webhook.ports["review"]
+    consent = example("ConsentRecord")
+    consent["metadata"] = {"name": "c", "namespace": "hardening"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "h"},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=review.tls)) as http:
+        for route, obj in (("agents", consent), ("agents", pod), ("governance", pod)):
+            body = _review({"uid": "u-1", "operation": "CREATE", "object": obj})
+            async with http.post(f"{review.url}/{route}", data=body) as response:
+                answer = (await response.json())["response"]
+            assert answer["allowed"] is False, (route, obj["kind"])
+            assert answer["status"]["message"] == "UNSUPPORTED_KIND at kind"
 
 
 def test_the_webhook_process_does_not_import_kopf() -> None:

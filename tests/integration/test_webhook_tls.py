@@ -121,6 +121,51 @@ def test_certificate_is_reloaded_when_the_files_change(webhook: dict[str, Any],
     assert "FORBIDDEN_HEADER" in api_message(info.value)
 
 
+def test_with_a_client_ca_only_the_api_servers_certificate_is_answered(
+        control_plane: Any, tmp_path: Path) -> None:
+    """N9: the review port answered any client, and every client that reaches it takes a
+    share of the review budget. With --client-ca-file only a client certificate of that CA
+    (the API server's, from its admission kubeconfig) completes the handshake."""
+    import json
+    import ssl
+    import urllib.request
+
+    from fgentic_governance.tls import CertificateAuthority
+
+    _, _, server_ca = write_serving_bundle(tmp_path / "tls", ["127.0.0.1"])
+    api_server = CertificateAuthority("api-server-clients")
+    (tmp_path / "client-ca.crt").write_bytes(api_server.cert_pem)
+    api_server.issue_client("kube-apiserver").write(tmp_path / "ok.crt", tmp_path / "ok.key")
+    CertificateAuthority("stranger").issue_client("kube-apiserver").write(
+        tmp_path / "other.crt", tmp_path / "other.key")
+    port = processes.free_port()
+    proc = processes.spawn_and_wait(
+        ["webhook", "--kubeconfig", str(control_plane.kubeconfig), "--tls-dir",
+         str(tmp_path / "tls"), "--host", "127.0.0.1", "--port", str(port), "--health-port",
+         str(processes.free_port()), "--audit-interval", "0", "--client-ca-file",
+         str(tmp_path / "client-ca.crt")], tmp_path / "webhook.log", port)
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "request": {"uid": "u-1", "operation": "CREATE",
+                                   "object": _agent()}}).encode()
+
+    def review(pair: str | None) -> dict[str, Any]:
+        context = ssl.create_default_context(cafile=str(server_ca))
+        if pair is not None:
+            context.load_cert_chain(tmp_path / f"{pair}.crt", tmp_path / f"{pair}.key")
+        request = urllib.request.Request(f"https://127.0.0.1:{port}/agents", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+            return json.load(answer)  # type: ignore[no-any-return]
+
+    try:
+        assert review("ok")["response"] == {"uid": "u-1", "allowed": True}
+        for pair in (None, "other"):  # No certificate; one of another CA.
+            with pytest.raises(OSError):  # ssl.SSLError, a reset, or urllib's URLError
+                review(pair)
+    finally:
+        processes.stop(proc)
+
+
 def test_stopped_webhook_fails_closed(
     webhook: dict[str, Any], k8s_client: client.ApiClient
 ) -> None:

@@ -12,9 +12,18 @@ from hypothesis import strategies as st
 
 from fgentic_admission.pods import pod_denials, pod_patch
 from fgentic_admission.policy import AdmissionCode
+from fgentic_admission.render import webhook_configuration
 from fgentic_governance.memoryapi.identity import ROUTED_LABEL, memory_agent_of
 
 URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
+GOVERNED_NAMES = ["KAGENT_URL", "LOG_LEVEL", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                  "all_proxy"]
+"""What a routed container sees, set last: the memory API, errors only, no proxy for http."""
+
+
+def governed_env(url: str = URL) -> list[dict[str, str]]:
+    values = {"KAGENT_URL": url, "LOG_LEVEL": "ERROR"}
+    return [{"name": name, "value": values.get(name, "")} for name in GOVERNED_NAMES]
 
 
 def agent(name: str, *, memory: bool = True, account: str | None = None) -> dict[str, Any]:
@@ -54,7 +63,8 @@ def test_which_pods_are_routed(labels: dict[str, str], account: str | None,
 
 
 env_entries = st.lists(st.fixed_dictionaries({
-    "name": st.sampled_from(["KAGENT_URL", "LOG_LEVEL", "TEAM", "X"]),
+    "name": st.sampled_from(["KAGENT_URL", "LOG_LEVEL", "HTTP_PROXY", "all_proxy", "TEAM",
+                             "X"]),
     "value": st.text(max_size=10)}), max_size=6)
 
 
@@ -68,10 +78,11 @@ def test_the_patch_always_yields_a_pod_the_check_admits(
     assert pod_denials(patched, URL) == []
     for container in patched["spec"]["containers"] + patched["spec"].get("initContainers", []):
         names = [e["name"] for e in container["env"]]
-        assert names.count("KAGENT_URL") == names.count("LOG_LEVEL") == 1
-        assert names[-2:] == ["KAGENT_URL", "LOG_LEVEL"]
-    others = [e for e in env if e["name"] not in ("KAGENT_URL", "LOG_LEVEL")]
-    assert patched["spec"]["containers"][0]["env"][:-2] == others  # the rest kept, in order
+        assert all(names.count(name) == 1 for name in GOVERNED_NAMES)
+        assert names[-len(GOVERNED_NAMES):] == GOVERNED_NAMES
+    others = [e for e in env if e["name"] not in GOVERNED_NAMES]
+    governed = patched["spec"]["containers"][0]["env"]
+    assert governed[:-len(GOVERNED_NAMES)] == others  # the rest kept, in order
 
 
 @pytest.mark.parametrize(("env", "labels", "where"), [
@@ -82,11 +93,143 @@ def test_the_patch_always_yields_a_pod_the_check_admits(
       {"name": "LOG_LEVEL", "value": "ERROR"}], {ROUTED_LABEL: "true"},
      "spec.containers[0].env"),  # a reference is not the governed value
     ([{"name": "KAGENT_URL", "value": URL}], {ROUTED_LABEL: "true"}, "spec.containers[0].env"),
-    ([{"name": "KAGENT_URL", "value": URL}, {"name": "LOG_LEVEL", "value": "ERROR"}], {},
-     "metadata.labels"),
+    (governed_env(URL), {}, "metadata.labels"),
 ])
 def test_an_unrouted_pod_is_refused(env: list[dict[str, Any]], labels: dict[str, str],
                                     where: str) -> None:
     denials = pod_denials(pod(env, labels=labels), URL)
     assert [(d.code, d.path) for d in denials] == [
         (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, where)]
+
+
+def routed_pod(**spec: Any) -> dict[str, Any]:
+    """A Pod as the mutating webhook leaves it, with ``spec`` fields added."""
+    routed = pod(governed_env(URL), labels={ROUTED_LABEL: "true"})
+    routed["spec"].update(spec)
+    return routed
+
+
+def where(denials: list[Any]) -> list[tuple[AdmissionCode, str]]:
+    return [(d.code, d.path) for d in denials]
+
+
+@pytest.mark.parametrize("proxy", ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"])
+def test_a_proxy_for_the_memory_api_is_refused(proxy: str) -> None:
+    """N8: kagent-adk's controller client trusts the environment; the proxy would see (and
+    could answer) every memory call. Set last and empty, it also overrides envFrom."""
+    assert pod_denials(routed_pod(), URL) == []  # The control: as the webhook patches it.
+    bare = routed_pod()  # The API server drops an empty value: no value is the empty string.
+    bare["spec"]["containers"][0]["env"] = [
+        {k: v for k, v in e.items() if v} for e in governed_env(URL)]
+    assert pod_denials(bare, URL) == []
+    for entry in ({"name": proxy, "value": "http://proxy.example:3128"},
+                  {"name": proxy, "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}):
+        leaky = routed_pod()
+        leaky["spec"]["containers"][0]["env"].append(entry)
+        assert where(pod_denials(leaky, URL)) == [
+            (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")]
+    unset = routed_pod()  # Not set in the Pod: an envFrom source or the image could set it.
+    unset["spec"]["containers"][0]["env"] = [
+        e for e in governed_env(URL) if e["name"] != proxy]
+    unset["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "proxies"}}]
+    assert where(pod_denials(unset, URL)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")]
+
+
+def test_the_proxies_blanked_follow_the_memory_apis_scheme() -> None:
+    from fgentic_admission import pods
+
+    assert pods.governed_env(URL) == governed_env()
+    names = [e["name"] for e in pods.governed_env("https://memory.example:8443")]
+    assert names == ["KAGENT_URL", "LOG_LEVEL", "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
+                     "all_proxy"]
+
+
+def test_an_ephemeral_container_is_routed_or_refused() -> None:
+    """N8: ``kubectl debug`` adds a container through pods/ephemeralcontainers."""
+    debug = {"name": "debug", "image": "busybox",
+             "env": [{"name": "KAGENT_URL", "value": "http://kagent-controller.kagent:8083"}]}
+    assert where(pod_denials(routed_pod(ephemeralContainers=[debug]), URL)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.ephemeralContainers[0].env")]
+    assert where(pod_denials(routed_pod(ephemeralContainers=[{"name": "bare"}]), URL)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.ephemeralContainers[0].env")]
+    governed = {"name": "debug", "image": "busybox", "env": governed_env(URL)}
+    assert pod_denials(routed_pod(ephemeralContainers=[governed]), URL) == []
+
+
+ADDRESS_URL = "http://10.96.77.12:8083"
+"""A memory API reached by address (``memoryApi.url`` with a pinned Service address)."""
+
+
+@pytest.mark.parametrize(("spec", "path", "near_miss"), [
+    ({"hostAliases": [{"ip": "10.0.0.1", "hostnames": ["cache"]},
+                      {"ip": "203.0.113.9",
+                       "hostnames": ["fgentic-memory-api.fgentic-system.svc"]}]},
+     "spec.hostAliases[1]",
+     {"hostAliases": [{"ip": "10.0.0.1", "hostnames": ["cache"]},
+                      {"ip": "203.0.113.9", "hostnames": ["fgentic-memory-api.other"]}]}),
+    ({"hostAliases": [{"ip": "203.0.113.9",
+                       "hostnames": ["FGENTIC-MEMORY-API.fgentic-system.svc."]}]},
+     "spec.hostAliases[0]", {"hostAliases": [{"ip": "203.0.113.9", "hostnames": ["cache."]}]}),
+    ({"hostAliases": [{"ip": "203.0.113.9", "hostnames": [
+        "fgentic-memory-api.fgentic-system.svc.team-a.svc.cluster.local"]}]},
+     "spec.hostAliases[0]",  # the name with a search domain, tried first (ndots 5)
+     {"hostAliases": [{"ip": "203.0.113.9", "hostnames": ["team-a.svc.cluster.local"]}]}),
+    ({"dnsPolicy": "None", "dnsConfig": {"nameservers": ["203.0.113.53"]}}, "spec.dnsPolicy",
+     {"dnsPolicy": "ClusterFirst"}),
+    ({"dnsPolicy": "Default"}, "spec.dnsPolicy", {"dnsPolicy": "ClusterFirstWithHostNet"}),
+    ({"dnsConfig": {"searches": ["evil.example"]}}, "spec.dnsConfig",
+     {"dnsConfig": {"options": [{"name": "ndots", "value": "2"}]}}),
+    ({"dnsConfig": {"nameservers": ["203.0.113.53"]}}, "spec.dnsConfig",
+     {"dnsConfig": {"nameservers": []}}),
+    ({"hostNetwork": True}, "spec.hostNetwork", {"hostNetwork": False}),
+])
+def test_a_routed_pod_may_not_rename_or_bypass_the_memory_api(
+        spec: dict[str, Any], path: str, near_miss: dict[str, Any]) -> None:
+    """N8: host aliases or DNS can answer the memory API's name with another address; the
+    host network is outside every NetworkPolicy. The near miss is admitted."""
+    found = where(pod_denials(routed_pod(**spec), URL))
+    assert (AdmissionCode.MEMORY_ROUTING_BYPASS, path) in found
+    assert {code for code, _ in found} == {AdmissionCode.MEMORY_ROUTING_BYPASS}
+    assert pod_denials(routed_pod(**near_miss), URL) == []
+    # Names do not matter when the memory API is reached by address; the host network does.
+    by_address = pod(governed_env(ADDRESS_URL), labels={ROUTED_LABEL: "true"})
+    by_address["spec"].update(spec)
+    assert where(pod_denials(by_address, ADDRESS_URL)) == (
+        [(AdmissionCode.MEMORY_ROUTING_BYPASS, path)] if path == "spec.hostNetwork" else [])
+
+
+@pytest.mark.parametrize(("new", "old", "refused"), [
+    ({ROUTED_LABEL: "true"}, None, True),            # CREATE with the label
+    ({ROUTED_LABEL: "false"}, None, True),           # any value: the key is reserved
+    ({ROUTED_LABEL: "true"}, {}, True),              # UPDATE that adds it
+    ({ROUTED_LABEL: "true"}, {ROUTED_LABEL: "x"}, True),  # UPDATE that changes it
+    ({ROUTED_LABEL: "true"}, {ROUTED_LABEL: "true"}, False),  # kept from its creation
+    ({}, {ROUTED_LABEL: "true"}, False),             # dropped: the Pod is not routed
+    ({"app": "web"}, None, False),
+])
+def test_only_the_webhook_sets_the_routed_label(new: dict[str, str], old: dict[str, str] | None,
+                                                refused: bool) -> None:
+    """N7: a Pod the webhook does not route may not take the label (the memory API admits
+    its bearer, the embeddings route names the caller's Pod by it)."""
+    from fgentic_admission.pods import label_denials
+
+    old_pod = None if old is None else pod([], labels=old)
+    expected = [(AdmissionCode.ROUTED_LABEL_RESERVED, "metadata.labels")] if refused else []
+    assert where(label_denials(pod([], labels=new), old_pod)) == expected
+
+
+def test_routed_pods_status_and_ephemeral_container_writes_are_checked() -> None:
+    """N6: the label could be dropped through ``pods/status`` (the check covered ``pods``
+    only), and ``pods/ephemeralcontainers`` added containers unchecked."""
+    config = webhook_configuration("x", "https://h", b"ca", memory_routing=True)
+    covered = {(resource, operation)
+               for hook in config["webhooks"] if hook["clientConfig"]["url"] == "https://h/podcheck"
+               and hook.get("objectSelector") == {"matchExpressions": [
+                   {"key": ROUTED_LABEL, "operator": "Exists"}]}
+               and "matchLabels" not in hook["namespaceSelector"]
+               and hook["failurePolicy"] == "Fail"
+               for rule in hook["rules"] for resource in rule["resources"]
+               for operation in rule["operations"]}
+    assert {("pods/status", "UPDATE"), ("pods/ephemeralcontainers", "UPDATE"),
+            ("pods", "CREATE"), ("pods", "UPDATE")} <= covered

@@ -17,7 +17,8 @@ from fgentic_admission.policy import (
     consent_denials,
     scope_denials,
 )
-from fgentic_admission.review import Lookups, Reviewer, Unanswerable
+from fgentic_admission.review import Lookups, MemoryRouting, Reviewer, Unanswerable
+from fgentic_governance.memoryapi.identity import ROUTED_LABEL
 from tests.support.objects import example
 
 SERVER = ("kagent.dev", "RemoteMCPServer", "ns", "knowledge")
@@ -190,6 +191,74 @@ async def test_unknown_routes_are_denied() -> None:
     reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
     unknown = await reviewer(_review(agent()), webhook="nope")
     assert "UNSUPPORTED_KIND" in unknown["response"]["status"]["message"]
+
+
+def _other_agent_group() -> dict[str, Any]:
+    doc = agent()
+    doc["apiVersion"] = "example.com/v1alpha2"
+    return doc
+
+
+def _no_api_version() -> dict[str, Any]:
+    doc = agent()
+    del doc["apiVersion"]
+    return doc
+
+
+@pytest.mark.parametrize("obj", [
+    example("ConsentRecord"), example("MemoryScope"),
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}},
+    {"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": SENTINEL}},
+    _other_agent_group(), _no_api_version(),
+], ids=["consent", "scope", "pod", "configmap", "other-group-agent", "no-api-version"])
+async def test_the_agents_route_refuses_objects_that_are_not_agents(obj: dict[str, Any]) -> None:
+    """L2: /agents judged any object by the Agent rules, and an object without tools or
+    memory passed them all (``allowed: true``)."""
+    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    out = await reviewer(_review(obj), webhook="agents")
+    assert out["response"]["allowed"] is False
+    assert out["response"]["status"]["message"] == "UNSUPPORTED_KIND at kind"
+    assert SENTINEL not in str(out)
+
+
+@pytest.mark.parametrize(("route", "obj"), [
+    ("governance", {"apiVersion": "example.com/v1alpha1", "kind": "MemoryScope"}),
+    ("podcheck", {"apiVersion": "example.com/v1", "kind": "Pod"}),
+], ids=["governance-other-group", "podcheck-other-group"])
+async def test_every_route_refuses_kinds_it_is_not_configured_for(route: str,
+                                                                  obj: dict[str, Any]) -> None:
+    """L2 on the other routes: the kind alone was checked, not the API group."""
+    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    out = await reviewer(_review(obj), webhook=route)
+    assert out["response"]["status"]["message"] == "UNSUPPORTED_KIND at kind"
+
+
+def _routing(agents: list[dict[str, Any]]) -> MemoryRouting:
+    async def ready() -> bool:
+        return True
+
+    async def listed(_namespace: str) -> list[dict[str, Any]]:
+        return agents
+
+    return MemoryRouting("http://memory-api:8083", ready, listed)
+
+
+@pytest.mark.parametrize("routing", [True, False], ids=["routing", "no-routing"])
+async def test_podcheck_refuses_the_routed_label_on_a_pod_it_does_not_route(
+        routing: bool) -> None:
+    """N7: the label admits its bearer to the memory API; only the mutating webhook sets it."""
+    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local",
+                        _routing([]) if routing else None)
+    labelled = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "labels": {ROUTED_LABEL: "true"}},
+                "spec": {"containers": [{"name": "c"}]}}
+    out = await reviewer(_review(labelled), webhook="podcheck")
+    assert out["response"]["status"]["message"] == "ROUTED_LABEL_RESERVED at metadata.labels"
+    kept = {"request": {"uid": "u-1", "operation": "UPDATE", "object": labelled,
+                        "oldObject": labelled}}
+    assert (await reviewer(kept, webhook="podcheck"))["response"]["allowed"] is True
+    mutated = await reviewer(_review(labelled), webhook="pods")  # refused by the check only
+    assert mutated["response"] == {"uid": "u-1", "allowed": True}
 
 
 MALFORMED_REQUESTS: list[Any] = [

@@ -67,3 +67,31 @@ def test_body_refusal_statuses() -> None:
 def test_method_labels_are_bounded() -> None:
     assert serving.method_label("POST") == "POST"
     assert serving.method_label(SENTINEL) == "OTHER"
+
+
+class _Arriving:
+    """What BodyBudget reads of a request: its source address and declared length."""
+
+    def __init__(self, remote: str, content_length: int) -> None:
+        self.remote, self.content_length = remote, content_length
+
+
+def test_the_body_budget_holds_bytes_as_they_arrive_and_per_source() -> None:
+    """N9: a declared length reserved up front let connections that declared 1 MiB and sent a
+    byte hold the whole budget; one source may now hold only its share."""
+    from typing import cast
+
+    from aiohttp import web
+
+    budget = serving.BodyBudget(10, per_source=6)
+    slow = [cast(web.BaseRequest, _Arriving("10.0.0.1", 10)) for _ in range(3)]
+    with budget.hold(slow[0]) as first, budget.hold(slow[1]), budget.hold(slow[2]):
+        assert budget.held == 0  # Declared, not arrived: nothing held.
+        assert first.take(6)
+        assert not first.take(1)  # The source's share is used up.
+        with budget.hold(cast(web.BaseRequest, _Arriving("10.0.0.2", 4))) as other:
+            assert other.take(4)  # Another source still has the rest.
+            assert not other.take(1)  # The whole budget.
+            assert budget.by_source == {"10.0.0.1": 6, "10.0.0.2": 4}
+        assert budget.held == 6
+    assert budget.held == 0 and budget.by_source == {}

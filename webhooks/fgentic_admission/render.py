@@ -15,11 +15,17 @@ from typing import Any
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, RETRIEVAL_BINDING
 from fgentic_governance.contract.codec import IDENTITY_HEADER
+from fgentic_governance.memoryapi.identity import ROUTED_LABEL
 
 AGENT_WEBHOOK = f"agents.{GROUP}"
 GOVERNANCE_WEBHOOK = f"objects.{GROUP}"
 POD_CHECK_WEBHOOKS = (f"podcheck-kagent.{GROUP}", f"podcheck-accounts.{GROUP}")
 POD_ROUTING_WEBHOOKS = (f"pods-kagent.{GROUP}", f"pods-accounts.{GROUP}")
+ROUTED_POD_CHECK_WEBHOOK = f"podcheck-routed.{GROUP}"
+"""Every Pod that carries the routed label, in every namespace, and its ``pods/status`` and
+``pods/ephemeralcontainers`` writes: the label cannot be set on another Pod, nor dropped or
+an ephemeral container added around the check (an objectSelector matches a write when the
+old or the new object matches)."""
 ROUTED_NAMESPACE_LABEL = "fgentic.dev/memory-routing"
 """Namespaces with this label set to ``enabled`` also send Pods *without* kagent's labels, so
 that a Pod running under a memory-enabled Agent's service account is routed too. Only these
@@ -44,8 +50,13 @@ _POD_RULES = [
     {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
      "scope": "Namespaced"},
 ]
+_ROUTED_POD_RULES = [
+    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+     "resources": ["pods", "pods/status", "pods/ephemeralcontainers"], "scope": "Namespaced"},
+]
 _KAGENT_POD = {"key": "app", "operator": "In", "values": ["kagent"]}
 _OTHER_POD = {"key": "app", "operator": "NotIn", "values": ["kagent"]}
+_ROUTED_POD = {"key": ROUTED_LABEL, "operator": "Exists"}
 
 
 def namespace_selector(excluded: Sequence[str]) -> dict[str, Any]:
@@ -86,7 +97,7 @@ def webhook_configuration(name: str, base_url: str, ca_pem: bytes, *,
                           excluded: Sequence[str] = ("kube-system",),
                           timeout: int = 3, memory_routing: bool = False) -> dict[str, Any]:
     """The configuration for a webhook reachable at ``base_url`` (…/agents, …/governance,
-    and with ``memory_routing`` …/podcheck: a routed Pod's KAGENT_URL and LOG_LEVEL)."""
+    and with ``memory_routing`` …/podcheck: a routed Pod's environment, DNS and label)."""
     ca = base64.b64encode(ca_pem).decode()
     base = base_url.rstrip("/")
     hooks = [
@@ -97,8 +108,13 @@ def webhook_configuration(name: str, base_url: str, ca_pem: bytes, *,
     ]
     if memory_routing:
         # UPDATE too: a routed Pod may not drop its label (the NetworkPolicy keys on it).
-        hooks += _pod_webhooks(POD_CHECK_WEBHOOKS, {"url": f"{base}/podcheck", "caBundle": ca},
-                               excluded, timeout, ("CREATE", "UPDATE"))
+        podcheck = {"url": f"{base}/podcheck", "caBundle": ca}
+        hooks += _pod_webhooks(POD_CHECK_WEBHOOKS, podcheck, excluded, timeout,
+                               ("CREATE", "UPDATE"))
+        routed = _webhook(ROUTED_POD_CHECK_WEBHOOK, podcheck, _ROUTED_POD_RULES, excluded,
+                          timeout)
+        routed["objectSelector"] = {"matchExpressions": [_ROUTED_POD]}
+        hooks.append(routed)
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",

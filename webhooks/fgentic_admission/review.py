@@ -32,6 +32,8 @@ from fgentic_admission.policy import (
     consent_denials,
     scope_denials,
 )
+from fgentic_governance.api.common import GROUP
+from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, RETRIEVAL_BINDING
 from fgentic_governance.failures import failure_code
 from fgentic_governance.memoryapi.identity import memory_agent_of
 
@@ -42,6 +44,16 @@ STATEFUL = frozenset({AdmissionCode.IDENTITY_HEADER_UNBOUND, AdmissionCode.IDENT
                       AdmissionCode.REQUIRE_APPROVAL_ON_RETRIEVAL,
                       AdmissionCode.FORBIDDEN_HEADERS_FROM})
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE"})
+ROUTE_KINDS: Final[Mapping[str, tuple[str, frozenset[str]]]] = {
+    "agents": ("kagent.dev", frozenset({"Agent"})),
+    "governance": (GROUP, frozenset({CONSENT_RECORD.kind, RETRIEVAL_BINDING.kind,
+                                     MEMORY_SCOPE.kind})),
+    "pods": ("", frozenset({"Pod"})),
+    "podcheck": ("", frozenset({"Pod"})),
+}
+"""Route -> the API group and kinds our configuration sends there; any other object is refused
+(UNSUPPORTED_KIND at kind), never judged by another kind's rules (an object with no Agent rule
+would pass them all)."""
 MAX_UID_LENGTH: Final = 128
 """The API server's uid is a UUID (36 characters); anything longer is not one of its reviews."""
 
@@ -91,7 +103,7 @@ class Reviewer:
             raise Unanswerable
         patch: list[dict[str, Any]] = []
         try:
-            denials = _malformed(request)
+            denials = _malformed(request) or _unexpected_kind(route, request["object"])
             if not denials and route == "pods":
                 denials, patch = await self._pod(request, mutate=True)
             elif not denials:
@@ -129,18 +141,21 @@ class Reviewer:
     async def _pod(self, request: Mapping[str, Any], *, mutate: bool
                    ) -> tuple[list[Denial], list[dict[str, Any]]]:
         """A memory-enabled Agent's Pod is routed (mutate) and checked (validate); any other
-        Pod passes unchanged. Without a configured memory API nothing is routed: Agents with
-        memory are refused at their own admission instead (MEMORY_RUNTIME_UNGOVERNED)."""
+        Pod passes unchanged unless it sets the routed label. Without a configured memory API
+        nothing is routed: Agents with memory are refused at their own admission instead
+        (MEMORY_RUNTIME_UNGOVERNED). ``pods/status`` and ``pods/ephemeralcontainers`` reviews
+        carry the whole Pod and are judged the same way."""
         pod = request["object"]
-        if pod.get("kind") != "Pod":
-            return [Denial(AdmissionCode.UNSUPPORTED_KIND, "kind")], []
         namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get(
             "namespace") or "")
-        if self._routing is None:
-            return [], []  # no routing configured: Agents with memory are refused instead
-        agent = memory_agent_of(pod, await self._routing.agents(namespace))
-        if agent is None:
-            return [], []
+        agent = None
+        if self._routing is not None:
+            agent = memory_agent_of(pod, await self._routing.agents(namespace))
+        if agent is None or self._routing is None:
+            old = request.get("oldObject")
+            denials = [] if mutate else pods.label_denials(
+                pod, old if isinstance(old, Mapping) else None)
+            return denials, []
         if mutate:
             return [], pods.pod_patch(pod, self._routing.url)
         return pods.pod_denials(pod, self._routing.url), []
@@ -180,6 +195,19 @@ def _malformed(request: Mapping[str, Any]) -> list[Denial]:
     if request.get("operation") in OPERATIONS and isinstance(request.get("object"), Mapping):
         return []
     return [Denial(AdmissionCode.REVIEW_MALFORMED, "request")]
+
+
+def _unexpected_kind(route: str, obj: Mapping[str, Any]) -> list[Denial]:
+    """A denial unless the object is of a kind this route is configured for."""
+    if route not in ROUTE_KINDS:
+        return [Denial(AdmissionCode.UNSUPPORTED_KIND, "request")]
+    group, kinds = ROUTE_KINDS[route]
+    api_version = obj.get("apiVersion")
+    # "v1" is the core group (""), "kagent.dev/v1alpha2" the group "kagent.dev".
+    if not isinstance(api_version, str) or obj.get("kind") not in kinds \
+            or api_version.rpartition("/")[0] != group:
+        return [Denial(AdmissionCode.UNSUPPORTED_KIND, "kind")]
+    return []
 
 
 def response(uid: str, denials: Sequence[Denial],

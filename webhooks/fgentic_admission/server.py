@@ -60,7 +60,14 @@ BODY_BUDGET: Final = MAX_REVIEW_BYTES + 1024 * 1024
 """Review bytes held at once: one review of the largest size plus small ones. The chart limits
 the webhook to 128 MiB and it idles near 77 MiB; a 5 MiB review made of many small JSON
 objects takes about 40 MiB while parsed, so two at once could get it killed (fail closed:
-every Agent write refused). A review over the budget is answered 503 BUSY instead."""
+every Agent write refused). A review over the budget is answered 503 BUSY instead. Bytes count
+as they arrive (``serving.BodyBudget``), so a declared length alone holds nothing."""
+SOURCE_BODY_BUDGET: Final = MAX_REVIEW_BYTES
+"""Review bytes one source address may hold at once: the API server's largest review still
+fits, and BODY_BUDGET - SOURCE_BODY_BUDGET (1 MiB) stays for every other source, so one
+unauthenticated client sending slow bodies cannot refuse the API server's reviews. Where the
+API server shares its address with other clients (host-network Pods on its node, a SNAT),
+the chart's ``webhook.networkPolicy.apiServerSources`` is what keeps them apart."""
 PATHS: Final = {f"/{route}": route for route in metrics.ROUTES}
 """The paths of our ValidatingWebhookConfiguration (``render.py`` here, the chart)."""
 
@@ -184,7 +191,7 @@ class ReviewService:
 
     def __init__(self, reviewer: Reviewer) -> None:
         self._reviewer = reviewer
-        self._budget = serving.BodyBudget(BODY_BUDGET)
+        self._budget = serving.BodyBudget(BODY_BUDGET, SOURCE_BODY_BUDGET)
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         route = PATHS.get(request.path, metrics.OTHER)  # Never the path itself.
@@ -200,8 +207,8 @@ class ReviewService:
         if request.method != "POST":
             return _text(405, "METHOD_NOT_ALLOWED")
         try:
-            with self._budget.hold(request, MAX_REVIEW_BYTES):
-                raw = await serving.read_body(request, MAX_REVIEW_BYTES)
+            with self._budget.hold(request) as holding:
+                raw = await serving.read_body(request, MAX_REVIEW_BYTES, holding=holding)
                 return await self._review(route, raw)
         except strict_json.Refused as refused:
             answer = _text(refused.status, refused.code.value)
@@ -224,11 +231,16 @@ class ReviewService:
 # -- certificates ------------------------------------------------------------------------------
 
 
-def _server_context(cert: Path, key: Path) -> ssl.SSLContext:
+def _server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_alpn_protocols(["http/1.1"])
     context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        # Only a client with a certificate of this CA (the API server's, from its admission
+        # kubeconfig) completes a handshake: no other client reaches a body or the budget.
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=client_ca)
     return context
 
 
@@ -237,23 +249,29 @@ class ServingCertificate:
 
     The listener's context only selects (its SNI callback runs for every ClientHello, with or
     without a server name); a pair that fails to load (say, half written) keeps the old one
-    until the next poll.
+    until the next poll. With ``client_ca`` every context requires a client certificate of that
+    CA (the listener's too: OpenSSL keeps the first context's verify mode for the connection),
+    reloaded with the pair.
     """
 
-    def __init__(self, tls_dir: Path) -> None:
+    def __init__(self, tls_dir: Path, client_ca: Path | None = None) -> None:
         self._cert, self._key = tls_dir / "tls.crt", tls_dir / "tls.key"
+        self._client_ca = client_ca
         self._stamp = self._files()
-        self.current = _server_context(self._cert, self._key)
-        self.listener = _server_context(self._cert, self._key)
+        self.current = self._context()
+        self.listener = self._context()
         self.listener.sni_callback = self._select
+
+    def _context(self) -> ssl.SSLContext:
+        return _server_context(self._cert, self._key, self._client_ca)
 
     def _select(self, connection: ssl.SSLObject | ssl.SSLSocket, _name: str | None,
                 _context: ssl.SSLContext) -> None:
         connection.context = self.current
 
     def _files(self) -> tuple[tuple[int, int, int], ...]:
-        stats = (self._cert.stat(), self._key.stat())
-        return tuple((s.st_mtime_ns, s.st_size, s.st_ino) for s in stats)
+        paths = (self._cert, self._key, *((self._client_ca,) if self._client_ca else ()))
+        return tuple((s.st_mtime_ns, s.st_size, s.st_ino) for s in (p.stat() for p in paths))
 
     def refresh(self) -> bool:
         """Load the files if they changed; True when a new pair is now served."""
@@ -261,7 +279,7 @@ class ServingCertificate:
             stamp = self._files()
             if stamp == self._stamp:
                 return False
-            fresh = _server_context(self._cert, self._key)
+            fresh = self._context()
         except (OSError, ssl.SSLError, ValueError) as exc:
             log.warning("TLS certificate not reloaded: %s", type(exc).__name__)
             return False
@@ -305,7 +323,7 @@ async def serve(args: argparse.Namespace) -> None:
     if args.audit_interval > 0:
         tasks.append(asyncio.create_task(audit.run(api_client, audited_state,
                                                    args.audit_interval)))
-    certificate = ServingCertificate(Path(args.tls_dir))
+    certificate = ServingCertificate(Path(args.tls_dir), args.client_ca_file)
     tasks.append(asyncio.create_task(certificate.watch(args.tls_reload_seconds)))
     reviews = serving.runner(ReviewService(Reviewer(source.lookups(), args.local_homeserver,
                                                     routing)))

@@ -138,6 +138,10 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                     help="seconds between audits of existing Agents (0 disables)")
     wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
                     help="how often to check the certificate files for renewal")
+    wh.add_argument("--client-ca-file", type=Path, default=None,
+                    help="require a client certificate issued by this CA on the review port "
+                         "(the API server's, from its --admission-control-config-file "
+                         "kubeconfig); default: any client")
     wh.add_argument("--memory-api-url", default="",
                     help="the governed memory API that memory-enabled Agents' Pods must use as "
                          "KAGENT_URL (issue 17 §3); empty: memory-enabled Agents are refused")
