@@ -26,11 +26,14 @@ class Reason(StrEnum):
     # Delegation leases (issue 17 §2): the runtime's calls need exactly one live lease.
     LEASE_MISSING = "LEASE_MISSING"
     SCOPE_AMBIGUOUS = "SCOPE_AMBIGUOUS"
+    LEASE_LIMIT_REACHED = "LEASE_LIMIT_REACHED"
     # Content-store fence.
     SCOPE_MISSING = "SCOPE_MISSING"
     SCOPE_DISABLED = "SCOPE_DISABLED"
     CAPTURE_DISABLED = "CAPTURE_DISABLED"
     STALE_GENERATION = "STALE_GENERATION"
+    # A scope is entered only at READ COMMITTED: no snapshot may outlive an erasure's fence.
+    ISOLATION_REFUSED = "ISOLATION_REFUSED"
     ENTRY_CAP_REACHED = "ENTRY_CAP_REACHED"
     FACT_TOO_LARGE = "FACT_TOO_LARGE"
     RETENTION_EXCEEDED = "RETENTION_EXCEEDED"
@@ -40,6 +43,8 @@ class Reason(StrEnum):
     COST_CEILING_REACHED = "COST_CEILING_REACHED"
     RATE_LIMITED = "RATE_LIMITED"
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    # The database is recovering from a crashed backend (or starting, or shutting down).
+    STORE_RESTARTING = "STORE_RESTARTING"
     STORE_SCHEMA_MISMATCH = "STORE_SCHEMA_MISMATCH"
     STORE_LOCK_TIMEOUT = "STORE_LOCK_TIMEOUT"
     STORE_SETTINGS_UNSAFE = "STORE_SETTINGS_UNSAFE"

@@ -61,10 +61,12 @@ _STATUS: Final = MappingProxyType({
     ControlReason.CONFIRMATION_EXPIRED: 409,
     ControlReason.REQUEST_TOO_LARGE: 413,
     Reason.RATE_LIMITED: 429,
+    Reason.LEASE_LIMIT_REACHED: 429,
     Reason.INTERNAL_ERROR: 500,
     Reason.ERASURE_VERIFY_FAILED: 500,
     ControlReason.DIRECTORY_UNAVAILABLE: 503,
     Reason.STORE_UNAVAILABLE: 503,
+    Reason.STORE_RESTARTING: 503,
     Reason.STORE_LOCK_TIMEOUT: 503,
     Reason.STORE_SCHEMA_MISMATCH: 503,
 })
@@ -104,9 +106,10 @@ def _refusal(error: ControlError) -> Reply:
 
 def make_handler(service: ControlService, auth: BearerTokenFile, *,
                  body_timeout: float = serving.BODY_TIMEOUT,
-                 store_ready: Callable[[], Awaitable[bool]] | None = None) -> Handler:
+                 store_ready: Callable[[], Awaitable[Reason]] | None = None) -> Handler:
     """The request handler. ``/readyz`` is 503 while the bridge's token is unreadable
-    (UNAUTHENTICATED) or the store pool cannot serve a query (STORE_UNAVAILABLE); ``/healthz``
+    (UNAUTHENTICATED) or the store pool cannot serve a query (STORE_UNAVAILABLE, or
+    STORE_RESTARTING while PostgreSQL recovers from a crash); ``/healthz``
     answers as long as the process serves."""
     routes = {PREFIX + r.action: r for r in (
         _route("status", Command, service.status),
@@ -121,9 +124,7 @@ def make_handler(service: ControlService, auth: BearerTokenFile, *,
     async def readiness() -> ControlReason | Reason:
         if not auth.ready():
             return ControlReason.UNAUTHENTICATED
-        if store_ready is not None and not await store_ready():
-            return Reason.STORE_UNAVAILABLE
-        return Reason.OK
+        return Reason.OK if store_ready is None else await store_ready()
 
     async def probe(request: web.BaseRequest) -> web.StreamResponse:
         reason = Reason.OK if request.path == "/healthz" else await readiness()
