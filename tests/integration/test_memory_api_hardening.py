@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
+from aiohttp import web
 from kubernetes import client
 
 from fgentic_governance import serving
@@ -75,12 +76,13 @@ async def env(control_plane: Any, k8s_client: client.ApiClient, pool: asyncpg.Po
 
 @asynccontextmanager
 async def served(env: Env, *, body_timeout: float = serving.BODY_TIMEOUT,
-                 embeddings_url: str = "") -> AsyncIterator[int]:
+                 embeddings_url: str = "", upstream_url: str = "") -> AsyncIterator[int]:
     """The memory API as ``memory-api`` serves it, on a loopback port (yielded)."""
     upstream = proxy.session()
     identity = KubeIdentity(env.kube)
     handler = make_handler(MemoryApi(DelegatedStore(env.api_pool), LOCAL), identity.agent_for,
-                           upstream, env.controller.base_url, body_timeout=body_timeout,
+                           upstream, upstream_url or env.controller.base_url,
+                           body_timeout=body_timeout,
                            embeddings_url=embeddings_url,
                            identify_address=identity.agent_for_address)
     port = free_port()
@@ -324,3 +326,41 @@ async def test_readiness_turns_503_while_the_upstream_pool_is_exhausted(env: Env
         async with slow_uploads(port, [s for s in sources for _ in range(SHARE)]):
             assert await until_ready(port, 503) == (503, {"reason": "UPSTREAM_BUSY"})
         assert await until_ready(port, 200) == (200, {"reason": "OK"})  # released on close
+
+
+async def test_a_client_that_stops_reading_gives_its_connection_back(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a write deadline a client that never reads a large answer held its upstream
+    connection, and its share of the pool, for as long as it stayed connected."""
+    monkeypatch.setattr(proxy, "WRITE_SECONDS", 1.0)
+    size = 64 * 1024 * 1024
+
+    async def big(_: web.Request) -> web.StreamResponse:
+        answer = web.StreamResponse()
+        answer.content_length = size
+        await answer.prepare(_)
+        for _chunk in range(size // (1024 * 1024)):
+            await answer.write(b"x" * (1024 * 1024))
+        return answer
+
+    app = web.Application()
+    app.router.add_get("/api/big", big)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port_up = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port_up).start()
+    try:
+        async with served(env, upstream_url=f"http://127.0.0.1:{port_up}") as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /api/big HTTP/1.1\r\nHost: memory-api\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(3)  # not reading: the memory API's writes stall
+            received = 0
+            async with asyncio.timeout(15):  # then drain: the connection must have ended
+                while chunk := await reader.read(1024 * 1024):
+                    received += len(chunk)
+            writer.close()
+            assert received < size
+            assert await readyz(port) == (200, {"reason": "OK"})
+    finally:
+        await runner.cleanup()

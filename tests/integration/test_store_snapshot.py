@@ -124,3 +124,15 @@ async def test_an_entrant_that_outstays_the_bound_fails_the_erasure(
     assert await pool.fetchval(ROWS, access.scope_key) == 0
     state = await store.scope_state(access.scope_key)
     assert not state.enabled  # a FAILED erasure leaves the scope disabled (fail closed)
+
+
+async def test_a_runtime_cannot_copy_a_scope_into_a_temporary_table(
+        store: MemoryStore, runtime_pool: Any) -> None:
+    """A temporary table filled while the scope was entered would outlive its erasure."""
+    access, _ = await saved(store)
+    async with runtime_pool.acquire() as conn, conn.transaction():
+        await enter(conn, access)
+        assert await conn.fetchval("SELECT count(*) FROM fgentic_memory.readable_memory") > 0
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute("CREATE TEMP TABLE copied AS "
+                               "SELECT * FROM fgentic_memory.readable_memory")

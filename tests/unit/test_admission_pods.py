@@ -233,3 +233,30 @@ def test_routed_pods_status_and_ephemeral_container_writes_are_checked() -> None
                for operation in rule["operations"]}
     assert {("pods/status", "UPDATE"), ("pods/ephemeralcontainers", "UPDATE"),
             ("pods", "CREATE"), ("pods", "UPDATE")} <= covered
+
+
+def test_an_update_judges_only_what_can_still_change() -> None:
+    """A Pod routed by an earlier release (KAGENT_URL and LOG_LEVEL only) or before the memory
+    API's URL changed keeps its status, label and finalizer writes: the API server keeps a
+    container's env as created, so an UPDATE re-judges only the label and new containers."""
+    earlier = pod([{"name": "KAGENT_URL", "value": URL}, {"name": "LOG_LEVEL", "value": "ERROR"}],
+                  labels={ROUTED_LABEL: "true"})
+    earlier["spec"]["dnsConfig"] = {"searches": ["corp.example"]}
+    assert where(pod_denials(earlier, URL)) == [  # As a new Pod it is refused ...
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env"),
+        (AdmissionCode.MEMORY_ROUTING_BYPASS, "spec.dnsConfig")]
+    status = copy.deepcopy(earlier)
+    status["status"] = {"phase": "Running"}
+    assert pod_denials(status, URL, earlier) == []  # ... its status write is not.
+    unlabelled = copy.deepcopy(earlier)
+    unlabelled["metadata"]["labels"] = {}
+    assert where(pod_denials(unlabelled, URL, earlier)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "metadata.labels")]
+    debug = copy.deepcopy(earlier)
+    debug["spec"]["ephemeralContainers"] = [{"name": "debug", "env": []}]
+    assert where(pod_denials(debug, URL, earlier)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.ephemeralContainers[0].env")]
+    changed = copy.deepcopy(earlier)  # Not something the API server lets through; judged.
+    changed["spec"]["containers"][0]["env"] = []
+    assert where(pod_denials(changed, URL, earlier)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")]

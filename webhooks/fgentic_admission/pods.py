@@ -79,21 +79,37 @@ def _effective(env: Sequence[Mapping[str, Any]], name: str) -> Any:
     return last.get("value", "") if "valueFrom" not in last else None
 
 
-def pod_denials(pod: Mapping[str, Any], url: str) -> list[Denial]:
+def pod_denials(pod: Mapping[str, Any], url: str,
+                old: Mapping[str, Any] | None = None) -> list[Denial]:
     """A routed Pod carries the routed label, its every container sees the governed
-    variables, and nothing in its spec resolves or reaches the memory API another way."""
+    variables, and nothing in its spec resolves or reaches the memory API another way.
+
+    On an UPDATE (``old``: a Pod, its status or its ephemeral containers) only what can still
+    change is judged: the label, and containers whose env is not the one admitted before
+    (the API server keeps a container's env, host aliases, DNS and host network as created,
+    and adds ephemeral containers only). So Pods routed by an earlier release, or before the
+    memory API's URL changed, keep their status and finalizer writes until recreated."""
     spec = pod.get("spec") or {}
     denials = []
-    if ((pod.get("metadata") or {}).get("labels") or {}).get(ROUTED_LABEL) != "true":
+    if _routed_label(pod) != "true":
         denials.append(Denial(AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "metadata.labels"))
     governed = governed_env(url)
+    admitted = _envs(old) if old is not None else {}
     for kind in CONTAINER_KINDS:
         for index, container in enumerate(spec.get(kind) or []):
             env = container.get("env") or []
+            if admitted.get((kind, container.get("name"))) == env:
+                continue
             if any(_effective(env, e["name"]) != e["value"] for e in governed):
                 denials.append(Denial(AdmissionCode.MEMORY_RUNTIME_UNGOVERNED,
                                       f"spec.{kind}[{index}].env"))
-    return denials + _bypass_denials(spec, url)
+    return denials + (_bypass_denials(spec, url) if old is None else [])
+
+
+def _envs(pod: Mapping[str, Any]) -> dict[tuple[str, Any], Any]:
+    spec = pod.get("spec") or {}
+    return {(kind, c.get("name")): c.get("env") or []
+            for kind in CONTAINER_KINDS for c in spec.get(kind) or []}
 
 
 def _host_name(url: str) -> str | None:

@@ -151,14 +151,13 @@ class Reviewer:
         agent = None
         if self._routing is not None:
             agent = memory_agent_of(pod, await self._routing.agents(namespace))
+        previous = request.get("oldObject")
+        old = previous if isinstance(previous, Mapping) else None
         if agent is None or self._routing is None:
-            old = request.get("oldObject")
-            denials = [] if mutate else pods.label_denials(
-                pod, old if isinstance(old, Mapping) else None)
-            return denials, []
+            return ([] if mutate else pods.label_denials(pod, old)), []
         if mutate:
             return [], pods.pod_patch(pod, self._routing.url)
-        return pods.pod_denials(pod, self._routing.url), []
+        return pods.pod_denials(pod, self._routing.url, old), []
 
     async def _governance(self, operation: str, obj: Mapping[str, Any]) -> list[Denial]:
         kind = obj.get("kind")

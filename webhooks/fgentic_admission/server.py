@@ -58,7 +58,7 @@ request body, the stored old object, and the envelope (5 MiB). aiohttp's default
 a label-only patch of a 640 KB Agent (issue 14, item 3)."""
 BODY_BUDGET: Final = MAX_REVIEW_BYTES + 1024 * 1024
 """Review bytes held at once: one review of the largest size plus small ones. The chart limits
-the webhook to 128 MiB and it idles near 77 MiB; a 5 MiB review made of many small JSON
+the webhook to 256 MiB (its pods measured ~155 MiB resident); a 5 MiB review made of many small JSON
 objects takes about 40 MiB while parsed, so two at once could get it killed (fail closed:
 every Agent write refused). A review over the budget is answered 503 BUSY instead. Bytes count
 as they arrive (``serving.BodyBudget``), so a declared length alone holds nothing."""

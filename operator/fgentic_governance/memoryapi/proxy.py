@@ -36,6 +36,9 @@ CONNECTIONS: Final = 100
 PER_CLIENT: Final = 16
 """Pass-through requests one source address may have in flight: well under ``CONNECTIONS``,
 so no single caller can hold the pool every Agent's sessions, tasks and embeddings need."""
+WRITE_SECONDS = 30.0
+"""How long one chunk of the answer may wait for the client to read it: a client that stops
+reading would otherwise hold its upstream connection (and its share) for ever."""
 PASSED: Final = Counter("fgentic_memory_api_passthrough",
                         "Requests passed through to the kagent controller, by status class.",
                         ["status"])
@@ -162,9 +165,16 @@ async def _relay(request: web.BaseRequest, upstream: aiohttp.ClientSession, url:
         response = web.StreamResponse(status=answer.status, reason=answer.reason,
                                       headers=_end_to_end(answer.headers))
         await response.prepare(request)
-        async for chunk in answer.content.iter_chunked(CHUNK):
-            await response.write(chunk)
-        await response.write_eof()
+        try:
+            async for chunk in answer.content.iter_chunked(CHUNK):
+                async with asyncio.timeout(WRITE_SECONDS):
+                    await response.write(chunk)
+            await response.write_eof()
+        except TimeoutError:  # the client stopped reading: give the connection back
+            PASSED.labels(status="stalled").inc()
+            if request.transport is not None:
+                request.transport.abort()
+            return response
     PASSED.labels(status=f"{answer.status // 100}xx").inc()
     return response
 

@@ -276,3 +276,16 @@ REVOKE EXECUTE ON FUNCTION fgentic_memory.entry_lock(text, boolean),
     fgentic_memory.open_lease(text, bigint, text, text, text, text, integer, uuid)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fgentic_memory.entry_lock(text, boolean) TO fgentic_memory_runtime;
+
+-- 8. No copy that outlives an erasure (N2): a runtime that entered a scope could otherwise
+-- copy its rows into a temporary table and read them after Verified. Only the database's
+-- owner (the operator's role) keeps TEMPORARY; without the privilege to revoke it the
+-- migration still applies and says so.
+DO $$
+BEGIN
+    EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+EXCEPTION
+    WHEN insufficient_privilege THEN
+        RAISE NOTICE 'TEMPORARY on this database stays granted to PUBLIC (not its owner)';
+END
+$$;
