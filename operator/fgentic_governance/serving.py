@@ -268,31 +268,6 @@ def stop_on_signals() -> asyncio.Event:
 # -- bodies ------------------------------------------------------------------------------------
 
 
-class Shares:
-    """Units (bytes, requests) held at once, in all and per source address, for the bounds
-    that keep one client from taking what every other needs. A source holding nothing has no
-    entry. The event loop is one thread, so no lock is needed."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.by_source: dict[str, int] = {}
-
-    def of(self, source: str) -> int:
-        return self.by_source.get(source, 0)
-
-    def add(self, source: str, units: int) -> None:
-        self.total += units
-        self.by_source[source] = self.of(source) + units
-
-    def remove(self, source: str, units: int) -> None:
-        self.total -= units
-        left = self.of(source) - units
-        if left > 0:
-            self.by_source[source] = left
-        else:
-            self.by_source.pop(source, None)
-
-
 class BodyBudget:
     """The bytes of request bodies a process holds at once, over all connections and per
     source address.
@@ -308,15 +283,9 @@ class BodyBudget:
     def __init__(self, limit: int, per_source: int | None = None) -> None:
         self.limit = limit
         self.per_source = limit if per_source is None else per_source
-        self.shares = Shares()
-
-    @property
-    def held(self) -> int:
-        return self.shares.total
-
-    @property
-    def by_source(self) -> dict[str, int]:
-        return self.shares.by_source
+        self.held = 0
+        self.by_source: dict[str, int] = {}
+        """Bytes held per source address; a source holding nothing has no entry."""
 
     @contextlib.contextmanager
     def hold(self, request: web.BaseRequest) -> Iterator[Holding]:
@@ -338,15 +307,22 @@ class Holding:
     def take(self, size: int) -> bool:
         """Reserve ``size`` more bytes; False, reserving nothing, when a bound would be passed."""
         budget = self._budget
-        if (budget.held + size > budget.limit
-                or budget.shares.of(self._source) + size > budget.per_source):
+        source_held = budget.by_source.get(self._source, 0)
+        if budget.held + size > budget.limit or source_held + size > budget.per_source:
             return False
-        budget.shares.add(self._source, size)
+        budget.held += size
+        budget.by_source[self._source] = source_held + size
         self.bytes += size
         return True
 
     def release(self) -> None:
-        self._budget.shares.remove(self._source, self.bytes)
+        budget = self._budget
+        budget.held -= self.bytes
+        left = budget.by_source.get(self._source, 0) - self.bytes
+        if left > 0:
+            budget.by_source[self._source] = left
+        else:
+            budget.by_source.pop(self._source, None)
         self.bytes = 0
 
 

@@ -24,7 +24,6 @@ from multidict import CIMultiDict
 from prometheus_client import Counter
 from yarl import URL
 
-from fgentic_governance import serving
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason, Code, status_of
 from fgentic_governance.memoryapi.wire import Target
 
@@ -83,11 +82,8 @@ class InFlight:
         if not 1 <= per_client < pool:
             raise ValueError("the per-client share must be at least 1 and below the pool")
         self.pool, self.per_client = pool, per_client
-        self._shares = serving.Shares()
-
-    @property
-    def total(self) -> int:
-        return self._shares.total
+        self.total = 0
+        self._by_client: dict[str, int] = {}
 
     @property
     def exhausted(self) -> bool:
@@ -97,13 +93,20 @@ class InFlight:
     @contextlib.contextmanager
     def hold(self, client: str) -> Iterator[None]:
         """One request of ``client`` while in the block; CLIENT_BUSY beyond its share."""
-        if self._shares.of(client) >= self.per_client:
+        held = self._by_client.get(client, 0)
+        if held >= self.per_client:
             raise ApiError(ApiReason.CLIENT_BUSY)
-        self._shares.add(client, 1)
+        self._by_client[client] = held + 1
+        self.total += 1
         try:
             yield
         finally:
-            self._shares.remove(client, 1)
+            self.total -= 1
+            left = self._by_client[client] - 1
+            if left:
+                self._by_client[client] = left
+            else:
+                del self._by_client[client]
 
 
 class _ClientBody:
