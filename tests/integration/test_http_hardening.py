@@ -399,6 +399,9 @@ async def test_review_bytes_held_at_once_are_bounded(webhook: Process) -> None:
         status = 0
         for _ in range(3):
             holder = await _holder(review, MAX_REVIEW_BYTES, MAX_REVIEW_BYTES - 1)
+            # Let the webhook read (and so hold) those bytes first: a probe read while they
+            # still arrive can win the budget, and the holder is then the one refused.
+            await asyncio.sleep(1.0)
             status = await _status_until(http, url, two_mib, 503)
             if status == 503:
                 break
