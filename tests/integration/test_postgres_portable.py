@@ -85,7 +85,9 @@ async def _when_accepting(dsn: str, seconds: float = 30.0) -> asyncpg.Connection
     while True:
         try:
             return await asyncpg.connect(dsn, timeout=5)
-        except (asyncpg.CannotConnectNowError, OSError):
+        # While the postmaster reinitialises it may refuse (57P03), reset the socket, or
+        # accept and then close the connection before authentication ends.
+        except (asyncpg.CannotConnectNowError, asyncpg.PostgresConnectionError, OSError):
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.05)
