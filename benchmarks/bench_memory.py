@@ -51,7 +51,7 @@ from benchmarks.common import (
     time_async,
     time_sync,
 )
-from fgentic_governance.devenv.postgres import LocalPostgres
+from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.memory import (
     Access,
     CostGate,

@@ -84,11 +84,11 @@ from benchmarks.common import (
     time_async,
     time_sync,
 )
-from fgentic_governance import serving
-from fgentic_governance.devenv import free_port, terminate, wait_until
-from fgentic_governance.devenv.controlplane import LocalControlPlane
-from fgentic_governance.devenv.postgres import LocalPostgres
-from fgentic_governance.devenv.up import port_open, spawn_cli
+from fgentic_devenv import free_port, terminate, wait_until
+from fgentic_devenv.controlplane import LocalControlPlane
+from fgentic_devenv.postgres import LocalPostgres
+from fgentic_devenv.up import port_open, spawn_cli
+from fgentic_governance.api.kagent import app_name
 from fgentic_governance.memory import Access, MemoryStore, Operation, ScopeRecord, bounds, migrate
 from fgentic_governance.memory.delegated import (
     _ENTER,
@@ -101,11 +101,11 @@ from fgentic_governance.memory.delegated import (
 from fgentic_governance.memory.model import vector_literal
 from fgentic_governance.memoryapi import proxy
 from fgentic_governance.memoryapi.http import make_handler
-from fgentic_governance.memoryapi.identity import app_name
-from fgentic_governance.memoryapi.kube import KubeIdentity
 from fgentic_governance.memoryapi.server import POOL_SIZE
 from fgentic_governance.memoryapi.service import AUTOMATIC_SAVE, TOOL_SAVE, MemoryApi
 from fgentic_governance.memoryapi.wire import parse_save, parse_search
+from fgentic_governance.memoryapi.workloads import KubeIdentity
+from fgentic_governance.serving import http as serving
 
 HOMESERVER: Final = "fgentic.local"
 NS: Final = "bench-memapi"

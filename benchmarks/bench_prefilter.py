@@ -54,8 +54,8 @@ from benchmarks.common import (
     machine,
     scratch_dir,
 )
+from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.contract import load_identity
-from fgentic_governance.devenv.postgres import LocalPostgres
 from fgentic_governance.retrieval.search import corpus, prefilter
 from fgentic_governance.retrieval.search.acl_reference import admits
 

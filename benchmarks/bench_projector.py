@@ -27,9 +27,9 @@ from typing import Any
 from aiohttp import ClientSession, DummyCookieJar, TCPConnector
 
 from benchmarks.common import Table, banner, command_line, machine, scratch_dir, time_sync
+from fgentic_devenv import free_port, wait_until
+from fgentic_devenv.up import port_open
 from fgentic_governance import contract
-from fgentic_governance.devenv import free_port, wait_until
-from fgentic_governance.devenv.up import port_open
 from fgentic_governance.retrieval.projector.config import projector_config
 from fgentic_governance.retrieval.projector.core import Projector
 from fgentic_governance.retrieval.render import names as n

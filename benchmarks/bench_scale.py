@@ -63,10 +63,10 @@ from benchmarks.common import (
     machine,
     scratch_dir,
 )
+from fgentic_devenv.controlplane import LocalControlPlane
 from fgentic_governance.api.common import OriginKind, Principal
 from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.cli.offboard import manifest
-from fgentic_governance.devenv.controlplane import LocalControlPlane
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from fgentic_governance.offboarding.flow import offboard
 

@@ -24,13 +24,13 @@ from typing import Any
 import aiohttp
 from kubernetes import client, config
 
-from fgentic_admission.render import webhook_configuration
-from fgentic_governance.devenv import free_port, terminate, wait_until
-from fgentic_governance.devenv.binaries import upstream_crds
-from fgentic_governance.devenv.controlplane import LocalControlPlane
-from fgentic_governance.devenv.up import port_open, spawn_cli
-from fgentic_governance.paths import repo_root
-from fgentic_governance.tls import write_serving_bundle
+from fgentic_devenv import free_port, terminate, wait_until
+from fgentic_devenv.binaries import upstream_crds
+from fgentic_devenv.controlplane import LocalControlPlane
+from fgentic_devenv.paths import repo_root
+from fgentic_devenv.up import port_open, spawn_cli
+from fgentic_governance.admission.render import webhook_configuration
+from fgentic_governance.serving.tls import write_serving_bundle
 
 NS = "bench"
 

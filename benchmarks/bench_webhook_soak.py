@@ -42,9 +42,9 @@ from benchmarks.common import (
     percentile,
     scratch_dir,
 )
-from fgentic_governance.devenv import free_port, terminate, wait_until
-from fgentic_governance.devenv.up import port_open, spawn_cli
-from fgentic_governance.tls import write_serving_bundle
+from fgentic_devenv import free_port, terminate, wait_until
+from fgentic_devenv.up import port_open, spawn_cli
+from fgentic_governance.serving.tls import write_serving_bundle
 
 NS = "bench"
 MIB = 1024 * 1024

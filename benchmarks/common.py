@@ -32,11 +32,11 @@ from pathlib import Path
 
 from kubernetes import watch as k8s_watch
 
-from fgentic_governance.devenv import terminate, wait_until
-from fgentic_governance.devenv.binaries import upstream_crds
-from fgentic_governance.devenv.controlplane import LocalControlPlane
-from fgentic_governance.devenv.postgres import LocalPostgres
-from fgentic_governance.devenv.up import spawn_cli
+from fgentic_devenv import terminate, wait_until
+from fgentic_devenv.binaries import upstream_crds
+from fgentic_devenv.controlplane import LocalControlPlane
+from fgentic_devenv.postgres import LocalPostgres
+from fgentic_devenv.up import spawn_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

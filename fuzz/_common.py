@@ -12,7 +12,7 @@ import atheris
 
 ROOT = Path(__file__).resolve().parents[1]
 # Run from a plain checkout too (no `pip install -e .`).
-for _source in (ROOT / "operator", ROOT / "webhooks"):
+for _source in (ROOT / "src",):
     if str(_source) not in sys.path:
         sys.path.append(str(_source))
 

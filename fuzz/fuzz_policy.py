@@ -16,10 +16,10 @@ from typing import Any
 
 import atheris
 
-with atheris.instrument_imports(include=["_common", "fgentic_admission"]):
+with atheris.instrument_imports(include=["_common", "fgentic_governance.admission"]):
     import _common  # first: it puts a plain checkout on sys.path
 
-    from fgentic_admission.policy import (
+    from fgentic_governance.admission.policy import (
         AdmissionCode,
         BindingView,
         Denial,

@@ -25,7 +25,7 @@ with atheris.instrument_imports(include=["_common", "fgentic_governance"]):
 _CODES = "|".join(c.value for c in Code)
 _MESSAGE = re.compile(rf"^({_CODES})( at [a-z_][a-z0-9_]*(\[[0-9]+\])*"
                       rf"(\.[a-z_][a-z0-9_]*(\[[0-9]+\])*)*)?$")
-_DATA = _common.ROOT / "operator" / "fgentic_governance" / "contract" / "testdata"
+_DATA = _common.ROOT / "src" / "fgentic_governance" / "contract" / "testdata"
 SEEDS = [json.dumps(json.loads((_DATA / f"adr0017_{stem}.json").read_text()), sort_keys=True,
                     separators=(",", ":")).encode()
          for stem in ("matrix_projection", "oauth_projection", "room_snapshot")]

@@ -10,7 +10,7 @@ need_apt=()
 command -v go >/dev/null || need_apt+=(golang-go)
 command -v useradd >/dev/null || need_apt+=(passwd)
 python3 -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
-# The image build (hack/image.sh) and the cluster tier's node (devenv/node.py, NODE.md):
+# The image build (hack/image.sh) and the cluster tier's node (fgentic_devenv/node.py, NODE.md):
 # containerd/runc/CNI plugins, the cluster DNS, and the tools kube-proxy and kube-router drive.
 for pair in mmdebstrap:mmdebstrap umoci:umoci skopeo:skopeo containerd:containerd runc:runc \
     dnsmasq:dnsmasq-base iptables:iptables ipset:ipset nft:nftables conntrack:conntrack \
@@ -18,7 +18,7 @@ for pair in mmdebstrap:mmdebstrap umoci:umoci skopeo:skopeo containerd:container
   command -v "${pair%%:*}" >/dev/null || need_apt+=("${pair#*:}")
 done
 [[ -x /usr/lib/cni/bridge ]] || need_apt+=(containernetworking-plugins)
-# The portable pgvector build (devenv/pgvector.py) and its instruction check (devenv/isa.py).
+# The portable pgvector build (fgentic_devenv/pgvector.py) and its instruction check (fgentic_devenv/isa.py).
 for pair in make:make gcc:gcc objdump:binutils; do
   command -v "${pair%%:*}" >/dev/null || need_apt+=("${pair#*:}")
 done
@@ -39,15 +39,15 @@ echo "== python environment (.venv)"
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
-stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+stamp=".venv/.installed-$(cat pyproject.toml devtools/pyproject.toml | sha256sum | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  .venv/bin/python -m pip install -q -e ".[dev]" -e ./devtools
   rm -f .venv/.installed-* && touch "$stamp"
 fi
 
 echo "== pgvector 0.8.2, portable build (cached), and the embedded PostgreSQL's self-test"
-.venv/bin/python -m fgentic_governance.devenv.pgvector --self-test
+.venv/bin/python -m fgentic_devenv.pgvector --self-test
 
 echo "== the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"
 hack/kagent-runtime.sh >/dev/null

@@ -77,7 +77,7 @@ from pathlib import Path
 import yaml
 
 root, src, base_key = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-inputs = ["operator", "webhooks", "pyproject.toml", "README.md", "Containerfile",
+inputs = ["src", "pyproject.toml", "README.md", "Containerfile",
           "hack/image.sh"]
 try:
     listed = subprocess.run(
@@ -186,7 +186,7 @@ dpkg --purge python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl
 site=\$($venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 # The Kubernetes client's asyncio twin (about half the client): nothing we ship imports it.
 if ! grep -rqE 'kubernetes[.]aio|from kubernetes import .*[^_]aio' \
-    "\$site/fgentic_governance" "\$site/fgentic_admission"; then
+    "\$site/fgentic_governance"; then
   rm -rf "\$site/kubernetes/aio"
 fi
 find $venv -name __pycache__ -prune -exec rm -rf {} +

@@ -8,7 +8,7 @@ cd "$root"
 hack/bootstrap.sh
 export PATH="$root/.venv/bin:$PATH"
 
-echo "== ruff";  ruff check operator webhooks tests benchmarks
+echo "== ruff";  ruff check src devtools tests benchmarks
 echo "== mypy";  mypy
 echo "== layers"; lint-imports
 echo "== crds";  fgentic-governance crds --check

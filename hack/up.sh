@@ -6,4 +6,4 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 hack/bootstrap.sh
-exec .venv/bin/fgentic-governance dev up --workdir "$root/.run" "$@"
+exec .venv/bin/fgentic-dev up --workdir "$root/.run" "$@"

@@ -25,9 +25,9 @@ import asyncpg  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 
-from fgentic_governance.devenv.binaries import upstream_crds  # noqa: E402
-from fgentic_governance.devenv.controlplane import LocalControlPlane  # noqa: E402
-from fgentic_governance.devenv.postgres import LocalPostgres  # noqa: E402
+from fgentic_devenv.binaries import upstream_crds  # noqa: E402
+from fgentic_devenv.controlplane import LocalControlPlane  # noqa: E402
+from fgentic_devenv.postgres import LocalPostgres  # noqa: E402
 from fgentic_governance.memory import MemoryStore  # noqa: E402
 from tests.support.kube import project_crds  # noqa: E402
 from tests.support.store import migrated_pool  # noqa: E402

@@ -1,4 +1,4 @@
-"""The cluster tier: our image and chart on a real single-node cluster (devenv/node.py).
+"""The cluster tier: our image and chart on a real single-node cluster (fgentic_devenv/node.py).
 
 One node for the whole package: built image imported, upstream CRDs installed, a PostgreSQL on
 the host reachable from pods over the test bridge, the chart installed by helm. Teardown
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fgentic_governance.devenv.binaries import upstream_crds
-from fgentic_governance.devenv.node import BRIDGE_ADDRESS, POD_CIDR, LocalCluster, leftovers
-from fgentic_governance.devenv.postgres import SUPERUSER, LocalPostgres
+from fgentic_devenv.binaries import upstream_crds
+from fgentic_devenv.node import BRIDGE_ADDRESS, POD_CIDR, LocalCluster, leftovers
+from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
 from tests.support.cluster import NAMESPACE, Release, apply, built_image
 
 LOCAL_HOMESERVER = "fgentic.local"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fgentic_governance.paths import repo_root
+from fgentic_devenv.paths import repo_root
 from tests.support.cluster import (
     Release,
     access,

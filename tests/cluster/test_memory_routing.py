@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from fgentic_governance.api.kagent import app_name
 from fgentic_governance.memory import MemoryStore
-from fgentic_governance.memoryapi.identity import app_name
 from tests.support.cluster import (
     PYTHON,
     Release,

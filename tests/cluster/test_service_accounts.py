@@ -16,8 +16,8 @@ import pytest
 from tests.support.cluster import PYTHON, Release, kubectl_result, ready, wait_for
 
 GOV = "governance.fgentic.dev"
-# What each component's code calls (handlers, kube.py, retrieval/apply.py; the webhook's
-# informers, live lookups and audit; control/kube_directory.py).
+# What each component's code calls (handlers, kube.py, controller/retrieval_apply.py; the webhook's
+# informers, live lookups and audit; control/cluster_directory.py).
 NEEDS: dict[str, list[tuple[str, str]]] = {
     "operator": [
         *[(verb, f"{plural}.{GOV}") for plural in

@@ -1,4 +1,4 @@
-"""The main job end to end: `fgentic-governance dev up` on this machine."""
+"""The main job end to end: `fgentic-dev up` on this machine."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.e2e
 
 def test_dev_up_runs_the_demo_and_prints_content_free_status(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "fgentic_governance.cli", "dev", "up", "--workdir",
+        [sys.executable, "-m", "fgentic_devenv.cli", "up", "--workdir",
          str(tmp_path / "run")],
         capture_output=True, text=True, timeout=300, check=False)
     out = result.stdout

@@ -21,10 +21,10 @@ import pytest
 import yaml
 from aiohttp import web
 
-from fgentic_governance.devenv import free_port, terminate, wait_until
-from fgentic_governance.devenv.binaries import upstream_dir
-from fgentic_governance.devenv.up import port_open
-from fgentic_governance.memoryapi.identity import AgentRef
+from fgentic_devenv import free_port, terminate, wait_until
+from fgentic_devenv.binaries import upstream_dir
+from fgentic_devenv.up import port_open
+from fgentic_governance.api.kagent import AgentRef
 from fgentic_governance.memoryapi.model_routes import (
     ModelLimit,
     ModelRouteError,

@@ -11,11 +11,11 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from fgentic_devenv.binaries import upstream_crds
+from fgentic_devenv.controlplane import LocalControlPlane
+from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.api.common import OriginKind, Principal
 from fgentic_governance.cli.offboard import object_name
-from fgentic_governance.devenv.binaries import upstream_crds
-from fgentic_governance.devenv.controlplane import LocalControlPlane
-from fgentic_governance.devenv.postgres import LocalPostgres
 from fgentic_governance.memory import MemoryStore
 from tests.support.faults import Cluster, Operator, new_namespace, new_principal
 from tests.support.kube import project_crds

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fgentic_governance.devenv.controlplane import LocalControlPlane
+from fgentic_devenv.controlplane import LocalControlPlane
 from fgentic_governance.memory import MemoryStore
 from tests.support.faults import (
     Cluster,

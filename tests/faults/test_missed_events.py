@@ -1,8 +1,8 @@
 """Missed events (the Sieve pattern): changes made while the operator is down are acted on
 after it comes back.
 
-The operator keeps Kopf's diff base in memory (``handlers/diffbase.py``), not in an annotation,
-so after a restart it has no record of what it handled before: every object must be
+The operator keeps Kopf's diff base in memory (``controller/handlers/diffbase.py``), not in an
+annotation, so after a restart it has no record of what it handled before: every object must be
 reconciled again from its current state. Real kube-apiserver, real PostgreSQL, the real
 operator process, SIGKILLed.
 """
@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from fgentic_governance.handlers.memoryscope import POKE
+from fgentic_governance.controller.handlers.memoryscope import POKE
 from fgentic_governance.memory import MemoryStore
 from tests.support.faults import (
     Cluster,

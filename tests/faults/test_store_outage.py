@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from fgentic_governance.devenv.postgres import LocalPostgres
+from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.memory import Access, MemoryStore
 from tests.support.faults import (
     Cluster,

@@ -83,24 +83,37 @@ def test_every_command_prints_its_usage_in_the_image(
 
 
 def test_the_shipped_servers_import_in_the_image(run_in_image: RunInImage) -> None:
-    result = run_in_image([PYTHON, "-c", "import fgentic_admission.server, "
-                           "fgentic_governance.runtime; print('ok')"])
+    result = run_in_image([PYTHON, "-c", "import fgentic_governance.admission.server, "
+                           "fgentic_governance.controller.main; print('ok')"])
     assert (result.returncode, result.stdout, result.stderr) == (0, "ok\n", "")
 
 
 def test_every_module_of_ours_imports_in_the_image(run_in_image: RunInImage) -> None:
     """Nothing hack/image.sh prunes (e.g. the Kubernetes client's asyncio twin) is imported."""
     code = ("import importlib, pkgutil\n"
-            "for top in ('fgentic_governance', 'fgentic_admission'):\n"
-            "    for m in pkgutil.walk_packages(importlib.import_module(top).__path__, top+'.'):\n"
-            "        if not m.name.endswith('.__main__'):\n"
-            "            importlib.import_module(m.name)\n"
-            "            print(m.name)\n")
+            "top = 'fgentic_governance'\n"
+            "for m in pkgutil.walk_packages(importlib.import_module(top).__path__, top+'.'):\n"
+            "    if not m.name.endswith('.__main__'):\n"
+            "        importlib.import_module(m.name)\n"
+            "        print(m.name)\n")
     result = run_in_image([PYTHON, "-c", code])
     assert result.returncode == 0, result.stderr
     modules = result.stdout.split()
-    assert {"fgentic_governance.runtime", "fgentic_admission.server"} <= set(modules)
+    assert {"fgentic_governance.controller.main",
+            "fgentic_governance.admission.server"} <= set(modules)
     assert len(modules) > 50
+
+
+def test_the_image_holds_no_development_tool(run_in_image: RunInImage) -> None:
+    """The dev package (devtools/fgentic_devenv: node, control plane, local PostgreSQL) and the
+    test PostgreSQL are not in the product; neither is a `devenv` left inside our package."""
+    code = ("import importlib.util, pathlib, fgentic_governance\n"
+            "root = pathlib.Path(fgentic_governance.__file__).parent\n"
+            "print([n for n in ('fgentic_devenv', 'pgserver', 'pytest', 'tests')\n"
+            "       if importlib.util.find_spec(n)],\n"
+            "      sorted(str(p.relative_to(root)) for p in root.rglob('*devenv*')))\n")
+    result = run_in_image([PYTHON, "-c", code])
+    assert (result.returncode, result.stdout, result.stderr) == (0, "[] []\n", "")
 
 
 def test_it_runs_as_nonroot_with_a_read_only_root(run_in_image: RunInImage) -> None:

@@ -22,14 +22,14 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_admission.render import (
+from fgentic_devenv.controlplane import KubectlError
+from fgentic_governance.admission.render import (
     ROUTED_NAMESPACE_LABEL,
     admission_policy,
     mutating_configuration,
     webhook_configuration,
 )
 from fgentic_governance.api.common import GROUP
-from fgentic_governance.devenv.controlplane import KubectlError
 from tests.support import processes
 from tests.support.objects import api_message, example
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fgentic_admission import render as admission
-from fgentic_governance.devenv.binaries import binary
+from fgentic_devenv.binaries import binary
+from fgentic_governance.admission import render as admission
 from tests.support.objects import ROOT
 
 pytestmark = pytest.mark.integration

@@ -32,13 +32,13 @@ from prometheus_client import REGISTRY, generate_latest
 
 from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.control.auth import BearerTokenFile
+from fgentic_governance.control.cluster_directory import KubeDirectory
 from fgentic_governance.control.confirm import ConfirmationBook
 from fgentic_governance.control.http import make_handler
-from fgentic_governance.control.kube_directory import KubeDirectory
 from fgentic_governance.control.room import RoomPolicy
 from fgentic_governance.control.service import ControlService
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds
-from fgentic_governance.serving import scrub_library_logs, serve
+from fgentic_governance.serving.http import scrub_library_logs, serve
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, Check, until_status
 from tests.support.objects import example
@@ -975,7 +975,7 @@ async def test_the_log_check_would_catch_aiohttps_echo_without_the_filter(
     env: Env, log_capture: pytest.LogCaptureFixture,
 ) -> None:
     """A control for the sentinel test: unfiltered, aiohttp logs the offending bytes."""
-    from fgentic_governance.serving import ContentFreeFilter
+    from fgentic_governance.serving.http import ContentFreeFilter
 
     removed = [(logger, f) for logger in (logging.getLogger("aiohttp.server"),)
                for f in logger.filters if isinstance(f, ContentFreeFilter)]

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.devenv.controlplane import LocalControlPlane
+from fgentic_devenv.controlplane import LocalControlPlane
 
 pytestmark = pytest.mark.integration
 

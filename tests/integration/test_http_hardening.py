@@ -26,11 +26,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from fgentic_admission.server import MAX_REVIEW_BYTES
-from fgentic_governance import serving
+from fgentic_governance.admission.server import MAX_REVIEW_BYTES
 from fgentic_governance.retrieval.projector.config import dump_config
 from fgentic_governance.retrieval.render import names as n
-from fgentic_governance.tls import write_serving_bundle
+from fgentic_governance.serving import http as serving
+from fgentic_governance.serving.tls import write_serving_bundle
 from tests.support import processes
 from tests.support.objects import example
 from tests.support.projector import config as projector_config
@@ -463,7 +463,7 @@ async def test_a_route_refuses_a_review_of_another_kind(webhook: Process) -> Non
 
 def test_the_webhook_process_does_not_import_kopf() -> None:
     """Kopf's webhook server is gone; importing Kopf would cost the webhook's memory limit."""
-    probe = "import sys, fgentic_admission.server; print('kopf' in sys.modules)"
+    probe = "import sys, fgentic_governance.admission.server; print('kopf' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == "False"

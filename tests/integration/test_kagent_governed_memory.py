@@ -33,14 +33,14 @@ import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 
+from fgentic_devenv import free_port
+from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.kagent import app_name
 from fgentic_governance.api.memory import MemoryScopeSpec
-from fgentic_governance.devenv import free_port
-from fgentic_governance.devenv.postgres import LocalPostgres
 from fgentic_governance.memory import MemoryStore, ScopeRecord
-from fgentic_governance.memoryapi.identity import app_name
 from fgentic_governance.memoryapi.proxy import HOP_BY_HOP
-from fgentic_governance.serving import scrub_library_logs
+from fgentic_governance.serving.http import scrub_library_logs
 from tests.support.control import (
     CONTROL_SERVER,
     ControlClient,

@@ -28,10 +28,10 @@ from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 from yarl import URL
 
-from fgentic_governance.devenv import free_port
+from fgentic_devenv import free_port
+from fgentic_governance.api.kagent import app_name
 from fgentic_governance.memory import Access, MemoryStore
-from fgentic_governance.memoryapi.identity import app_name
-from fgentic_governance.serving import scrub_library_logs
+from fgentic_governance.serving.http import scrub_library_logs
 from tests.support.kagent import ControllerStub, EmbeddingStub
 from tests.support.memory_api import agent_token, headers, memory_api, routed_pod, token
 from tests.support.store import ALICE, scope_record

@@ -44,9 +44,9 @@ import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 
+from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import MemoryScopeSpec
-from fgentic_governance.devenv.postgres import LocalPostgres
 from fgentic_governance.memory import (
     Access,
     CostGate,

@@ -29,9 +29,13 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_admission.policy import AdmissionCode
-from fgentic_admission.render import HEADER_RULES, admission_policy, webhook_configuration
-from fgentic_admission.views import scope_view
+from fgentic_governance.admission.policy import AdmissionCode
+from fgentic_governance.admission.render import (
+    HEADER_RULES,
+    admission_policy,
+    webhook_configuration,
+)
+from fgentic_governance.admission.views import scope_view
 from tests.support import processes
 from tests.support.objects import api_message
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from fgentic_governance.devenv import StartupError, isa, pgvector
-from fgentic_governance.devenv import postgres as local
-from fgentic_governance.devenv.postgres import LocalPostgres
-from fgentic_governance.devenv.selftest import self_test
+from fgentic_devenv import StartupError, isa, pgvector
+from fgentic_devenv import postgres as local
+from fgentic_devenv.postgres import LocalPostgres
+from fgentic_devenv.selftest import self_test
 from fgentic_governance.memory.readiness import StoreReadiness
 from fgentic_governance.reasons import Reason
 

@@ -28,11 +28,11 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from fgentic_governance.devenv import free_port, terminate
-from fgentic_governance.devenv.binaries import upstream_dir
+from fgentic_devenv import free_port, terminate
+from fgentic_devenv.binaries import upstream_dir
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
-from fgentic_governance.tls import CertificateAuthority
+from fgentic_governance.serving.tls import CertificateAuthority
 from tests.support.render import binding
 
 pytestmark = pytest.mark.integration

@@ -195,7 +195,8 @@ async def test_quiet_resyncs_list_versions_and_apply_nothing(
     env: Env, api: client.CustomObjectsApi, control_plane: Any
 ) -> None:
     """With nothing drifted, a resync round costs the shared metadata LISTs, not 13 applies
-    per binding (retrieval/apply.py); the edit test above shows drift is still corrected."""
+    per binding (controller/retrieval_apply.py); the edit test above shows drift is still
+    corrected."""
     api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("quiet"))
     await _applied(api, env, "quiet")
     await asyncio.sleep(2.5)  # The first resync rounds (1 s) see the applied versions.

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_admission.render import webhook_configuration
+from fgentic_governance.admission.render import webhook_configuration
 from tests.support import processes
 from tests.support.objects import api_message, example
 

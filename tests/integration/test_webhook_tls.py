@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_admission.render import webhook_configuration
-from fgentic_governance.tls import write_serving_bundle
+from fgentic_governance.admission.render import webhook_configuration
+from fgentic_governance.serving.tls import write_serving_bundle
 from tests.support import processes
 from tests.support.objects import api_message, example
 
@@ -130,7 +130,7 @@ def test_with_a_client_ca_only_the_api_servers_certificate_is_answered(
     import ssl
     import urllib.request
 
-    from fgentic_governance.tls import CertificateAuthority
+    from fgentic_governance.serving.tls import CertificateAuthority
 
     _, _, server_ca = write_serving_bundle(tmp_path / "tls", ["127.0.0.1"])
     api_server = CertificateAuthority("api-server-clients")

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fgentic_admission.policy import (
+from fgentic_governance.admission.policy import (
     AdmissionCode,
     BindingView,
     Denial,

@@ -18,13 +18,13 @@ from typing import Any
 import pydantic
 import pytest
 
-from fgentic_admission.policy import (
+from fgentic_governance import contract
+from fgentic_governance.admission.policy import (
     AdmissionCode,
     BindingView,
     PolicyState,
     agent_denials,
 )
-from fgentic_governance import contract
 from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.contract import Code as CCode

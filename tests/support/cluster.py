@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
+from fgentic_devenv.binaries import cache_dir
+from fgentic_devenv.node import LocalCluster
 from fgentic_governance.api.memory import MemoryScopeSpec
-from fgentic_governance.devenv.binaries import cache_dir
-from fgentic_governance.devenv.node import LocalCluster
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from tests.support.image import CHART, build_image, chart_image_ref
 from tests.support.store import migrated_pool

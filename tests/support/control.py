@@ -17,15 +17,15 @@ from typing import Any
 import aiohttp
 from kubernetes import client
 
+from fgentic_devenv import free_port
 from fgentic_governance.control.auth import BearerTokenFile
+from fgentic_governance.control.cluster_directory import KubeDirectory
 from fgentic_governance.control.confirm import ConfirmationBook
 from fgentic_governance.control.http import make_handler
-from fgentic_governance.control.kube_directory import KubeDirectory
 from fgentic_governance.control.room import RoomPolicy
 from fgentic_governance.control.service import ControlService
-from fgentic_governance.devenv import free_port
 from fgentic_governance.memory import MemoryStore
-from fgentic_governance.serving import serve
+from fgentic_governance.serving.http import serve
 
 CONTROL_SERVER = "fgentic.local"
 """The local homeserver of the control rooms (and of every governed subject)."""

@@ -20,10 +20,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_devenv import log_tail
 from fgentic_governance.api.common import OriginKind, Principal
 from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.cli.offboard import manifest, object_name
-from fgentic_governance.devenv import log_tail
 from fgentic_governance.faults import ENV as FAULT_ENV
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRefusal
 from fgentic_governance.reasons import Reason

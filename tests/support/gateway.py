@@ -42,10 +42,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from fgentic_devenv import free_port, log_tail, terminate, wait_until
+from fgentic_devenv.binaries import upstream_dir
+from fgentic_devenv.up import port_open, spawn_cli
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.devenv import free_port, log_tail, terminate, wait_until
-from fgentic_governance.devenv.binaries import upstream_dir
-from fgentic_governance.devenv.up import port_open, spawn_cli
 from fgentic_governance.retrieval.projector.config import dump_config, projector_config
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render.binding import RenderOptions, render

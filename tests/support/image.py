@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from fgentic_governance.paths import repo_root
+from fgentic_devenv.paths import repo_root
 
 CHART = repo_root() / "charts" / "fgentic-governance"
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, web
 
-from fgentic_governance.devenv import free_port, log_tail, terminate
+from fgentic_devenv import free_port, log_tail, terminate
 from tests.support.objects import ROOT
 
 CONSTRAINTS = ROOT.parent / "shared" / "upstream" / "kagent-v0.9.11" / "runtime" / "constraints.txt"

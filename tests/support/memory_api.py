@@ -11,14 +11,14 @@ from typing import Any
 import asyncpg
 from kubernetes import client
 
-from fgentic_governance import serving
-from fgentic_governance.devenv import free_port
+from fgentic_devenv import free_port
+from fgentic_governance.api.kagent import ROUTED_LABEL, app_name
 from fgentic_governance.memory.delegated import DelegatedStore
 from fgentic_governance.memoryapi import proxy
 from fgentic_governance.memoryapi.http import make_handler
-from fgentic_governance.memoryapi.identity import ROUTED_LABEL, app_name
-from fgentic_governance.memoryapi.kube import KubeIdentity
 from fgentic_governance.memoryapi.service import MemoryApi
+from fgentic_governance.memoryapi.workloads import KubeIdentity
+from fgentic_governance.serving import http as serving
 
 LOCAL = "example.org"
 """The homeserver of tests/support/store.py's ALICE."""

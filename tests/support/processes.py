@@ -6,8 +6,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from fgentic_governance.devenv import free_port, terminate, wait_until
-from fgentic_governance.devenv.up import port_open, spawn_cli
+from fgentic_devenv import free_port, terminate, wait_until
+from fgentic_devenv.up import port_open, spawn_cli
 
 __all__ = ["free_port", "spawn_and_wait", "spawn_cli", "stop"]
 
@@ -36,7 +36,7 @@ def spawn_webhook(kubeconfig: Path, work: Path, *, audit_interval: int = 0,
                   ) -> tuple[subprocess.Popen[bytes], int, bytes]:
     """The webhook on 127.0.0.1 with a fresh serving bundle in ``work/tls``: (process, review
     port, CA bundle). With ``memory_api_url`` it routes memory-enabled Agents' Pods there."""
-    from fgentic_governance.tls import write_serving_bundle
+    from fgentic_governance.serving.tls import write_serving_bundle
 
     _, _, ca = write_serving_bundle(work / "tls", ["127.0.0.1"])
     port = free_port()

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fgentic_admission.pods import pod_denials, pod_patch
-from fgentic_admission.policy import AdmissionCode
-from fgentic_admission.render import webhook_configuration
-from fgentic_governance.memoryapi.identity import ROUTED_LABEL, memory_agent_of
+from fgentic_governance.admission.pods import pod_denials, pod_patch
+from fgentic_governance.admission.policy import AdmissionCode
+from fgentic_governance.admission.render import webhook_configuration
+from fgentic_governance.api.kagent import ROUTED_LABEL, memory_agent_of
 
 URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
 GOVERNED_NAMES = ["KAGENT_URL", "LOG_LEVEL", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
@@ -137,7 +137,7 @@ def test_a_proxy_for_the_memory_api_is_refused(proxy: str) -> None:
 
 
 def test_the_proxies_blanked_follow_the_memory_apis_scheme() -> None:
-    from fgentic_admission import pods
+    from fgentic_governance.admission import pods
 
     assert pods.governed_env(URL) == governed_env()
     names = [e["name"] for e in pods.governed_env("https://memory.example:8443")]
@@ -212,7 +212,7 @@ def test_only_the_webhook_sets_the_routed_label(new: dict[str, str], old: dict[s
                                                 refused: bool) -> None:
     """N7: a Pod the webhook does not route may not take the label (the memory API admits
     its bearer, the embeddings route names the caller's Pod by it)."""
-    from fgentic_admission.pods import label_denials
+    from fgentic_governance.admission.pods import label_denials
 
     old_pod = None if old is None else pod([], labels=old)
     expected = [(AdmissionCode.ROUTED_LABEL_RESERVED, "metadata.labels")] if refused else []

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgentic_admission.policy import (
+from fgentic_governance.admission.policy import (
     AdmissionCode,
     BindingView,
     PolicyState,
@@ -17,8 +17,8 @@ from fgentic_admission.policy import (
     consent_denials,
     scope_denials,
 )
-from fgentic_admission.review import Lookups, MemoryRouting, Reviewer, Unanswerable
-from fgentic_governance.memoryapi.identity import ROUTED_LABEL
+from fgentic_governance.admission.review import Lookups, MemoryRouting, Reviewer, Unanswerable
+from fgentic_governance.api.kagent import ROUTED_LABEL
 from tests.support.objects import example
 
 SERVER = ("kagent.dev", "RemoteMCPServer", "ns", "knowledge")

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from fgentic_governance import contract
+from fgentic_devenv import paths
+from fgentic_governance import cli, contract
 from fgentic_governance.contract import Code, ContractError, schemagen, semantics, shapes
 from fgentic_governance.contract.shapes import (
     BridgedMatrixProjection,
@@ -25,7 +26,7 @@ IAT, EXP = 1784116800, 1784117400  # the ADR examples' window
 
 def schema_file(stem: str) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(
-        (schemagen.default_dir() / f"{stem}{schemagen.SUFFIX}").read_text())
+        (paths.schema_dir() / f"{stem}{schemagen.SUFFIX}").read_text())
     return doc
 
 
@@ -60,7 +61,7 @@ def code(func: Any, *args: Any, **kwargs: Any) -> str:
 
 
 def test_committed_schemas_match_models() -> None:
-    assert schemagen.drift(schemagen.default_dir()) == []
+    assert schemagen.drift(paths.schema_dir()) == []
 
 
 @pytest.mark.parametrize("stem", ["identity", "matrix-projection", "oauth-projection",
@@ -73,14 +74,15 @@ def test_schemas_are_draft_2020_12(stem: str) -> None:
 
 
 def test_drift_check_catches_edits_extra_and_missing_files(tmp_path: Path) -> None:
-    assert schemagen.main(["--output", str(tmp_path)]) == 0
-    assert schemagen.main(["--check", "--output", str(tmp_path)]) == 0
+    crds = ["crds", "--output", str(tmp_path / "crds"), "--schema-dir", str(tmp_path)]
+    assert cli.main(crds) == 0
+    assert cli.main([*crds, "--check"]) == 0
     target = tmp_path / "identity.schema.json"
     target.write_text(target.read_text().replace('"maxItems": 16', '"maxItems": 17'))
     (tmp_path / "rogue.schema.json").write_text("{}\n")
     (tmp_path / "room-context.schema.json").unlink()
     assert len(schemagen.drift(tmp_path)) == 3
-    assert schemagen.main(["--check", "--output", str(tmp_path)]) == 1
+    assert cli.main([*crds, "--check"]) == 1
     schemagen.write(tmp_path)
     assert schemagen.drift(tmp_path) == []
 

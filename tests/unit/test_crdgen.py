@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fgentic_governance import cli, paths
+from fgentic_devenv import paths
+from fgentic_governance import cli
 from fgentic_governance.api import KINDS, crdgen
 
 

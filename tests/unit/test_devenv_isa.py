@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fgentic_governance.devenv import isa
+from fgentic_devenv import isa
 
 DISASSEMBLY = """
 vector.so:     file format elf64-x86-64

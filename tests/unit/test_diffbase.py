@@ -1,5 +1,5 @@
-"""Kopf's diff base kept in memory (handlers/diffbase.py): what Kopf stores is what it reads
-back, per object, nothing is written to the object, and deleted objects are forgotten."""
+"""Kopf's diff base kept in memory (controller/handlers/diffbase.py): what Kopf stores is what
+it reads back, per object, nothing is written to the object, and deleted objects are forgotten."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import kopf
 
-from fgentic_governance.handlers import diffbase
-from fgentic_governance.handlers.diffbase import MemoryDiffBase
+from fgentic_governance.controller.handlers import diffbase
+from fgentic_governance.controller.handlers.diffbase import MemoryDiffBase
 
 
 def _body(uid: str, spec: dict[str, Any]) -> kopf.Body:

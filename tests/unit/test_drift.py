@@ -1,9 +1,9 @@
-"""Drift decisions for rendered objects (retrieval/apply.py): apply unless every rendered object
-is live at exactly the version our last apply left it at."""
+"""Drift decisions for rendered objects (controller/retrieval_apply.py): apply unless every
+rendered object is live at exactly the version our last apply left it at."""
 
 from __future__ import annotations
 
-from fgentic_governance.retrieval.apply import AppliedVersions, unchanged
+from fgentic_governance.controller.retrieval_apply import AppliedVersions, unchanged
 from fgentic_governance.retrieval.render.names import BindingId
 
 A = ("v1", "ConfigMap", "ns", "a")

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fgentic_admission.policy import AdmissionCode, header_denials
+from fgentic_governance.admission.policy import AdmissionCode, header_denials
 from tests.support.objects import example
 
 

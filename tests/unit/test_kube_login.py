@@ -1,10 +1,10 @@
-"""The bound on the operator's API connections (kube_login.py): room for every watch stream
+"""The bound on the operator's API connections (controller/login.py): room for every watch stream
 plus the shared handler connections, and no bound when namespace globs make the number of
 watch streams unknown."""
 
 from __future__ import annotations
 
-from fgentic_governance import kube_login
+from fgentic_governance.controller import login as kube_login
 
 
 def test_one_watch_per_kind_and_namespace_plus_the_shared_connections() -> None:

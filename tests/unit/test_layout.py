@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 SUPPORT = TESTS / "support"
 SUPPORT_MODULE = "tests.support"
-OUR_PACKAGES = {"fgentic_governance", "fgentic_admission"}
+OUR_PACKAGES = {"fgentic_governance", "fgentic_devenv"}
 # A `python -m tests.x.y` target, or any other module path written as a string.
 MODULE_STRING = re.compile(r"tests(\.[A-Za-z_]\w*)+")
 
@@ -116,7 +116,7 @@ def test_benchmarks_and_fuzz_import_no_test_module() -> None:
                     offenders.append(f"{_where(path, line)}: imports {module}, which is not "
                                      "ours, tests.support, local, stdlib or installed")
     assert not offenders, (
-        "benchmarks/ and fuzz/ may import fgentic_governance, fgentic_admission, tests.support, "
+        "benchmarks/ and fuzz/ may import fgentic_governance, fgentic_devenv, tests.support, "
         "their own modules, the standard library and installed packages only:\n"
         + "\n".join(offenders))
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from yarl import URL
 
+from fgentic_governance.api import kagent
 from fgentic_governance.memory.errors import StoreRefusal
 from fgentic_governance.memory.model import vector_literal
 from fgentic_governance.memoryapi import identity, proxy, wire
@@ -144,12 +145,12 @@ def _pod(account: str | None, labels: dict[str, str]) -> dict[str, Any]:
 
 AGENTS = [_agent("helper"), _agent("other"), _agent("shared-1", "runner"),
           _agent("shared-2", "runner")]
-KAGENT = {"app": "kagent", identity.ROUTED_LABEL: "true"}
+KAGENT = {"app": "kagent", kagent.ROUTED_LABEL: "true"}
 
 
 @pytest.mark.parametrize(("account", "labels", "expected"), [
     ("helper", {**KAGENT, "kagent": "helper"}, "helper"),
-    ("helper", {identity.ROUTED_LABEL: "true"}, "helper"),  # the account alone names it
+    ("helper", {kagent.ROUTED_LABEL: "true"}, "helper"),  # the account alone names it
     ("intruder", {**KAGENT, "kagent": "helper"}, "AGENT_UNRESOLVED"),  # labels never do
     (None, {**KAGENT, "kagent": "helper"}, "AGENT_UNRESOLVED"),  # "default"
     ("other", {**KAGENT, "kagent": "helper"}, "AGENT_MISMATCH"),
@@ -162,4 +163,4 @@ def test_a_routed_pods_agent_is_its_service_accounts(
     except ApiError as refused:
         assert str(refused) == expected
     else:
-        assert found == identity.AgentRef("team", expected)
+        assert found == kagent.AgentRef("team", expected)

@@ -12,9 +12,9 @@ import pytest
 from aiohttp import ClientResponse, ClientSession, web
 from multidict import CIMultiDict
 
+from fgentic_devenv import free_port
 from fgentic_governance import contract
 from fgentic_governance.cli import main
-from fgentic_governance.devenv import free_port
 from fgentic_governance.retrieval.projector.core import Projector
 from fgentic_governance.retrieval.projector.server import projector_runner
 from fgentic_governance.retrieval.render import names as n

@@ -12,8 +12,8 @@ import pydantic
 import pytest
 import rfc8785
 
+from fgentic_devenv.binaries import upstream_dir
 from fgentic_governance.cli import main
-from fgentic_governance.devenv.binaries import upstream_dir
 from fgentic_governance.retrieval.projector.config import dump_config, parse_config
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render import ownership

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from fgentic_governance import serving, strict_json
-from fgentic_governance.strict_json import Refusal, Refused
+from fgentic_governance.serving import http as serving
+from fgentic_governance.serving import strict_json
+from fgentic_governance.serving.strict_json import Refusal, Refused
 
 SENTINEL = "SENTINEL-5ee7"
 

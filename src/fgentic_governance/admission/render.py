@@ -1,0 +1,186 @@
+"""Admission configuration, rendered from one place for the chart, `fgentic-dev up` and the tests.
+
+- The ValidatingWebhookConfiguration is ours, not Kopf's managed one: a small timeout, fail
+  closed, kagent Agents plus our own kinds only, and never kube-system or our namespace.
+- The ValidatingAdmissionPolicy is defence in depth: the stateless header-name rules,
+  evaluated in the API server itself, so they hold even while the webhook is down.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.kagent import ROUTED_LABEL
+from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, RETRIEVAL_BINDING
+from fgentic_governance.contract.codec import IDENTITY_HEADER
+
+AGENT_WEBHOOK = f"agents.{GROUP}"
+GOVERNANCE_WEBHOOK = f"objects.{GROUP}"
+POD_CHECK_WEBHOOKS = (f"podcheck-kagent.{GROUP}", f"podcheck-accounts.{GROUP}")
+POD_ROUTING_WEBHOOKS = (f"pods-kagent.{GROUP}", f"pods-accounts.{GROUP}")
+ROUTED_POD_CHECK_WEBHOOK = f"podcheck-routed.{GROUP}"
+"""Every Pod that carries the routed label, in every namespace, and its ``pods/status`` and
+``pods/ephemeralcontainers`` writes: the label cannot be set on another Pod, nor dropped or
+an ephemeral container added around the check (an objectSelector matches a write when the
+old or the new object matches)."""
+ROUTED_NAMESPACE_LABEL = "fgentic.dev/memory-routing"
+"""Namespaces with this label set to ``enabled`` also send Pods *without* kagent's labels, so
+that a Pod running under a memory-enabled Agent's service account is routed too. Only these
+namespaces depend on the webhook for every Pod; elsewhere only kagent's Pods do."""
+POLICY_NAME = "fgentic-governance-agent-headers"
+
+_GOVERNANCE_RULES = [
+    {"apiGroups": [GROUP], "apiVersions": [VERSION],
+     "operations": ["CREATE"], "resources": [CONSENT_RECORD.plural], "scope": "Namespaced"},
+    {"apiGroups": [GROUP], "apiVersions": [VERSION],
+     "operations": ["CREATE", "UPDATE"],
+     "resources": [RETRIEVAL_BINDING.plural, MEMORY_SCOPE.plural],
+     "scope": "Namespaced"},
+]
+_AGENT_RULES = [
+    {"apiGroups": ["kagent.dev"], "apiVersions": ["v1alpha1", "v1alpha2"],
+     "operations": ["CREATE", "UPDATE"], "resources": ["agents"], "scope": "Namespaced"},
+]
+
+
+_POD_RULES = [
+    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
+     "scope": "Namespaced"},
+]
+_ROUTED_POD_RULES = [
+    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+     "resources": ["pods", "pods/status", "pods/ephemeralcontainers"], "scope": "Namespaced"},
+]
+_KAGENT_POD = {"key": "app", "operator": "In", "values": ["kagent"]}
+_OTHER_POD = {"key": "app", "operator": "NotIn", "values": ["kagent"]}
+_ROUTED_POD = {"key": ROUTED_LABEL, "operator": "Exists"}
+
+
+def namespace_selector(excluded: Sequence[str]) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                  "values": list(excluded)}]}
+
+
+def _pod_webhooks(names: tuple[str, str], client_config: dict[str, Any],
+                  excluded: Sequence[str], timeout: int,
+                  operations: Sequence[str] = ("CREATE",)) -> list[dict[str, Any]]:
+    """kagent's Agent Pods (label ``app: kagent``) everywhere; any other Pod only in
+    namespaces labelled for routing. Both fail closed."""
+    rules = [{**_POD_RULES[0], "operations": list(operations)}]
+    by_label = _webhook(names[0], client_config, rules, excluded, timeout)
+    by_label["objectSelector"] = {"matchExpressions": [_KAGENT_POD]}
+    by_account = _webhook(names[1], client_config, rules, excluded, timeout)
+    by_account["objectSelector"] = {"matchExpressions": [_OTHER_POD]}
+    by_account["namespaceSelector"]["matchLabels"] = {ROUTED_NAMESPACE_LABEL: "enabled"}
+    return [by_label, by_account]
+
+
+def _webhook(name: str, client_config: dict[str, Any], rules: list[dict[str, Any]],
+             excluded: Sequence[str], timeout: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": timeout,
+        "matchPolicy": "Equivalent",
+        "clientConfig": client_config,
+        "rules": rules,
+        "namespaceSelector": namespace_selector(excluded),
+    }
+
+
+def webhook_configuration(name: str, base_url: str, ca_pem: bytes, *,
+                          excluded: Sequence[str] = ("kube-system",),
+                          timeout: int = 3, memory_routing: bool = False) -> dict[str, Any]:
+    """The configuration for a webhook reachable at ``base_url`` (…/agents, …/governance,
+    and with ``memory_routing`` …/podcheck: a routed Pod's environment, DNS and label)."""
+    ca = base64.b64encode(ca_pem).decode()
+    base = base_url.rstrip("/")
+    hooks = [
+        _webhook(AGENT_WEBHOOK, {"url": f"{base}/agents", "caBundle": ca}, _AGENT_RULES,
+                 excluded, timeout),
+        _webhook(GOVERNANCE_WEBHOOK, {"url": f"{base}/governance", "caBundle": ca},
+                 _GOVERNANCE_RULES, excluded, timeout),
+    ]
+    if memory_routing:
+        # UPDATE too: a routed Pod may not drop its label (the NetworkPolicy keys on it).
+        podcheck = {"url": f"{base}/podcheck", "caBundle": ca}
+        hooks += _pod_webhooks(POD_CHECK_WEBHOOKS, podcheck, excluded, timeout,
+                               ("CREATE", "UPDATE"))
+        routed = _webhook(ROUTED_POD_CHECK_WEBHOOK, podcheck, _ROUTED_POD_RULES, excluded,
+                          timeout)
+        routed["objectSelector"] = {"matchExpressions": [_ROUTED_POD]}
+        hooks.append(routed)
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": hooks,
+    }
+
+
+def mutating_configuration(name: str, base_url: str, ca_pem: bytes, *,
+                           excluded: Sequence[str] = ("kube-system",),
+                           timeout: int = 3) -> dict[str, Any]:
+    """The Pod routing (issue 17 §3): memory-enabled Agents' Pods get the memory API as
+    KAGENT_URL and LOG_LEVEL=ERROR. Reinvoked if a later webhook changes the Pod."""
+    ca = base64.b64encode(ca_pem).decode()
+    hooks = _pod_webhooks(POD_ROUTING_WEBHOOKS,
+                          {"url": f"{base_url.rstrip('/')}/pods", "caBundle": ca},
+                          excluded, timeout)
+    for hook in hooks:
+        hook["reinvocationPolicy"] = "IfNeeded"
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": hooks,
+    }
+
+
+# CEL over optional fields: absent lists count as empty (kagent omits them freely).
+_TOOLS = "object.spec.?declarative.?tools.orValue([])"
+HEADER_RULES = [
+    {
+        "expression": (f"{_TOOLS}.all(t, t.?mcpServer.?allowedHeaders.orValue([])"
+                       f".all(h, h.lowerAscii() == '{IDENTITY_HEADER.lower()}'))"),
+        "message": "FORBIDDEN_HEADER: only x-fgentic-identity may be propagated to an MCP server",
+        "reason": "Forbidden",
+    },
+    {
+        "expression": (f"{_TOOLS}.all(t, t.?headersFrom.orValue([])"
+                       ".all(h, !h.name.lowerAscii().startsWith('x-fgentic-')))"),
+        "message": "FORBIDDEN_HEADERS_FROM: headersFrom may not set X-Fgentic-* headers",
+        "reason": "Forbidden",
+    },
+]
+
+
+def admission_policy(excluded: Sequence[str] = ("kube-system",)) -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its binding (Deny) for the stateless header rules."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": POLICY_NAME},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [
+                {**rule, "apiVersions": ["v1alpha2"]} for rule in _AGENT_RULES]},
+            "validations": HEADER_RULES,
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": POLICY_NAME},
+        "spec": {
+            "policyName": POLICY_NAME,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": namespace_selector(excluded)},
+        },
+    }
+    return [policy, binding]

@@ -1,0 +1,63 @@
+"""What fgentic-governance relies on in kagent v0.9.11's objects (pure facts, no I/O).
+
+Shared by the admission webhook (which Pods to route) and the memory API (which Agent a caller
+is). The runtime's ``app_name`` (``X-Agent-Name`` and every body ``agent_name``) is
+``<namespace>__NS__<name>`` with ``-`` as ``_``. kagent enables memory by the presence of
+``memory``; an Agent's Pods run as ``spec.declarative.deployment.serviceAccountName`` when set,
+else as the Agent's own name, and carry the labels ``app: kagent`` and ``kagent: <name>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+ROUTED_LABEL: Final = "fgentic.dev/memory-routed"
+"""The webhook sets it on every routed Pod: the chart's NetworkPolicies key on it, and the
+memory API's embeddings route finds its caller's Pod by it (the Agent is the Pod's service
+account's, ``routed_pod_agent``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRef:
+    namespace: str
+    name: str
+
+    @property
+    def app_name(self) -> str:
+        return app_name(self.namespace, self.name)
+
+
+def app_name(namespace: str, name: str) -> str:
+    return namespace.replace("-", "_") + "__NS__" + name.replace("-", "_")
+
+
+def memory_enabled(agent: Mapping[str, Any]) -> bool:
+    """kagent enables memory by the presence of ``memory`` (v1alpha2 declarative, v1alpha1)."""
+    spec = agent.get("spec") or {}
+    declarative = spec.get("declarative") or {}
+    return declarative.get("memory") is not None or spec.get("memory") is not None
+
+
+def service_account_of(agent: Mapping[str, Any]) -> str:
+    spec = agent.get("spec") or {}
+    deployment = (spec.get("declarative") or {}).get("deployment") or {}
+    name = deployment.get("serviceAccountName")
+    return name if isinstance(name, str) and name else str(agent["metadata"]["name"])
+
+
+def memory_agent_of(pod: Mapping[str, Any], agents: Iterable[Mapping[str, Any]]) -> str | None:
+    """The memory-enabled Agent a Pod runs: by kagent's labels (``app: kagent``,
+    ``kagent: <name>``) or by running under the Agent's service account."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    labels = meta.get("labels") or {}
+    account = spec.get("serviceAccountName") or "default"
+    for agent in agents:
+        if not memory_enabled(agent):
+            continue
+        name = str(agent["metadata"]["name"])
+        labelled = labels.get("app") == "kagent" and labels.get("kagent") == name
+        if labelled or service_account_of(agent) == account:
+            return name
+    return None

@@ -1,0 +1,242 @@
+"""The `fgentic-governance` command: one console script, one subcommand per process or tool.
+
+Processes (one Deployment each in the chart): ``operator`` (the Kopf controller), ``webhook``
+(admission), ``projector`` (retrieval identity), ``control-api`` (the ``!memory`` commands),
+``memory-api`` (kagent's memory calls). Tools: ``crds`` (generate or ``--check`` CRDs and
+schemas), ``render`` (manifests offline, for GitOps), ``offboard`` (erase a person's memory),
+``memory`` (content-free store status, list and erasure), ``detach`` (before uninstall).
+The development environment (``fgentic-dev up``) is not part of the product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+# The generators' outputs, relative to the working directory (a checkout's root): the product
+# knows nothing of where it was built from.
+CRD_DIRS = (Path("crds"), Path("charts/fgentic-governance/crds"))
+SCHEMA_DIR = Path("schemas")
+
+
+def _crds(args: argparse.Namespace) -> int:
+    """CRDs and the contract's JSON Schemas: every artefact generated from the models."""
+    from fgentic_governance.api import crdgen
+    from fgentic_governance.contract import schemagen
+
+    dirs = [Path(d) for d in args.output] if args.output else list(CRD_DIRS)
+    # --output alone regenerates CRDs only (a chart's copy, say); --schema-dir adds the schemas.
+    schemas: Path | None = args.schema_dir or (None if args.output else SCHEMA_DIR)
+    if args.check:
+        problems = crdgen.drift(dirs) + (schemagen.drift(schemas) if schemas else [])
+        for problem in problems:
+            print(f"drift: {problem}", file=sys.stderr)
+        if problems:
+            print("run `fgentic-governance crds` and commit the result", file=sys.stderr)
+            return 1
+        print(f"crds up to date in {', '.join(map(str, dirs))}")
+        return 0
+    crdgen.write(dirs)
+    print(f"wrote {len(crdgen.render_all())} CRDs to {', '.join(map(str, dirs))}")
+    if schemas:
+        schemagen.write(schemas)
+        print(f"wrote the contract's JSON Schemas to {schemas}")
+    return 0
+
+
+def _operator(args: argparse.Namespace) -> int:
+    from fgentic_governance.controller.main import run_operator
+
+    return int(run_operator(args))
+
+
+def _webhook(args: argparse.Namespace) -> int:
+    from fgentic_governance.admission.server import run_webhook
+
+    return int(run_webhook(args))
+
+
+def _render(args: argparse.Namespace) -> int:
+    from fgentic_governance.cli.render import run_render
+
+    return int(run_render(args))
+
+
+def _offboard(args: argparse.Namespace) -> int:
+    from fgentic_governance.cli.offboard import run_offboard
+
+    return int(run_offboard(args))
+
+
+def _projector(args: argparse.Namespace) -> int:
+    from fgentic_governance.retrieval.projector.server import run_projector
+
+    return int(run_projector(args))
+
+
+def _control_api(args: argparse.Namespace) -> int:
+    from fgentic_governance.control.server import run_control_api
+
+    return int(run_control_api(args))
+
+
+def _memory_api(args: argparse.Namespace) -> int:
+    from fgentic_governance.memoryapi.server import run_memory_api
+
+    return int(run_memory_api(args))
+
+
+def _detach(args: argparse.Namespace) -> int:
+    from fgentic_governance.cli.detach import run_detach
+    return run_detach(args)
+
+
+def _add_memory_commands(sub: Any) -> None:
+    """`memory status|list-scopes|erase-scope`, `control-api` (the memory control API) and
+    `memory-api` (kagent's memory calls)."""
+    from fgentic_governance.cli import memory
+    from fgentic_governance.control import server
+
+    parser = sub.add_parser("memory", help="content-free memory store status and erasure")
+    memory.add_arguments(parser)
+    control = sub.add_parser("control-api", help="run the memory control API (!memory)")
+    server.add_arguments(control)
+    control.set_defaults(func=_control_api)
+    from fgentic_governance.memoryapi import server as memory_api
+
+    governed = sub.add_parser("memory-api", help="run the governed memory API that kagent's "
+                                                 "runtime calls (KAGENT_URL)")
+    memory_api.add_arguments(governed)
+    governed.set_defaults(func=_memory_api)
+    from fgentic_governance.cli import detach
+
+    det = sub.add_parser("detach", help="before uninstall: fence every scope, release "
+                                        "the operator's finalizers (the chart's hook)")
+    detach.add_arguments(det)
+    det.set_defaults(func=_detach)
+
+
+def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of subcommands)
+    parser = argparse.ArgumentParser(prog="fgentic-governance", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crds = sub.add_parser("crds", help="generate crds/ and schemas/ from the models, or --check")
+    crds.add_argument("--check", action="store_true", help="fail if committed YAML differs")
+    crds.add_argument("--output", action="append", metavar="DIR",
+                      help="CRD directory (repeatable; default: crds/ and the chart's crds/)")
+    crds.add_argument("--schema-dir", type=Path,
+                      help="directory of the contract's JSON Schemas (default: schemas/, "
+                           "none with --output)")
+    crds.set_defaults(func=_crds)
+
+    op = sub.add_parser("operator", help="run the reconcilers")
+    _add_runtime_flags(op)
+    op.set_defaults(func=_operator)
+
+    wh = sub.add_parser("webhook", help="run the validating admission webhook server")
+    _add_runtime_flags(wh)
+    wh.add_argument("--tls-dir", type=Path, required=True,
+                    help="directory with tls.crt, tls.key and ca.crt")
+    wh.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
+    wh.add_argument("--port", type=int, default=9443)
+    wh.add_argument("--health-port", type=int, default=8080,
+                    help="plain HTTP: /healthz, /readyz, /metrics")
+    wh.add_argument("--audit-interval", type=float, default=60.0,
+                    help="seconds between audits of existing Agents (0 disables)")
+    wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
+                    help="how often to check the certificate files for renewal")
+    wh.add_argument("--client-ca-file", type=Path, default=None,
+                    help="require a client certificate issued by this CA on the review port "
+                         "(the API server's, from its --admission-control-config-file "
+                         "kubeconfig); default: any client")
+    wh.add_argument("--memory-api-url", default="",
+                    help="the governed memory API that memory-enabled Agents' Pods must use as "
+                         "KAGENT_URL (issue 17 §3); empty: memory-enabled Agents are refused")
+    wh.add_argument("--memory-api-ready-url", default="",
+                    help="where the webhook asks the memory API's /readyz (default: the "
+                         "memory API URL)")
+    boot = wh.add_argument_group("TLS bootstrap (cert-manager style; otherwise mount a Secret)")
+    boot.add_argument("--bootstrap-secret", help="Secret holding the generated CA and pair")
+    boot.add_argument("--bootstrap-namespace", default="fgentic-system")
+    boot.add_argument("--bootstrap-service", default="fgentic-governance-webhook")
+    boot.add_argument("--bootstrap-webhook-config", default="fgentic-governance",
+                      help="ValidatingWebhookConfiguration whose caBundle is injected")
+    boot.add_argument("--bootstrap-host", action="append",
+                      help="extra DNS name or IP for the serving certificate (repeatable)")
+    wh.set_defaults(func=_webhook)
+
+    render = sub.add_parser("render", help="render manifests offline, for GitOps")
+    targets = render.add_subparsers(dest="target", required=True)
+    vwc = targets.add_parser("webhook-config", help="the ValidatingWebhookConfiguration")
+    vwc.add_argument("--url", required=True,
+                     help="base https URL of the webhook (/agents and /governance are appended)")
+    vwc.add_argument("--ca-file", type=Path, required=True, help="PEM CA that signed it")
+    vwc.add_argument("--name", default="fgentic-governance")
+    rb = targets.add_parser("retrievalbinding",
+                            help="NetworkPolicies + agentgateway config of RetrievalBindings")
+    rb.add_argument("file", type=Path, help="YAML with one or more RetrievalBindings")
+    rb.add_argument("-o", "--output", type=Path, help="directory for one file per form")
+    rb.add_argument("--format", choices=["standalone", "kubernetes", "all"],
+                    help="default: all with -o, kubernetes on stdout")
+    rb.add_argument("--jwks-file", type=Path,
+                    help="the public route's JWKS (what the operator reads from jwksConfigMap)")
+    rb.add_argument("--cluster-domain", default="cluster.local")
+    rb.add_argument("--standalone-host", action="append", default=[], metavar="KEY=HOST:PORT",
+                    help="standalone address of projector, kagent or retrieval (repeatable)")
+    mr = targets.add_parser("memory-model-routes",
+                            help="agentgateway config: a rate-limited model route per "
+                                 "memory-enabled Agent (docs/memory.md §11)")
+    mr.add_argument("--agent", action="append", required=True, metavar="NAMESPACE/NAME",
+                    help="a memory-enabled Agent (repeatable)")
+    mr.add_argument("--upstream", required=True, metavar="HOST:PORT",
+                    help="the model endpoint the routes forward to")
+    mr.add_argument("--port", type=int, default=8090, help="the listener's port")
+    mr.add_argument("--per-minute", type=int, default=30, help="requests refilled a minute")
+    mr.add_argument("--burst", type=int, default=10, help="requests at once")
+    render.set_defaults(func=_render)
+
+    off = sub.add_parser("offboard", help="request erasure of every memory scope of a principal")
+    off.add_argument("mxid", help="complete MXID of the deactivated user")
+    off.add_argument("--origin-kind", default="native-local")
+    off.add_argument("--kubeconfig", type=Path)
+    off.add_argument("--wait", type=float, default=0.0,
+                     help="seconds to wait for ReadyForDeactivation (0: do not wait)")
+    off.set_defaults(func=_offboard)
+
+    _add_projector(sub)
+
+    _add_memory_commands(sub)
+    return parser
+
+
+def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    proj = sub.add_parser("projector",
+                          help="run the retrieval identity projector (agentgateway ext-authz)")
+    proj.add_argument("--config", type=Path, required=True,
+                      help="projector configuration (JSON or YAML, see docs/projector.md)")
+    proj.add_argument("--port", type=int, default=9090)
+    proj.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
+    proj.set_defaults(func=_projector)
+
+
+def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster or ~/.kube/config")
+    parser.add_argument("--namespace", action="append", help="watch only these namespaces")
+    parser.add_argument("--store-dsn-file", type=Path,
+                        help="file holding the PostgreSQL DSN (mounted from a Secret)")
+    parser.add_argument("--local-homeserver", default="",
+                        help="server name of the local homeserver (federation boundary)")
+    parser.add_argument("--metrics-port", type=int, default=0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""`fgentic-governance detach`: what the chart's pre-delete hook runs before `helm uninstall`.
+
+Without the operator, the finalizer it put on our objects would hold every MemoryScope (and
+so its namespace) in deletion forever. Detaching stops the operator, fences memory, then lets
+go:
+
+1. the operator's Deployment is scaled to 0 and its pods are waited out (a running operator
+   would put its finalizer back at the next event, and could grant again);
+2. with a store, every scope is disabled and its consent generation advanced (nothing stays
+   readable or writable; nothing is deleted: a reinstalled operator re-evaluates consent and
+   re-enables, `memory erase-scope` erases);
+3. our finalizer is removed from every object of our kinds.
+
+Any failure exits non-zero, so helm stops the uninstall rather than leave memory unfenced.
+Output is counts only (content-free).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any, cast
+
+from fgentic_governance.api.common import FINALIZER, GROUP, VERSION
+from fgentic_governance.api.registry import KINDS
+
+OPERATOR_GONE_SECONDS = 90.0
+"""How long the operator's pods may take to go (its grace period is 30 s) before detach fails."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster or ~/.kube/config")
+    parser.add_argument("--store-dsn-file", type=Path,
+                        help="file holding the PostgreSQL DSN: fence every scope first")
+    parser.add_argument("--operator-deployment", metavar="NAMESPACE/NAME",
+                        help="stop this operator Deployment first (scale to 0, pods gone)")
+
+
+def run_detach(args: argparse.Namespace) -> int:
+    from fgentic_governance.kube.client import api_client
+
+    api = api_client(args.kubeconfig)
+    if args.operator_deployment and not _stop_operator(api, args.operator_deployment):
+        print(f"refused: the operator did not stop within {OPERATOR_GONE_SECONDS:.0f}s; "
+              "nothing detached", file=sys.stderr)
+        return 1
+    fenced = 0
+    if args.store_dsn_file:
+        from fgentic_governance.memory import StoreRefusal
+        try:
+            fenced = asyncio.run(_fence_all(args.store_dsn_file))
+        except (StoreRefusal, OSError) as exc:
+            code = getattr(getattr(exc, "reason", None), "value", "STORE_UNAVAILABLE")
+            print(f"refused: {code}; nothing detached", file=sys.stderr)
+            return 1
+    released = _release_finalizers(api)
+    print(f"detached: {fenced} scopes fenced, {released} finalizers released")
+    return 0
+
+
+async def _fence_all(dsn_file: Path) -> int:
+    from fgentic_governance.cli.memory import store_from_file
+
+    async with store_from_file(dsn_file) as store:
+        states = await store.scope_states()
+        for state in states:
+            await store.disable_and_advance(state.scope_key)
+        return len(states)
+
+
+def _stop_operator(api: Any, deployment: str) -> bool:
+    from kubernetes import client
+
+    namespace, _, name = deployment.partition("/")
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    try:
+        found = apps.read_namespaced_deployment(name, namespace)
+    except client.ApiException as exc:
+        if exc.status == 404:  # nothing to stop
+            return True
+        raise
+    labels = found.spec.selector.match_labels or {}
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}})
+    deadline = time.monotonic() + OPERATOR_GONE_SECONDS
+    while time.monotonic() < deadline:
+        if not core.list_namespaced_pod(namespace, label_selector=selector).items:
+            return True
+        time.sleep(1)
+    return False
+
+
+def _release_finalizers(api_client: Any) -> int:
+    from kubernetes import client
+
+    api = client.CustomObjectsApi(api_client)
+    released = 0
+    for kind in KINDS:
+        listing = cast(dict[str, Any], api.list_cluster_custom_object(GROUP, VERSION, kind.plural))
+        for obj in listing.get("items", []):
+            meta = obj["metadata"]
+            finalizers = meta.get("finalizers") or []
+            if FINALIZER not in finalizers:
+                continue
+            # The resourceVersion makes this a compare-and-swap: a concurrent change fails
+            # the hook instead of being overwritten.
+            patch = {"metadata": {"finalizers": [f for f in finalizers if f != FINALIZER],
+                                  "resourceVersion": meta["resourceVersion"]}}
+            if kind.namespaced:
+                api.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"],
+                                                   kind.plural, meta["name"], patch)
+            else:
+                api.patch_cluster_custom_object(GROUP, VERSION, kind.plural, meta["name"],
+                                                patch)
+            released += 1
+    return released

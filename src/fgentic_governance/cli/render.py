@@ -1,0 +1,108 @@
+"""`fgentic-governance render`: the manifests the operator would apply, for GitOps."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pydantic
+import yaml
+
+from fgentic_governance.admission.render import webhook_configuration
+
+
+def run_render(args: argparse.Namespace) -> int:
+    if args.target == "webhook-config":
+        doc = webhook_configuration(args.name, args.url, args.ca_file.read_bytes())
+        yaml.safe_dump(doc, sys.stdout, sort_keys=False)
+        return 0
+    if args.target == "retrievalbinding":
+        return _retrieval_bindings(args)
+    if args.target == "memory-model-routes":
+        return _memory_model_routes(args)
+    print(f"unknown render target {args.target}", file=sys.stderr)
+    return 2
+
+
+def _memory_model_routes(args: argparse.Namespace) -> int:
+    from fgentic_governance.api.kagent import AgentRef
+    from fgentic_governance.memoryapi.model_routes import (
+        ModelLimit,
+        ModelRouteError,
+        model_routes_config,
+    )
+
+    try:
+        agents = [AgentRef(*item.split("/", 1)) for item in args.agent if "/" in item]
+        if len(agents) != len(args.agent):
+            raise ModelRouteError("--agent must be NAMESPACE/NAME")
+        doc = model_routes_config(agents, args.upstream, args.port,
+                                  ModelLimit(args.per_minute, args.burst))
+    except ModelRouteError as refused:
+        print(f"refused: {refused}", file=sys.stderr)
+        return 2
+    yaml.safe_dump(doc, sys.stdout, sort_keys=False)
+    return 0
+
+
+def _retrieval_bindings(args: argparse.Namespace) -> int:
+    from fgentic_governance.api.retrieval import RetrievalBindingSpec
+    from fgentic_governance.retrieval.render.binding import RenderError, RenderOptions, render
+
+    fmt = args.format or ("all" if args.output else "kubernetes")
+    if fmt == "all" and not args.output:
+        print("--format all needs -o DIR (the two forms are separate files)", file=sys.stderr)
+        return 2
+    try:
+        hosts = dict(_host(item) for item in args.standalone_host)
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    options = RenderOptions(cluster_domain=args.cluster_domain, standalone_hosts=hosts)
+    jwks = args.jwks_file.read_text() if args.jwks_file else None
+    docs = [d for d in yaml.safe_load_all(args.file.read_text())
+            if isinstance(d, dict) and d.get("kind") == "RetrievalBinding"]
+    if not docs:
+        print(f"no RetrievalBinding in {args.file}", file=sys.stderr)
+        return 2
+    for doc in docs:
+        meta = doc.get("metadata") or {}
+        namespace, name = str(meta.get("namespace", "default")), str(meta.get("name", ""))
+        try:
+            spec = RetrievalBindingSpec.from_wire(doc.get("spec") or {})
+            rendered = render(namespace, name, spec, jwks=jwks, options=options)
+        except (pydantic.ValidationError, RenderError) as exc:
+            print(f"{namespace}/{name}: {exc}", file=sys.stderr)
+            return 1
+        if spec.public_route is not None and jwks is None and fmt != "standalone":
+            print(f"{namespace}/{name}: no --jwks-file: the public route's inline JWKS is "
+                  "empty and rejects every token", file=sys.stderr)
+        _emit(args.output, f"{namespace}.{name}", fmt, rendered.kubernetes_yaml(),
+              rendered.standalone_yaml())
+        if args.output is not None and fmt != "kubernetes":
+            # A standalone proxy's projector reads the same configuration from a file.
+            (args.output / f"{namespace}.{name}.projector.json").write_text(
+                rendered.projector_config)
+        print(f"{namespace}/{name}: {len(rendered.objects)} objects, digest {rendered.digest}, "
+              f"unenforceable {','.join(rendered.unenforceable)}", file=sys.stderr)
+    return 0
+
+
+def _host(item: str) -> tuple[str, str]:
+    key, sep, address = item.partition("=")
+    if not sep or key not in {"projector", "kagent", "retrieval"} or ":" not in address:
+        raise ValueError(f"--standalone-host wants projector|kagent|retrieval=HOST:PORT: {item}")
+    return key, address
+
+
+def _emit(output: Path | None, stem: str, fmt: str, kubernetes: str, standalone: str) -> None:
+    forms = {"kubernetes": kubernetes, "standalone": standalone}
+    chosen = forms if fmt == "all" else {fmt: forms[fmt]}
+    if output is None:
+        for text in chosen.values():
+            sys.stdout.write(text)
+        return
+    output.mkdir(parents=True, exist_ok=True)
+    for form, text in chosen.items():
+        (output / f"{stem}.{form}.yaml").write_text(text)

@@ -1,0 +1,107 @@
+"""Start-up of ``fgentic-governance control-api``: store pool, directory, policy, server.
+
+The API does not migrate the schema (the operator owns it); a missing or older schema is
+answered with STORE_SCHEMA_MISMATCH per request. The pool is created empty, so the server
+starts while PostgreSQL is down and answers STORE_UNAVAILABLE until it is back
+(STORE_RESTARTING while it recovers from a crash; memory/readiness.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser stays light.
+    from aiohttp import web
+
+    from fgentic_governance.control.directory import ScopeDirectory
+
+log = logging.getLogger("fgentic_governance.control")
+POOL_SIZE = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store-dsn-file", type=Path, required=True,
+                        help="file holding the PostgreSQL DSN (mounted from a Secret)")
+    parser.add_argument("--token-file", type=Path, required=True,
+                        help="file holding the bridge's bearer token (mounted from a Secret)")
+    parser.add_argument("--local-homeserver", required=True,
+                        help="server name of the local homeserver")
+    parser.add_argument("--bot-mxid", required=True, help="the bridge bot's MXID")
+    parser.add_argument("--ghost-template", required=True,
+                        help="ghost MXID of an Agent, e.g. '@agent-{namespace}-{name}:{server}'")
+    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster ServiceAccount")
+    parser.add_argument("--namespace", action="append",
+                        help="read MemoryScopes only in these namespaces (default: all)")
+    parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
+    parser.add_argument("--port", type=int, default=8443)
+    parser.add_argument("--confirm-seconds", type=float, default=120.0,
+                        help="lifetime of a forget-all/off confirmation token")
+    parser.add_argument("--snapshot-max-age", type=float, default=30.0,
+                        help="seconds a control-room snapshot may be old")
+    parser.add_argument("--metrics-port", type=int, default=0)
+
+
+async def start(
+    args: argparse.Namespace, directory: ScopeDirectory | None = None
+) -> tuple[web.ServerRunner, Callable[[], Awaitable[None]]]:
+    """A listening server and its shutdown (the store pool is created on the running loop)."""
+    import asyncpg
+
+    from fgentic_governance.control.auth import BearerTokenFile
+    from fgentic_governance.control.cluster_directory import KubeDirectory
+    from fgentic_governance.control.confirm import ConfirmationBook
+    from fgentic_governance.control.http import make_handler
+    from fgentic_governance.control.room import RoomPolicy
+    from fgentic_governance.control.service import ControlService
+    from fgentic_governance.kube.client import api_client
+    from fgentic_governance.memory import MemoryStore, bounds
+    from fgentic_governance.memory.readiness import StoreReadiness
+    from fgentic_governance.serving import http as serving
+
+    policy = RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template,
+                        max_snapshot_age=args.snapshot_max_age)
+    if directory is None:
+        kubeconfig = str(args.kubeconfig) if args.kubeconfig else None
+        directory = KubeDirectory(api_client(kubeconfig), args.namespace or ())
+    pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(),
+                                     **bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE))
+    # Erasures may wait on their fence (bounds.POOL); they never take the whole pool, so
+    # other users' status and inspect calls keep a connection.
+    store = MemoryStore(pool, erasure_slots=POOL_SIZE // 2)
+    service = ControlService(store, directory, policy, ConfirmationBook(args.confirm_seconds))
+    runner = await serving.serve(make_handler(service, BearerTokenFile(args.token_file),
+                                      store_ready=StoreReadiness(pool, log)),
+                         args.host, args.port)
+
+    async def stop() -> None:
+        await runner.cleanup()
+        await pool.close()
+
+    return runner, stop
+
+
+def run_control_api(args: argparse.Namespace) -> int:
+    from fgentic_governance.serving import http as serving
+
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    serving.scrub_library_logs()
+
+    async def main() -> None:
+        stopping = serving.stop_on_signals()
+        metrics = (await serving.serve(serving.health_handler(), args.host, args.metrics_port)
+                   if args.metrics_port else None)
+        _, stop = await start(args)
+        log.info("control api listening port=%d", args.port)
+        await stopping.wait()
+        await stop()
+        if metrics is not None:
+            await metrics.cleanup()
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,149 @@
+"""The operator's direct Kubernetes API calls besides Kopf's own patching (async, via a
+thread): the handlers' and `retrieval.apply`'s."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Final
+
+import kopf
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from fgentic_governance.controller.context import context
+
+PARTIAL_METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def api_client() -> client.ApiClient:
+    """The operator's API client (configured at start-up, before any handler runs)."""
+    configured = context().api_client
+    if configured is None:
+        raise RuntimeError("the operator's API client is not configured")
+    return configured
+
+
+def _api() -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api_client())
+
+
+async def annotate(*, group: str, version: str, plural: str, namespace: str, name: str,
+                   annotations: dict[str, str]) -> None:
+    """Change annotations on an object so that Kopf runs its update handler; 404 is fine."""
+    body = {"metadata": {"annotations": annotations}}
+    await _call(_api().patch_namespaced_custom_object, group, version, namespace, plural, name,
+                body)
+
+
+async def patch_status(*, group: str, version: str, plural: str, namespace: str, name: str,
+                       status: dict[str, Any]) -> None:
+    await _call(_api().patch_namespaced_custom_object_status, group, version, namespace,
+                plural, name, {"status": status})
+
+
+async def _call(fn: Any, *args: Any) -> None:
+    try:
+        await asyncio.to_thread(fn, *args)
+    except ApiException as exc:
+        if exc.status != 404:  # A vanished object needs nothing more.
+            raise kopf.TemporaryError(f"api {exc.status}", delay=5) from None
+
+
+# -- server-side apply of rendered objects (RetrievalBinding) ---------------------------------
+
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def _group_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+def _core() -> client.CoreV1Api:
+    return client.CoreV1Api(api_client())
+
+
+def _is_config_map(api_version: str, plural: str) -> bool:
+    # The one core-group kind we render (the projector's configuration); the custom-object
+    # API only addresses /apis/<group>/..., so core objects take the typed client.
+    return api_version == "v1" and plural == "configmaps"
+
+
+async def server_side_apply(obj: dict[str, Any], plural: str, field_manager: str) -> str:
+    """Apply ``obj`` as ``field_manager`` with force: fields it owns are reset on every call,
+    which is what corrects drift. Returns the applied object's resourceVersion. Raises
+    ApiException (the caller reports APPLY_FAILED)."""
+    meta = obj["metadata"]
+    options: dict[str, Any] = {"field_manager": field_manager, "force": True,
+                               "field_validation": "Strict", "_content_type": APPLY_PATCH}
+    if _is_config_map(obj["apiVersion"], plural):
+        typed = await asyncio.to_thread(_core().patch_namespaced_config_map, meta["name"],
+                                        meta["namespace"], obj, **options)
+        return str(typed.metadata.resource_version if typed.metadata else "")
+    group, version = _group_version(obj["apiVersion"])
+    # The client does not deserialize apply-patch responses for custom objects: read the JSON.
+    response = await asyncio.to_thread(
+        _api().patch_namespaced_custom_object, group, version, meta["namespace"], plural,
+        meta["name"], obj, _preload_content=False, **options)
+    applied: dict[str, Any] = json.loads(response.data)  # type: ignore[attr-defined]
+    return str(applied.get("metadata", {}).get("resourceVersion", ""))
+
+
+async def list_versions(api_version: str, plural: str, selector: str) -> dict[tuple[str, str], str]:
+    """(namespace, name) → resourceVersion of every object of a kind matching a label selector,
+    read as metadata only (PartialObjectMetadataList): a drift sweep over thousands of rendered
+    objects then transfers and parses names and versions, not bodies."""
+    path = (f"/api/{api_version}/{plural}" if "/" not in api_version
+            else f"/apis/{api_version}/{plural}")
+    found = await asyncio.to_thread(_raw_get, path, selector)
+    return {(str(item["metadata"].get("namespace", "")), str(item["metadata"]["name"])):
+            str(item["metadata"]["resourceVersion"]) for item in found.get("items", [])}
+
+
+def _raw_get(path: str, selector: str) -> dict[str, Any]:
+    api = api_client()
+    params = api.param_serialize(
+        method="GET", resource_path=path, query_params=[("labelSelector", selector)],
+        header_params={"Accept": PARTIAL_METADATA_LIST}, auth_settings=["BearerToken"])
+    response = api.call_api(*params)
+    data = response.read()  # type: ignore[no-untyped-call]
+    if response.status >= 400:
+        raise ApiException(status=response.status, reason=response.reason)
+    found: dict[str, Any] = json.loads(data)
+    return found
+
+
+async def list_labelled(api_version: str, plural: str, selector: str) -> list[dict[str, Any]]:
+    """Every object of a kind, in all namespaces, matching a label selector."""
+    if _is_config_map(api_version, plural):
+        typed = await asyncio.to_thread(_core().list_config_map_for_all_namespaces,
+                                        label_selector=selector)
+        found: dict[str, Any] = api_client().sanitize_for_serialization(  # type: ignore[no-untyped-call]
+            typed)
+    else:
+        group, version = _group_version(api_version)
+        found = await asyncio.to_thread(
+            _api().list_cluster_custom_object, group, version, plural, label_selector=selector)
+    return list(found.get("items", []))
+
+
+async def delete_object(api_version: str, plural: str, namespace: str, name: str) -> None:
+    if _is_config_map(api_version, plural):
+        await _call(_core().delete_namespaced_config_map, name, namespace)
+        return
+    group, version = _group_version(api_version)
+    await _call(_api().delete_namespaced_custom_object, group, version, namespace, plural, name)
+
+
+async def read_config_map_value(namespace: str, name: str, key: str) -> str | None:
+    """One entry of a ConfigMap, or None when the ConfigMap or the entry is missing."""
+    try:
+        config_map = await asyncio.to_thread(
+            client.CoreV1Api(api_client()).read_namespaced_config_map, name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise kopf.TemporaryError(f"api {exc.status}", delay=5) from None
+    value = (config_map.data or {}).get(key)
+    return str(value) if value else None

@@ -1,0 +1,237 @@
+"""MemoryScope and ConsentRecord registrations: evaluate the gates, drive the store, report
+content-free status. The flow itself lives in `consent.flow`."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import kopf
+
+from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Posture, ScopePhase
+from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE
+from fgentic_governance.consent import flow
+from fgentic_governance.consent.gates import Environment, Verdict, evaluate
+from fgentic_governance.controller import api as kube
+from fgentic_governance.controller.context import context, scope_lock
+from fgentic_governance.controller.handlers.common import (
+    backoff,
+    condition,
+    handled,
+    merge_conditions,
+    now,
+    parse,
+    update_status,
+)
+from fgentic_governance.controller.metrics import SCOPE_STATUS_WRITES, SCOPE_TRANSITIONS
+from fgentic_governance.memory import ScopeRecord, StoreRefusal
+from fgentic_governance.reasons import Reason
+
+POKE = f"{GROUP}/consent-revision"
+# Re-evaluate periodically: the store may come up later, entries expire, counts change.
+RESYNC_INTERVAL = float(os.environ.get("FGENTIC_SCOPE_RESYNC_SECONDS", "30"))
+
+
+@kopf.index(GROUP, VERSION, CONSENT_RECORD.plural)
+def consents_by_scope(
+    namespace: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
+) -> dict[tuple[str, str], tuple[str, str, dict[str, Any]]]:
+    """(namespace, scope) → (creationTimestamp, name, spec) of each record."""
+    key = (namespace, str(spec.get("scopeRef", {}).get("name", "")))
+    return {key: (str(meta.get("creationTimestamp", "")), str(meta.get("name")), dict(spec))}
+
+
+@kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)
+@kopf.on.create(GROUP, VERSION, MEMORY_SCOPE.plural)
+@kopf.on.update(GROUP, VERSION, MEMORY_SCOPE.plural)
+async def reconcile_scope(**kwargs: Any) -> None:
+    await _reconcile(**kwargs)
+
+
+@kopf.timer(GROUP, VERSION, MEMORY_SCOPE.plural, interval=RESYNC_INTERVAL,
+            initial_delay=RESYNC_INTERVAL)
+async def resync_scope(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
+    """Periodic re-evaluation (the store may come back, entries expire, counts change).
+
+    A scope whose current generation no change handler has finished yet is left to them: with a
+    backlog, a timer run would reconcile it again before its first turn and add to the queue.
+    """
+    if handled(status, meta):
+        await _reconcile(status=status, meta=meta, **kwargs)
+
+
+async def _reconcile(
+    *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
+    body: kopf.Body, patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
+    offboarding_principals: kopf.Index[Any, Any], retry: int = 0, **_: Any,
+) -> None:
+    generation = int(meta.get("generation", 0))
+    previous = status.get("conditions")
+    scope = parse(MemoryScopeSpec, spec)
+    records = sorted(consents_by_scope.get((namespace, name), []))
+    consents = [parse(ConsentRecordSpec, r[2]) for r in records]
+    ctx = context()
+    if scope is None or any(c is None for c in consents):
+        verdict = Verdict(Posture.FULLY_DISABLED, Reason.INVALID_SPEC)
+    else:
+        principal = (scope.subject.mxid, scope.subject.origin_kind.value)
+        verdict = evaluate(scope, [c for c in consents if c is not None], Environment(
+            local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None,
+            offboarding=principal in offboarding_principals))
+    if scope is None:
+        _commit(patch, status, _status(generation, previous, ScopePhase.DISABLED,
+                                       verdict.reason))
+        _announce(body, status, ScopePhase.DISABLED, verdict.reason)
+        return
+    if ctx.store is None or (verdict.enabled and ctx.store_problem is not None):
+        # Without the store nothing is fenced, and an earlier enablement may still stand
+        # there: report a failure, not a disabled scope. A store unfit to grant (its settings
+        # could log content) grants nothing, but a withdrawal still erases (below).
+        problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, problem))
+        _announce(body, status, ScopePhase.FAILED, problem)
+        return
+    record = ScopeRecord.from_spec(namespace, name, scope)
+    try:
+        async with scope_lock(record.scope_key):  # The timer and change handlers may overlap.
+            outcome = await flow.reconcile(ctx.store, record, verdict,
+                                           _int_or_none(status.get("consentGeneration")))
+    except StoreRefusal as refusal:
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason))
+        _announce(body, status, ScopePhase.FAILED, refusal.reason)
+        raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
+    _commit(patch, status, _outcome_status(generation, previous, outcome))
+    _announce(body, status, outcome.phase, outcome.reason)
+    if outcome.erasure is not None:
+        receipt = outcome.erasure
+        kopf.event(body, type="Normal" if receipt.verified else "Warning",
+                   reason="ErasureVerified" if receipt.verified else "ErasureFailed",
+                   message=f"receipt {receipt.id} generation {receipt.generation} "
+                           f"reason {receipt.reason.value}")
+    if records and (outcome.granted or outcome.erasure is not None):
+        await _receipt(namespace, records[-1][1], outcome)
+    if outcome.phase is ScopePhase.FAILED:
+        raise kopf.TemporaryError(outcome.reason.value, delay=backoff(retry))
+
+
+@kopf.on.delete(GROUP, VERSION, MEMORY_SCOPE.plural)
+async def erase_on_delete(
+    *, namespace: str, name: str, spec: kopf.Spec, retry: int = 0, **_: Any
+) -> None:
+    """The finalizer: the CR goes away only after its memory is erased and verified."""
+    store = context().store
+    scope = parse(MemoryScopeSpec, spec)
+    if store is None or scope is None:
+        return  # Nothing of it can be in a store this operator writes.
+    record = ScopeRecord.from_spec(namespace, name, scope)
+    try:
+        async with scope_lock(record.scope_key):
+            outcome = await flow.erase_for_deletion(store, record)
+    except StoreRefusal as refusal:
+        raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
+    if outcome.phase is ScopePhase.FAILED:
+        raise kopf.TemporaryError(outcome.reason.value, delay=backoff(retry))
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) else None
+
+
+def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: Reason) -> None:
+    """One Kubernetes event per phase change; the message is the reason code only."""
+    if status.get("phase") == phase.value and status.get("reasonCode") == reason.value:
+        return
+    kopf.event(body, type="Warning" if phase is ScopePhase.FAILED else "Normal",
+               reason=phase.value, message=f"reason {reason.value}")
+
+
+def _status(
+    generation: int, previous: list[dict[str, Any]] | None, phase: ScopePhase, reason: Reason,
+    *, gated: bool = False,
+) -> dict[str, Any]:
+    """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version."""
+    enabled = phase is ScopePhase.ENABLED
+    # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected
+    # once; nor is one whose settings could write content to its log.
+    problem = context().store_problem
+    store_ready = (context().store is not None and problem is None
+                   and reason is not Reason.STORE_UNAVAILABLE)
+    SCOPE_TRANSITIONS.labels(phase=phase.value, reason=reason.value).inc()
+    return {
+        "phase": phase.value,
+        "reasonCode": reason.value,
+        "observedGeneration": generation,
+        "storeSchemaVersion": context().store_schema_version,
+        "conditions": merge_conditions(
+            previous,
+            condition("Enabled", enabled, reason, generation, previous),
+            condition("StoreReady", store_ready,
+                      Reason.OK if store_ready else problem or Reason.STORE_UNAVAILABLE,
+                      generation,
+                      previous),
+            # The scope record exists in the store's fence: every read and write is
+            # generation-checked by the database from here on.
+            condition("ConsentGated", gated, Reason.OK if gated else Reason.STORE_UNAVAILABLE,
+                      generation, previous),
+        ),
+    }
+
+
+def _outcome_status(
+    generation: int, previous: list[dict[str, Any]] | None, outcome: flow.Outcome,
+) -> dict[str, Any]:
+    fields = _status(generation, previous, outcome.phase, outcome.reason, gated=True)
+    fields["consentGeneration"] = outcome.generation
+    fields["entryCount"] = outcome.entry_count
+    fields["hardExpiry"] = (outcome.hard_expiry.strftime("%Y-%m-%dT%H:%M:%SZ")
+                            if outcome.hard_expiry else None)
+    if outcome.last_erasure is not None:
+        fields["lastErasure"] = outcome.last_erasure.wire()
+    return fields
+
+
+def _commit(patch: kopf.Patch, status: kopf.Status, fields: dict[str, Any]) -> None:
+    written = update_status(patch, status, fields)
+    SCOPE_STATUS_WRITES.labels(result="written" if written else "unchanged").inc()
+
+
+async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
+    """A content-free receipt on the ConsentRecord that caused the change."""
+    receipt = {
+        "id": outcome.erasure.id if outcome.erasure else uuid.uuid4().hex,
+        "generation": outcome.generation,
+        "result": "Applied" if outcome.phase is not ScopePhase.FAILED else "Refused",
+        "reasonCode": outcome.reason.value,
+        "time": now(),
+    }
+    await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
+                            namespace=namespace, name=consent, status={"receipt": receipt})
+
+
+@kopf.on.create(GROUP, VERSION, CONSENT_RECORD.plural)
+@kopf.on.update(GROUP, VERSION, CONSENT_RECORD.plural)
+@kopf.on.resume(GROUP, VERSION, CONSENT_RECORD.plural)
+async def reconcile_consent(
+    *, namespace: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
+    **_: Any,
+) -> None:
+    """Validate the record and poke its scope so the scope re-evaluates its gates.
+
+    A record whose status already shows this generation handled was poked for by an earlier
+    run: after a restart Kopf indexes every record before any scope handler runs, so each scope
+    sees it without a poke (1,000 consents would otherwise cost 1,000 PATCHes and as many scope
+    reconciliations per restart).
+    """
+    generation = int(meta.get("generation", 0))
+    record = parse(ConsentRecordSpec, spec)
+    valid = record is not None
+    fields = {"observedGeneration": generation, "conditions": [condition(
+        "Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation,
+        status.get("conditions"))]}
+    if record is not None and not handled(status, meta):
+        await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
+                            namespace=namespace, name=record.scope_ref.name,
+                            annotations={POKE: now()})
+    update_status(patch, status, fields)

@@ -1,0 +1,82 @@
+"""PrincipalOffboarding registrations: thin; the flow lives in `offboarding.flow`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
+from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
+from fgentic_governance.controller.context import context, scope_lock
+from fgentic_governance.controller.handlers.common import condition, merge_conditions, parse
+from fgentic_governance.memory import StoreRefusal
+from fgentic_governance.offboarding.flow import offboard
+from fgentic_governance.reasons import Reason
+
+RETRY_DELAY = 10
+
+
+@kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
+def scopes_by_subject(
+    namespace: str, name: str, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str, str], str]:
+    subject = spec.get("subject") or {}
+    return {(str(subject.get("mxid")), str(subject.get("originKind"))): f"{namespace}/{name}"}
+
+
+@kopf.index(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
+def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], bool]:
+    principal = spec.get("principal") or {}
+    return {(str(principal.get("mxid")), str(principal.get("originKind"))): True}
+
+
+@kopf.on.resume(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
+@kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
+async def reconcile_offboarding(
+    *, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch,
+    scopes_by_subject: kopf.Index[Any, Any], **_: Any,
+) -> None:
+    generation = int(meta.get("generation", 0))
+    previous = status.get("conditions")
+    request = parse(OffboardingSpec, spec)
+    if request is None:
+        _fail(patch, generation, previous, Reason.INVALID_SPEC)
+        return
+    if status.get("phase") == OffboardingPhase.READY.value:
+        return  # Done and verified; a rerun would only mint new receipt ids.
+    store = context().store
+    if store is None:
+        _fail(patch, generation, previous, Reason.STORE_UNAVAILABLE)
+        raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=RETRY_DELAY)
+    principal = request.principal
+    from_crs = list(scopes_by_subject.get((principal.mxid, principal.origin_kind.value), []))
+    try:
+        async with scope_lock(f"offboarding:{principal.mxid}"):
+            outcomes = await offboard(store, principal, from_crs)
+    except StoreRefusal as refusal:
+        _fail(patch, generation, previous, refusal.reason)
+        raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
+    failed = [o for o in outcomes if not o.verified]
+    patch.status["scopesFound"] = len(outcomes)
+    patch.status["scopesErased"] = len(outcomes) - len(failed)
+    patch.status["scopesFailed"] = len(failed)
+    patch.status["results"] = [o.wire() for o in outcomes]
+    if failed:
+        _fail(patch, generation, previous, failed[0].reason)
+        raise kopf.TemporaryError(failed[0].reason.value, delay=RETRY_DELAY)
+    patch.status["phase"] = OffboardingPhase.READY.value
+    patch.status["reasonCode"] = Reason.OK.value
+    patch.status["observedGeneration"] = generation
+    patch.status["conditions"] = merge_conditions(
+        previous, condition("ReadyForDeactivation", True, Reason.OK, generation, previous))
+
+
+def _fail(patch: kopf.Patch, generation: int, previous: list[dict[str, Any]] | None,
+          reason: Reason) -> None:
+    patch.status["phase"] = OffboardingPhase.FAILED.value
+    patch.status["reasonCode"] = reason.value
+    patch.status["observedGeneration"] = generation
+    patch.status["conditions"] = merge_conditions(
+        previous, condition("ReadyForDeactivation", False, reason, generation, previous))

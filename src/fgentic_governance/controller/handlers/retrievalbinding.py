@@ -1,0 +1,165 @@
+"""RetrievalBinding registrations: render (pure, `retrieval.render`), then apply, prune and
+correct drift on a timer (`retrieval.apply`), and report content-free status.
+
+Two bindings for one Agent: the earliest (creationTimestamp, then namespace/name) keeps it; every
+later one reports `Conflict`, applies nothing and removes what it may have applied before.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+
+from fgentic_governance.api.common import API_VERSION, GROUP, VERSION
+from fgentic_governance.api.registry import RETRIEVAL_BINDING
+from fgentic_governance.api.retrieval import RetrievalBindingSpec
+from fgentic_governance.controller import api as kube
+from fgentic_governance.controller.context import scope_lock
+from fgentic_governance.controller.handlers.common import (
+    condition,
+    handled,
+    merge_conditions,
+    parse,
+    update_status,
+)
+from fgentic_governance.controller.retrieval_apply import BindingApplier
+from fgentic_governance.reasons import Reason
+from fgentic_governance.retrieval.render.binding import Rendered, RenderError, render
+from fgentic_governance.retrieval.render.names import BindingId
+from fgentic_governance.retrieval.render.ownership import Owner
+
+KIND = "RetrievalBinding"
+PLURAL = RETRIEVAL_BINDING.plural
+JWKS_KEY = "jwks.json"
+RETRY_DELAY = 10
+# Reapply on a timer: server-side apply with force resets any field we own that someone edited.
+RESYNC_INTERVAL = float(os.environ.get("FGENTIC_BINDING_RESYNC_SECONDS", "60"))
+APPLIER = BindingApplier(RESYNC_INTERVAL)
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def bindings_by_agent(
+    namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """(Agent namespace, Agent name) → (creationTimestamp, binding namespace/name)."""
+    agent = spec.get("agent", {})
+    key = (str(agent.get("namespace")), str(agent.get("name")))
+    return {key: (str(meta.get("creationTimestamp", "")), f"{namespace}/{name}")}
+
+
+def _holder(claims: list[tuple[str, str]], mine: tuple[str, str]) -> str:
+    """The binding that keeps the Agent: the earliest claim (self included, the index may lag)."""
+    return min({*claims, mine})[1]
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+async def reconcile_binding(**kwargs: Any) -> None:
+    await _reconcile(**kwargs)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL, initial_delay=RESYNC_INTERVAL)
+async def resync_binding(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
+    """Drift correction: re-apply what is rendered. A binding whose current generation no
+    change handler has finished yet is left to them (see `memoryscope.resync_scope`)."""
+    if handled(status, meta):
+        await _reconcile(status=status, meta=meta, resync=True, **kwargs)
+
+
+async def _reconcile(
+    *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
+    patch: kopf.Patch, bindings_by_agent: kopf.Index[Any, Any], resync: bool = False, **_: Any,
+) -> None:
+    binding = BindingId(namespace, name)
+    report = _Report(patch, status, int(meta.get("generation", 0)))
+    parsed = parse(RetrievalBindingSpec, spec)
+    if parsed is None:
+        report.done(valid=False, rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
+        return
+    mine = (str(meta.get("creationTimestamp", "")), f"{namespace}/{name}")
+    claims = list(bindings_by_agent.get((parsed.agent.namespace, parsed.agent.name), []))
+    async with scope_lock(f"retrievalbinding:{namespace}/{name}"):  # timer vs. update
+        if _holder(claims, mine) != mine[1]:
+            await _prune(binding, [])
+            report.done(conflict=True, rendered=Reason.BINDING_CONFLICT,
+                        applied=Reason.BINDING_CONFLICT)
+            return
+        jwks = None
+        if parsed.public_route is not None:
+            jwks = await kube.read_config_map_value(
+                parsed.proxy.namespace, parsed.public_route.jwks_config_map, JWKS_KEY)
+            if jwks is None:  # Without keys the public route could only deny; say so.
+                report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
+                raise kopf.TemporaryError("jwks missing", delay=RETRY_DELAY)
+        try:
+            rendered = render(namespace, name, parsed, jwks=jwks)
+        except RenderError:
+            report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
+            return
+        owner = Owner(API_VERSION, KIND, namespace, name, str(meta.get("uid")))
+        # A resync that renders what was last applied (and pruned against) has nothing new to
+        # prune, and nothing to apply unless an object drifted.
+        same = resync and _applied(status, rendered.digest)
+        if same and await APPLIER.undrifted(binding, rendered):
+            report.done(rendered=Reason.OK, applied=Reason.OK, result=rendered)
+            return
+        try:
+            await APPLIER.apply(binding, rendered, owner)
+            if not same:  # The prune's cluster-wide label LISTs: 5 per binding.
+                await _prune(binding, rendered.objects)
+        except ApiException as exc:
+            report.done(rendered=Reason.OK, applied=Reason.APPLY_FAILED, result=rendered)
+            raise kopf.TemporaryError(f"apply failed: {exc.status}", delay=RETRY_DELAY) from None
+        report.done(rendered=Reason.OK, applied=Reason.OK, result=rendered)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+async def remove_rendered(*, namespace: str, name: str, **_: Any) -> None:
+    """Cross-namespace objects have no owner reference; delete everything labelled for us."""
+    APPLIER.forget(BindingId(namespace, name))
+    await _prune(BindingId(namespace, name), [])
+
+
+async def _prune(binding: BindingId, keep: list[dict[str, Any]]) -> None:
+    try:
+        await APPLIER.prune(binding, keep)
+    except ApiException as exc:
+        raise kopf.TemporaryError(f"list failed: {exc.status}", delay=RETRY_DELAY) from None
+
+
+def _applied(status: kopf.Status, digest: str) -> bool:
+    """The status records this exact rendering as applied (and so pruned against)."""
+    applied = [c for c in status.get("conditions") or [] if c.get("type") == "Applied"]
+    return (status.get("renderedDigest") == digest and len(applied) == 1
+            and applied[0].get("status") == "True")
+
+
+class _Report:
+    """Writes status: conditions Valid, Rendered, Applied, Conflict, and the rendered summary;
+    only when something changed (a resync that finds everything as recorded writes nothing)."""
+
+    def __init__(self, patch: kopf.Patch, current: kopf.Status, generation: int) -> None:
+        self.patch, self.current, self.generation = patch, current, generation
+        self.previous = current.get("conditions")
+
+    def done(self, *, rendered: Reason, applied: Reason, valid: bool = True,
+             conflict: bool = False, result: Rendered | None = None) -> None:
+        def cond(kind: str, ok: bool, reason: Reason) -> dict[str, Any]:
+            return condition(kind, ok, reason, self.generation, self.previous)
+
+        status: dict[str, Any] = {}
+        status["observedGeneration"] = self.generation
+        status["conditions"] = merge_conditions(
+            self.previous,
+            cond("Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC),
+            cond("Rendered", rendered is Reason.OK, rendered),
+            cond("Applied", applied is Reason.OK, applied),
+            cond("Conflict", conflict, Reason.BINDING_CONFLICT if conflict else Reason.OK))
+        status["renderedDigest"] = result.digest if result else None
+        status["renderedObjects"] = len(result.objects) if result and applied is Reason.OK else 0
+        status["unenforceable"] = list(result.unenforceable) if result else []
+        update_status(self.patch, self.current, status)

@@ -1,0 +1,154 @@
+"""Start-up of the operator process: settings, login, store, handler registration, run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from fgentic_governance.api.common import FINALIZER
+from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
+from fgentic_governance.controller.context import configure, context
+from fgentic_governance.reasons import Reason
+
+log = logging.getLogger("fgentic_governance")
+STORE_RETRY = 10.0
+CLEANUP_INTERVAL = 3600.0  # Expired rows are unreadable at once; deletion follows within 24 h.
+# A DBA may loosen the pinned settings at any time (FGENTIC_STORE_SETTINGS_SECONDS: tests).
+SETTINGS_INTERVAL = float(os.environ.get("FGENTIC_STORE_SETTINGS_SECONDS", "60"))
+
+
+def _settings(settings: kopf.OperatorSettings) -> None:
+    # A watch that the server silently stops feeding would freeze reconciliation.
+    settings.watching.server_timeout = 60
+    settings.watching.client_timeout = 90
+    settings.watching.connect_timeout = 10
+    # Only our explicit, content-free kopf.event() calls become Kubernetes events; Kopf's own
+    # log records are never posted (loggers=False), and they log object diffs only at DEBUG.
+    settings.posting.loggers = False
+    settings.posting.level = logging.INFO
+    settings.persistence.finalizer = FINALIZER
+    settings.execution.max_workers = 8
+    # No settings.queueing.worker_limit: each object's worker indexes it and then waits until
+    # every listed object is indexed, so with more objects at start-up than the limit, the
+    # workers holding the slots wait for objects that can never get one (a limit of 32
+    # deadlocked a cluster-wide operator in CI). Kopf also holds a slot through retry delays.
+
+
+async def open_store(dsn_file: Path) -> None:
+    """Connect, migrate the fenced schema idempotently, and publish the store to handlers."""
+    import asyncpg
+
+    from fgentic_governance.memory import MemoryStore, bounds, migrate
+
+    pool = await asyncpg.create_pool(dsn_file.read_text().strip(),
+                                     **bounds.pool_kwargs(min_size=1, max_size=8))
+    try:
+        async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
+            version = await migrate(conn)
+    except BaseException:
+        await pool.close()
+        raise
+    configure(store=MemoryStore(pool), store_schema_version=version, store_pool=pool)
+    await check_settings()
+    log.info("content store ready at schema version %d", version)
+
+
+async def check_settings() -> None:
+    """Publish whether the store's pinned settings hold (StoreReady; nothing granted if not)."""
+    from fgentic_governance.memory import bounds
+    from fgentic_governance.memory.errors import guarded
+
+    pool = context().store_pool
+
+    async def unsafe() -> list[str]:
+        async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
+            return await bounds.unsafe_settings(conn)
+
+    names = await guarded(unsafe())
+    if names:  # Names from our own closed set (bounds.PINNED), never a server value.
+        log.error("content store settings unsafe: %s", ",".join(names))
+    configure(store_problem=Reason.STORE_SETTINGS_UNSAFE if names else None)
+
+
+async def _store_loop(dsn_file: Path) -> None:
+    """Connect (retrying while the store is down), then check the pinned settings every
+    minute and delete expired rows every hour.
+
+    Until the store is ready every MemoryScope stays Failed (STORE_UNAVAILABLE); the scope
+    timer picks the store up on its next round.
+    """
+    while context().store is None:
+        try:
+            await open_store(dsn_file)
+        except Exception as exc:
+            log.warning("content store unavailable (%s); retrying", type(exc).__name__)
+            await asyncio.sleep(STORE_RETRY)
+    last_cleanup = 0.0
+    loop = asyncio.get_running_loop()
+    while True:
+        with contextlib.suppress(Exception):  # Retried next round; counted in metrics.
+            await check_settings()
+        if loop.time() - last_cleanup >= CLEANUP_INTERVAL:
+            last_cleanup = loop.time()
+            store = context().store
+            with contextlib.suppress(Exception):
+                if store is not None:
+                    await store.cleanup_expired()
+        await asyncio.sleep(SETTINGS_INTERVAL)
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = str(args.kubeconfig)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from fgentic_governance.kube.client import api_client as build_api_client
+
+    api_client = build_api_client(args.kubeconfig)
+    configure(local_homeserver=args.local_homeserver, api_client=api_client)
+
+    from fgentic_governance.controller.handlers import (  # noqa: F401  (registration by import)
+        diffbase,
+        memoryscope,
+        offboarding,
+        retrievalbinding,
+    )
+
+    tasks: list[asyncio.Task[None]] = []
+    metrics_runners: list[Any] = []
+
+    @kopf.on.startup()
+    async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        _settings(settings)
+        settings.persistence.diffbase_storage = diffbase.DIFFBASE
+        if args.metrics_port:
+            from fgentic_governance.serving import http as serving
+
+            serving.scrub_library_logs()
+            metrics_runners.append(await serving.serve(
+                serving.health_handler(), "0.0.0.0", args.metrics_port))  # noqa: S104
+        if args.store_dsn_file:
+            tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file)))
+
+    @kopf.on.cleanup()
+    async def _cleanup(**_: Any) -> None:
+        for task in tasks:
+            task.cancel()
+        for runner in metrics_runners:
+            await runner.cleanup()
+        pool = getattr(context(), "store_pool", None)
+        if pool is not None:
+            await pool.close()
+
+    namespaces = args.namespace or []
+    kube_login.expect_namespaces(namespaces)
+    asyncio.run(kopf.operator(clusterwide=not namespaces, namespaces=namespaces,
+                              standalone=True))
+    return 0
