@@ -1,8 +1,8 @@
 """The fenced store's schema version, counted from the shipped migration files.
 
 Kept apart from the ``memory`` package: the webhook compares it with a scope's status and must
-not import the store client (asyncpg, pools, SQL) to learn one integer (issue 16: the webhook's
-resident memory).
+not import the store client (asyncpg, pools, SQL) to learn one integer: that would double the
+webhook's resident memory.
 """
 
 from __future__ import annotations

@@ -33,16 +33,15 @@ import asyncio
 import base64
 import hashlib
 import json
-import math
 import os
 import signal
 import struct
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +49,11 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, w
 
 from fgentic_devenv import free_port, log_tail, terminate
 from tests.support.objects import ROOT
+from tests.support.stubs import LoopbackServer, Recorded
+from tests.support.vectors import DIMENSIONS, unit_vector
 
 CONSTRAINTS = ROOT.parent / "shared" / "upstream" / "kagent-v0.9.11" / "runtime" / "constraints.txt"
 RUNNER = Path(__file__).with_name("kagent_runner.py")
-DIMENSIONS = 768  # what the controller and KAgentEmbedding.TARGET_DIMENSION require
 NAMESPACE, AGENT = "team-a", "my-agent"
 APP_NAME = "team_a__NS__my_agent"  # kagent: ns.replace('-','_') + "__NS__" + name.replace(...)
 SUMMARY_MARKER = "Summary (JSON List):"  # the last line of kagent's summariser prompt
@@ -80,93 +80,13 @@ def runtime_python() -> Path:
     return python
 
 
-# -- recording -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """One request as a stub received it."""
-
-    method: str
-    path: str
-    """The path as sent, undecoded."""
-    query: str
-    """The query string as sent, undecoded."""
-    headers: tuple[tuple[str, str], ...]
-    """Every header line (lowercase names, repeats and order kept)."""
-    body: bytes
-    status: int = 0
-    """The status the stub answered (0 while the handler runs or if it raised)."""
-
-    def header(self, name: str) -> str | None:
-        values = [v for k, v in self.headers if k == name.lower()]
-        return values[0] if values else None
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-class LoopbackServer:
-    """An aiohttp app on a free 127.0.0.1 port in the current event loop, recording every
-    request before its handler runs."""
-
-    def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        self.port = 0
-        self._runner: web.AppRunner | None = None
-
-    def routes(self, app: web.Application) -> None:
-        raise NotImplementedError
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @web.middleware
-    async def _record(self, request: web.Request,
-                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                      ) -> web.StreamResponse:
-        path, _, query = request.raw_path.partition("?")  # the request line's target as sent
-        record = Recorded(request.method, path, query,
-                          tuple((k.decode("latin-1").lower(), v.decode("latin-1"))
-                                for k, v in request.raw_headers),
-                          await request.read())
-        index = len(self.requests)
-        self.requests.append(record)  # in arrival order, even if the handler fails
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:  # e.g. aiohttp's 404 for a route the stub lacks
-            self.requests[index] = replace(record, status=exc.status)
-            raise
-        self.requests[index] = replace(record, status=response.status)
-        return response
-
-    async def start(self) -> None:
-        app = web.Application(middlewares=[self._record], client_max_size=16 * 1024 * 1024)
-        self.routes(app)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        self.port = free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-
 # -- embeddings ------------------------------------------------------------------------------
 
 
 def embed(text: str) -> list[float]:
-    """The stub's vector for ``text``: hash-seeded, unit length, every value a float32 (so the
-    runtime's base64 round trip is exact)."""
-    seed = hashlib.shake_256(text.encode()).digest(4 * DIMENSIONS)
-    words = struct.unpack(f"<{DIMENSIONS}I", seed)
-    raw = [w / 2**31 - 1.0 for w in words]
-    norm = math.sqrt(sum(x * x for x in raw))
-    return list(struct.unpack(f"<{DIMENSIONS}f", struct.pack(f"<{DIMENSIONS}f",
-                                                             *(x / norm for x in raw))))
+    """The stub's vector for ``text`` (tests.support.vectors: float32-exact, so the runtime's
+    base64 round trip keeps it)."""
+    return unit_vector(text)
 
 
 class EmbeddingStub(LoopbackServer):

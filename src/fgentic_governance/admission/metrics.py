@@ -5,7 +5,8 @@
 - ``reason``: a ``policy.Code`` value or ``OK``; ``allowed``: ``true``/``false``;
 - ``status``: one of ``STATUSES`` or ``other``.
 
-A caller choosing paths, methods or bodies cannot create a series (issue 14, item 1).
+A caller choosing paths, methods or bodies cannot create a series (unbounded label values
+would grow every scrape and Prometheus' memory without end).
 """
 
 from __future__ import annotations

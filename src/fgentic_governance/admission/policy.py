@@ -108,7 +108,7 @@ class PolicyState:
     bindings: Mapping[AgentKey, Sequence[BindingView]] = field(default_factory=dict)
     scopes: Mapping[AgentKey, Sequence[ScopeView]] = field(default_factory=dict)
     memory_routed: bool = False
-    """The Pod routing to the memory API is installed and the API answers ready (issue 17 §3):
+    """The Pod routing to the memory API is installed and the API answers ready:
     kagent's runtime then reaches memory only through the per-request gate."""
 
     def binding_for(self, agent: AgentKey) -> BindingView | None:

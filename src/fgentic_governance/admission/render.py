@@ -126,8 +126,9 @@ def webhook_configuration(name: str, base_url: str, ca_pem: bytes, *,
 def mutating_configuration(name: str, base_url: str, ca_pem: bytes, *,
                            excluded: Sequence[str] = ("kube-system",),
                            timeout: int = 3) -> dict[str, Any]:
-    """The Pod routing (issue 17 §3): memory-enabled Agents' Pods get the memory API as
-    KAGENT_URL and LOG_LEVEL=ERROR. Reinvoked if a later webhook changes the Pod."""
+    """The Pod routing, so that kagent's runtime reaches memory only through the memory API:
+    memory-enabled Agents' Pods get it as KAGENT_URL and LOG_LEVEL=ERROR. Reinvoked if a later
+    webhook changes the Pod."""
     ca = base64.b64encode(ca_pem).decode()
     hooks = _pod_webhooks(POD_ROUTING_WEBHOOKS,
                           {"url": f"{base_url.rstrip('/')}/pods", "caBundle": ca},

@@ -78,7 +78,7 @@ class Lookups:
 
 @dataclass(frozen=True)
 class MemoryRouting:
-    """The Pod routing of issue 17 §3: where kagent's runtime must send memory calls, whether
+    """The Pod routing: where kagent's runtime must send memory calls, whether
     that memory API answers ready now, and a namespace's kagent Agents (live)."""
 
     url: str

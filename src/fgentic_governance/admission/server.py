@@ -6,7 +6,7 @@ Reviews are served over TLS by our own listener on the shared content-free serve
 Certificates are files (written by ``bootstrap`` or mounted by the chart), polled for changes
 and swapped in for new connections (hot reload). Kopf is not used here: its webhook server
 took its metric labels from the request path, kept aiohttp's 1 MiB body limit and its own
-timeouts; our configuration (``fgentic_governance.admission/render.py``, the chart) is not Kopf's
+timeouts; our configuration (``admission/render.py``, the chart) is not Kopf's
 either.
 
 Health, readiness and metrics are plain HTTP on a separate port, on the same server base.

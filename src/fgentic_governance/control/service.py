@@ -173,7 +173,7 @@ class ControlService:
             "nextOffset": following if more and following < MAX_OFFSET else None,
         })
 
-    # -- delegation leases (issue 17 §2) ---------------------------------------------------
+    # -- delegation leases: the memory API serves a scope only under a live one ------------
 
     async def open_lease(self, command: LeaseCommand) -> Reply:
         """A lease on the sender's scope, after the same room-state check as every command;

@@ -1,4 +1,4 @@
-"""Process-wide settings the handlers read (set once at start-up by the runtime)."""
+"""Process-wide settings the operator's handlers read (set once at start-up by ``main``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # Types only: the handlers import this module early and often
 
 
 @dataclass
-class RuntimeContext:
+class OperatorContext:
     local_homeserver: str = ""
     api_client: ApiClient | None = None
     store: MemoryStore | None = None
@@ -28,14 +28,14 @@ class RuntimeContext:
     nothing is granted, erasures still run, StoreReady is False."""
 
 
-_CONTEXT = RuntimeContext()
+_CONTEXT = OperatorContext()
 
 
-def context() -> RuntimeContext:
+def context() -> OperatorContext:
     return _CONTEXT
 
 
-def configure(**values: Any) -> RuntimeContext:
+def configure(**values: Any) -> OperatorContext:
     for key, value in values.items():
         setattr(_CONTEXT, key, value)
     return _CONTEXT

@@ -3,7 +3,7 @@
 An explicit kubeconfig wins; inside a Pod the mounted service-account token is used; outside a
 Pod, ``KUBECONFIG`` or ``~/.kube/config``. Nothing found is an error at start-up, never an
 unauthenticated client (the operator once crash-looped in a cluster because it read only a
-kubeconfig: NODE.md, issue 16).
+kubeconfig: NODE.md).
 """
 
 from __future__ import annotations

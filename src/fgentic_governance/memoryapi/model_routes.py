@@ -1,5 +1,5 @@
 """Per-Agent model routes for memory-enabled Agents: an agentgateway v1.3.1 standalone config
-(pure; issue 17 §1, cost).
+(pure): the model work kagent does before a memory call, bounded per Agent.
 
 kagent's runtime summarises a session on the Agent's own model before it calls the memory API,
 so that work is outside every admission of ours. Each memory-enabled Agent gets a route of its
