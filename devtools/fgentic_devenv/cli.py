@@ -3,6 +3,9 @@
 ``fgentic-dev up`` is the main job on the embedded default (hack/up.sh): a local control plane,
 PostgreSQL, the operator, the webhook and the memory API, the examples applied, every object's
 content-free status, and a governed save beside a refused one.
+
+``fgentic-dev fence`` renders the store's fence after migration (roles, privileges, tables,
+views, functions) to docs/store-fence.md; ``--check`` fails when the committed page drifts.
 """
 
 from __future__ import annotations
@@ -20,11 +23,20 @@ def _parser() -> argparse.ArgumentParser:
                                    "memory API, the examples applied")
     up.add_argument("--workdir", type=Path, default=Path(".run"))
     up.add_argument("--hold", action="store_true", help="keep running until interrupted")
+    fence = sub.add_parser("fence", help="render the store's fence after migration to one "
+                                         "page, or --check the committed one")
+    fence.add_argument("--check", action="store_true", help="fail if the committed page differs")
+    fence.add_argument("--output", type=Path, default=None, metavar="PATH",
+                       help="the page (default: docs/store-fence.md)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "fence":
+        from fgentic_devenv import fence
+
+        return fence.run(args.output or fence.DEFAULT_OUTPUT, check=args.check)
     from fgentic_devenv.up import run_dev
 
     return int(run_dev(args))

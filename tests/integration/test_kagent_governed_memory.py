@@ -52,8 +52,6 @@ from tests.support.kagent import (
     ChatStub,
     ControllerStub,
     EmbeddingStub,
-    LoopbackServer,
-    Recorded,
     RunningAgent,
     Say,
     a2a_turn,
@@ -64,6 +62,7 @@ from tests.support.kagent import (
 from tests.support.memory_api import agent_token, headers, memory_api
 from tests.support.objects import consent_obj, scope_obj
 from tests.support.store import DELEGATE_SETTINGS, migrated_pool
+from tests.support.stubs import LoopbackServer, Recorded
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,8 @@ import pytest
 
 from tests.support.kagent import (
     APP_NAME,
-    DIMENSIONS,
     CallTool,
     ControllerStub,
-    Recorded,
     Say,
     a2a_turn,
     embed,
@@ -29,6 +27,8 @@ from tests.support.kagent import (
     kagent_stack,
     runtime_python,
 )
+from tests.support.stubs import Recorded
+from tests.support.vectors import DIMENSIONS
 
 pytestmark = pytest.mark.integration
 
