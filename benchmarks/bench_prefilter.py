@@ -55,7 +55,12 @@ from benchmarks.common import (
     scratch_dir,
 )
 from fgentic_devenv.postgres import LocalPostgres
-from fgentic_governance.contract import load_identity
+from fgentic_governance.contract import (
+    VerifiedIdentity,
+    decode_verified_identity,
+    encode_identity,
+    load_identity,
+)
 from fgentic_governance.retrieval.search import corpus, prefilter
 from fgentic_governance.retrieval.search.acl_reference import admits
 
@@ -221,7 +226,7 @@ def _hex(seed: str) -> str:
     return (seed * 64)[:64]
 
 
-def matrix_projection(tier: float, now: int) -> prefilter.AnyProjection:
+def matrix_projection(tier: float, now: int) -> VerifiedIdentity:
     doc = {
         "agent": {"name": "knowledge-agent", "namespace": "kagent"},
         "allowed_classifications": ["approved_non_public", "public"],
@@ -232,10 +237,10 @@ def matrix_projection(tier: float, now: int) -> prefilter.AnyProjection:
                  "id": f"!room:{SERVER}", "join_rule": "invite", "state_sha256": _hex("b")},
         "v": 1,
     }
-    return load_identity(json.dumps(doc))
+    return _verified(doc, now)
 
 
-def oauth_projection(tier: float, now: int) -> prefilter.AnyProjection:
+def oauth_projection(tier: float, now: int) -> VerifiedIdentity:
     doc = {
         "agent": {"name": "knowledge-agent", "namespace": "kagent"},
         "allowed_classifications": ["approved_non_public", "public"],
@@ -244,7 +249,13 @@ def oauth_projection(tier: float, now: int) -> prefilter.AnyProjection:
         "delegation_id": _hex("c"), "exp": now + 600, "groups": [group(tier)], "iat": now,
         "kind": "oidc_client", "v": 1,
     }
-    return load_identity(json.dumps(doc))
+    return _verified(doc, now)
+
+
+def _verified(doc: dict[str, Any], now: int) -> VerifiedIdentity:
+    """What the retrieval server holds after decoding the header: the prefilter's input."""
+    return decode_verified_identity([encode_identity(load_identity(json.dumps(doc)))], now=now,
+                                    agent=None)
 
 
 # -- measurement ---------------------------------------------------------------------------------
@@ -258,7 +269,7 @@ _PLAIN: Final = ("SELECT id, content, embedding <=> $1::real[]::vector AS distan
 @dataclass
 class Variant:
     name: str
-    projection: prefilter.AnyProjection | None
+    projection: VerifiedIdentity | None
     visible: set[int] = field(default_factory=set)
     samples: list[float] = field(default_factory=list)
     returned: list[int] = field(default_factory=list)
@@ -349,7 +360,8 @@ async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed
                 for kind, make in (("Matrix", matrix_projection), ("OAuth", oauth_projection))]
     for variant in variants:
         assert variant.projection is not None
-        variant.visible = {i + 1 for i, m in enumerate(metas) if admits(variant.projection, m)}
+        projection = variant.projection.identity
+        variant.visible = {i + 1 for i, m in enumerate(metas) if admits(projection, m)}
         variant.counted = await prefilter.count(conn, variant.projection)
     rng = random.Random(seed + 2)
     floats = [_random_vector(rng) for _ in range(queries + 1)]

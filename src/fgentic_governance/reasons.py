@@ -2,11 +2,13 @@
 
 Every denial, failure and receipt in logs, events, status, metrics and exceptions carries one
 of these codes and nothing derived from user content. Adding a code is an API change.
+:class:`Coded` is the one exception shape that carries such a code.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any, Generic, TypeVar
 
 
 class Reason(StrEnum):
@@ -54,3 +56,30 @@ class Reason(StrEnum):
     BINDING_CONFLICT = "BINDING_CONFLICT"
     APPLY_FAILED = "APPLY_FAILED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+C = TypeVar("C", bound=StrEnum)
+
+
+class Coded(Exception, Generic[C]):
+    """An exception that carries only a bounded code: ``str()`` is the code's value, ``args``
+    is that value alone, and nothing else (no message, no input) is ever attached.
+
+    Every code-only exception of ours derives from it (``StoreRefusal``, the memory API's
+    ``ApiError``, the control API's ``ControlError``, ``serving``'s ``Refused``).
+    """
+
+    code: C
+
+    def __init__(self, code: C) -> None:
+        super().__init__(code.value)
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.code.value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code.value})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.code,))

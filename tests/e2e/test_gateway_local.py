@@ -6,40 +6,25 @@ the real projector process and an echo backend standing in for kagent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from aiohttp import ClientSession
 
 from fgentic_governance import contract
-from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval import names as n
 from tests.support.gateway import (
     AGENT_MCP_KEY,
     BACKEND_HEADERS,
     BRIDGE_KEY,
     Received,
     Stack,
-    client_session,
-    gateway_stack,
     send_message_body,
 )
 from tests.support.projector import AGENT, ALICE, SLACK_BOB, room_context
 
 pytestmark = pytest.mark.e2e
 
-
-
-@pytest.fixture(scope="module")
-async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    async with gateway_stack(tmp_path_factory.mktemp("gateway-local")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-async def session() -> AsyncIterator[ClientSession]:
-    async with client_session() as client:
-        yield client
 
 
 CONTEXT = contract.encode_room_context(room_context())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,8 +20,6 @@ from tests.support.gateway import (
     AGENT_MCP_KEY,
     BRIDGE_KEY,
     Stack,
-    client_session,
-    gateway_stack,
 )
 from tests.support.mcp_stub import BOUND_TOOL, OTHER_TOOL
 from tests.support.projector import AGENT, room_context
@@ -31,18 +28,6 @@ pytestmark = pytest.mark.e2e
 
 VERSION = "2025-11-25"
 _ids = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
-async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    async with gateway_stack(tmp_path_factory.mktemp("gateway-mcp")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-async def session() -> AsyncIterator[ClientSession]:
-    async with client_session() as client:
-        yield client
 
 
 def identity() -> str:

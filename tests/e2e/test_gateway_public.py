@@ -11,7 +11,6 @@ import base64
 import json
 import re
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,8 +24,6 @@ from tests.support.gateway import (
     PartnerIssuer,
     Received,
     Stack,
-    client_session,
-    gateway_stack,
     send_message_body,
 )
 from tests.support.projector import AGENT, ALICE, AUDIENCE, ISSUER
@@ -35,18 +32,6 @@ pytestmark = pytest.mark.e2e
 
 TIMEOUT = 30  # the example binding's publicRetrievalTimeoutSeconds
 CLIENT = OAuthClient(audience=AUDIENCE, azp=PARTNER_AZP, issuer=ISSUER, policy_id="org-b")
-
-
-@pytest.fixture(scope="module")
-async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    async with gateway_stack(tmp_path_factory.mktemp("gateway-public")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-async def session() -> AsyncIterator[ClientSession]:
-    async with client_session() as client:
-        yield client
 
 
 async def send(stack: Stack, session: ClientSession, token: str | None,

@@ -31,6 +31,7 @@ from fgentic_governance.memoryapi.model_routes import (
     model_routes_config,
 )
 from tests.support.gateway import agentgateway_binary
+from tests.support.stubs import loopback_app
 
 pytestmark = pytest.mark.e2e
 
@@ -74,34 +75,31 @@ async def test_each_agent_has_its_own_rate_limited_route(tmp_path: Path) -> None
 
     app = web.Application()
     app.router.add_post("/{tail:.*}", model)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    model_port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", model_port).start()
-    port, ready = free_port(), free_port()
-    config: dict[str, Any] = model_routes_config(
-        [HELPER, OTHER], f"127.0.0.1:{model_port}", port, ModelLimit(per_minute=1, burst=2))
-    config["config"] = {"adminAddr": f"127.0.0.1:{free_port()}",
-                        "statsAddr": f"127.0.0.1:{free_port()}",
-                        "readinessAddr": f"127.0.0.1:{ready}"}
-    path = tmp_path / "agentgateway.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    log = tmp_path / "agentgateway.log"
-    with log.open("wb") as sink:
-        gateway = subprocess.Popen([str(agentgateway_binary()), "-f", str(path)], stdout=sink,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_until(lambda: port_open(port), gateway, what="agentgateway", log=log, timeout=60)
-        base = f"http://127.0.0.1:{port}"
-        # Off the event loop: the model stub answers on it.
-        helper = [await asyncio.to_thread(_post, f"{base}/agents/team-a/helper/v1/chat/"
-                                          "completions") for _ in range(4)]
-        other = await asyncio.to_thread(_post, f"{base}/agents/team-a/other/v1/chat/completions")
-        unknown = await asyncio.to_thread(_post,
-                                          f"{base}/agents/team-b/helper/v1/chat/completions")
-    finally:
-        terminate(gateway)
-        await runner.cleanup()
+    async with loopback_app(app) as model_port:
+        port, ready = free_port(), free_port()
+        config: dict[str, Any] = model_routes_config(
+            [HELPER, OTHER], f"127.0.0.1:{model_port}", port, ModelLimit(per_minute=1, burst=2))
+        config["config"] = {"adminAddr": f"127.0.0.1:{free_port()}",
+                            "statsAddr": f"127.0.0.1:{free_port()}",
+                            "readinessAddr": f"127.0.0.1:{ready}"}
+        path = tmp_path / "agentgateway.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        log = tmp_path / "agentgateway.log"
+        with log.open("wb") as sink:
+            gateway = subprocess.Popen([str(agentgateway_binary()), "-f", str(path)], stdout=sink,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_until(lambda: port_open(port), gateway, what="agentgateway", log=log, timeout=60)
+            base = f"http://127.0.0.1:{port}"
+            # Off the event loop: the model stub answers on it.
+            helper = [await asyncio.to_thread(_post, f"{base}/agents/team-a/helper/v1/chat/"
+                                              "completions") for _ in range(4)]
+            other = await asyncio.to_thread(_post,
+                                            f"{base}/agents/team-a/other/v1/chat/completions")
+            unknown = await asyncio.to_thread(_post,
+                                              f"{base}/agents/team-b/helper/v1/chat/completions")
+        finally:
+            terminate(gateway)
     assert helper[:2] == [200, 200]
     assert helper[2:] == [429, 429]  # this Agent's bucket is empty ...
     assert other == 200  # ... another Agent's is not

@@ -18,7 +18,13 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
-from fgentic_governance.contract import ContractError, load_identity
+from fgentic_governance.contract import (
+    ContractError,
+    VerifiedIdentity,
+    decode_verified_identity,
+    encode_identity,
+    load_identity,
+)
 from fgentic_governance.retrieval.search import corpus, prefilter
 from fgentic_governance.retrieval.search.acl_reference import admits
 
@@ -42,8 +48,8 @@ def _sort_key(entry: dict[str, str]) -> tuple[bytes, bytes, bytes]:
 
 
 def matrix(audience: Sequence[dict[str, str]], classes: list[str] = BOTH,
-           caller: dict[str, str] | None = None) -> prefilter.AnyProjection:
-    """A validated Matrix (or bridged, by caller kind) projection for ``audience``."""
+           caller: dict[str, str] | None = None) -> VerifiedIdentity:
+    """A verified Matrix (or bridged, by caller kind) projection for ``audience``."""
     caller = caller or audience[0]
     doc: dict[str, Any] = {
         "agent": {"name": "knowledge-agent", "namespace": "kagent"},
@@ -57,11 +63,11 @@ def matrix(audience: Sequence[dict[str, str]], classes: list[str] = BOTH,
     }
     if "network" in caller:
         doc["network"] = caller["network"]
-    return load_identity(json.dumps(doc))
+    return verified(doc)
 
 
 def oauth(groups: Sequence[str], classes: list[str] = BOTH,
-          policy_id: str = "org-b") -> prefilter.AnyProjection:
+          policy_id: str = "org-b") -> VerifiedIdentity:
     doc = {
         "agent": {"name": "knowledge-agent", "namespace": "kagent"},
         "allowed_classifications": classes,
@@ -70,7 +76,13 @@ def oauth(groups: Sequence[str], classes: list[str] = BOTH,
         "delegation_id": "c" * 64, "exp": IAT + 600, "groups": sorted(groups), "iat": IAT,
         "kind": "oidc_client", "v": 1,
     }
-    return load_identity(json.dumps(doc))
+    return verified(doc)
+
+
+def verified(doc: dict[str, Any]) -> VerifiedIdentity:
+    """What the retrieval server holds after decoding the header: the prefilter's only input."""
+    header = encode_identity(load_identity(json.dumps(doc)))
+    return decode_verified_identity([header], now=NOW, agent=None)
 
 
 _MISSING = object()
@@ -205,9 +217,9 @@ async def catalog(conn: asyncpg.Connection) -> dict[int, str]:
     return {i + 1: name for i, name in enumerate(names)}
 
 
-def _reference(projection: prefilter.AnyProjection, rows: dict[int, Any]) -> set[int]:
+def _reference(projection: VerifiedIdentity, rows: dict[int, Any]) -> set[int]:
     return {i for i, meta in rows.items()
-            if meta is not SQL_NULL and admits(projection, meta)}
+            if meta is not SQL_NULL and admits(projection.identity, meta)}
 
 
 # -- exact visible sets ------------------------------------------------------------------------
@@ -299,7 +311,9 @@ async def test_derived_columns_follow_metadata_and_refuse_direct_writes(
 async def test_refused_projection_builds_no_query(conn: asyncpg.Connection,
                                                   catalog: dict[int, str]) -> None:
     expired = IAT + 600
-    for bad in (None, {}, json.dumps(A), M.model_dump()):
+    # Anything but a VerifiedIdentity, a valid but undecoded projection model included.
+    for bad in (None, {}, json.dumps(A), M.identity.model_dump(), M.identity,
+                encode_identity(M.identity)):
         with pytest.raises(ContractError):
             await prefilter.search(conn, bad, [1.0] * DIM, 10, now=NOW)
         with pytest.raises(ContractError):
@@ -307,10 +321,11 @@ async def test_refused_projection_builds_no_query(conn: asyncpg.Connection,
     with pytest.raises(ContractError):
         await prefilter.search(conn, M, [1.0] * DIM, 10, now=expired)
     # Unchecked models: an empty audience would be `@> '{}'`, true for every row.
-    hollow = type(M).model_construct(**{**dict(M), "audience": ()})
+    hollow = type(M.identity).model_construct(**{**dict(M.identity), "audience": ()})
     with pytest.raises(ContractError):
         await prefilter.count(conn, hollow, now=NOW)
-    widened = type(OA).model_construct(**{**dict(OA), "allowed_classifications": ("secret",)})
+    widened = type(OA.identity).model_construct(
+        **{**dict(OA.identity), "allowed_classifications": ("secret",)})
     with pytest.raises(ContractError):
         await prefilter.count(conn, widened, now=NOW)
     assert not conn.is_in_transaction()
@@ -481,7 +496,7 @@ async def test_every_call_is_planned_for_its_own_selectivity(conn: asyncpg.Conne
         await prefilter.search(conn, projection, query, 10, now=NOW)
         after = await _index_scans(conn)
         scans = after["chunks_acl_groups_gin"] - before["chunks_acl_groups_gin"]
-        assert scans == gin_scans, (projection.groups, before, after)
+        assert scans == gin_scans, (projection.identity.groups, before, after)
 
 
 async def test_bitmap_path_returns_the_exact_top_k(conn: asyncpg.Connection) -> None:
@@ -556,14 +571,14 @@ _CLASSES = st.sampled_from([BOTH, PUBLIC])
 
 
 @st.composite
-def _matrix_projection(draw: st.DrawFn) -> prefilter.AnyProjection:
+def _matrix_projection(draw: st.DrawFn) -> VerifiedIdentity:
     audience = draw(st.lists(st.sampled_from(_POOL), min_size=1, max_size=2,
                              unique_by=lambda e: e["principal"]))
     return matrix(audience, draw(_CLASSES), caller=draw(st.sampled_from(audience)))
 
 
 @st.composite
-def _oauth_projection(draw: st.DrawFn) -> prefilter.AnyProjection:
+def _oauth_projection(draw: st.DrawFn) -> VerifiedIdentity:
     groups = draw(st.lists(st.sampled_from(_GROUPS), min_size=1, max_size=3, unique=True))
     return oauth(groups, draw(_CLASSES))
 
@@ -575,7 +590,7 @@ def _oauth_projection(draw: st.DrawFn) -> prefilter.AnyProjection:
            lambda more: st.tuples(_matrix_projection(), _oauth_projection()).map(
                lambda pair: [*pair, *more])))
 async def test_predicate_equals_the_reference(
-    conn: asyncpg.Connection, rows: list[Any], projections: list[prefilter.AnyProjection]
+    conn: asyncpg.Connection, rows: list[Any], projections: list[VerifiedIdentity]
 ) -> None:
     await conn.execute("TRUNCATE chunks")
     await insert(conn, [(i, f"chunk {i}", meta) for i, meta in enumerate(rows, start=1)])
@@ -583,8 +598,9 @@ async def test_predicate_equals_the_reference(
     visible = [0, 0]  # OAuth, Matrix: steer generation towards rows that are visible
     for projection in projections:
         expected = _reference(projection, by_id)
-        event(f"{projection.kind}: {'some' if expected else 'no'} rows visible")
-        visible[projection.kind != "oidc_client"] += len(expected)
+        kind = projection.identity.kind
+        event(f"{kind}: {'some' if expected else 'no'} rows visible")
+        visible[kind != "oidc_client"] += len(expected)
         hits = await prefilter.search(conn, projection, [1.0] * DIM, prefilter.MAX_K, now=NOW)
         assert {h.id for h in hits} == expected
         assert await prefilter.count(conn, projection, now=NOW) == len(expected)

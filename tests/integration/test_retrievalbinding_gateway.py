@@ -30,7 +30,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from fgentic_devenv import free_port, terminate
 from fgentic_devenv.binaries import upstream_dir
-from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval.render import names as rn
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
 from fgentic_governance.serving.tls import CertificateAuthority
 from tests.support.render import binding
@@ -161,10 +162,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
                         "readinessAddr": f"127.0.0.1:{ports['ready']}"}}
     config = work / "config.yaml"
     config.write_text(yaml.safe_dump(admin) + rendered.standalone_yaml())
-    env = {**os.environ, n.ENV_BRIDGE_API_KEY: BRIDGE_KEY, n.ENV_AGENT_MCP_API_KEY: AGENT_KEY,
-           n.ENV_PUBLIC_JWKS_FILE: str(work / "jwks.json"),
-           n.ENV_PUBLIC_TLS_CERT: str(work / "tls.crt"),
-           n.ENV_PUBLIC_TLS_KEY: str(work / "tls.key")}
+    env = {**os.environ, rn.ENV_BRIDGE_API_KEY: BRIDGE_KEY, rn.ENV_AGENT_MCP_API_KEY: AGENT_KEY,
+           rn.ENV_PUBLIC_JWKS_FILE: str(work / "jwks.json"),
+           rn.ENV_PUBLIC_TLS_CERT: str(work / "tls.crt"),
+           rn.ENV_PUBLIC_TLS_KEY: str(work / "tls.key")}
     check = subprocess.run([str(_binary()), "-f", str(config), "--validate-only"], env=env,
                            capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stderr[-2000:]

@@ -46,17 +46,19 @@ from fgentic_devenv import free_port, log_tail, terminate, wait_until
 from fgentic_devenv.binaries import upstream_dir
 from fgentic_devenv.up import port_open, spawn_cli
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.retrieval.projector.config import dump_config, projector_config
+from fgentic_governance.retrieval.names import agent_route_path
+from fgentic_governance.retrieval.projector_config import dump_config, projector_config
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
 from tests.support.objects import ROOT, example
 from tests.support.projector import AUDIENCE, ISSUER
+from tests.support.stubs import LoopbackServer
 
 BINARY_NAME = "agentgateway-1.3.1"
 BRIDGE_KEY = "bridge-key-e2e-7c1f"
 AGENT_MCP_KEY = "agent-mcp-key-e2e-94d2"
 PARTNER_AZP = "org-b-a2a"
-AGENT_PATH = n.agent_route_path("fgentic-demo", "docs-agent")
+AGENT_PATH = agent_route_path("fgentic-demo", "docs-agent")
 BINDING = ("fgentic-demo", "docs-agent-retrieval")
 # What kagent may see: the projection, the validated X-User-Id and ordinary transport headers.
 BACKEND_HEADERS = frozenset({"host", "content-type", "content-length", "user-agent", "accept",
@@ -151,13 +153,15 @@ class Received:
         return {k for k, _ in self.headers}
 
 
-class EchoBackend:
+class EchoBackend(LoopbackServer):
     """Records each request by its JSON-RPC id and answers a completed A2A task."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.received: dict[str, Received] = {}
-        self._runner: web.AppRunner | None = None
-        self.port = 0
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{tail:.*}", self._handle)
 
     async def _handle(self, request: web.Request) -> web.Response:
         raw = await request.read()
@@ -173,18 +177,6 @@ class EchoBackend:
         return web.json_response({"jsonrpc": "2.0", "id": body.get("id"), "result": {
             "task": {"id": uuid.uuid4().hex, "contextId": uuid.uuid4().hex,
                      "status": {"state": "TASK_STATE_COMPLETED"}}}})
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        self.port = free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
 
 # -- the stack -----------------------------------------------------------------------------

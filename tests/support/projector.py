@@ -10,8 +10,8 @@ from typing import Any
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.contract import AgentRef, RoomContext
-from fgentic_governance.retrieval.projector.config import ProjectorConfig, projector_config
-from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval.projector_config import ProjectorConfig, projector_config
 from tests.support.objects import example
 
 NOW = 1_784_116_800

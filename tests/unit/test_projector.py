@@ -18,17 +18,17 @@ from fgentic_governance.contract import (
     OAuthClient,
     OAuthProjection,
 )
-from fgentic_governance.retrieval.projector.config import (
-    ProjectorConfig,
-    PublicRoute,
-)
+from fgentic_governance.retrieval import names as n
 from fgentic_governance.retrieval.projector.core import (
     Decision,
     Headers,
     Projector,
     ProjectorReason,
 )
-from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval.projector_config import (
+    ProjectorConfig,
+    PublicRoute,
+)
 from tests.support.objects import example
 from tests.support.projector import (
     AGENT,

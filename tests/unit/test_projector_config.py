@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fgentic_governance.retrieval.projector.config import (
+from fgentic_governance.retrieval.projector_config import (
     APPROVED,
     PUBLIC_ONLY,
     ProjectorConfigError,

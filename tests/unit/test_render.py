@@ -14,8 +14,8 @@ import rfc8785
 
 from fgentic_devenv.binaries import upstream_dir
 from fgentic_governance.cli import main
-from fgentic_governance.retrieval.projector.config import dump_config, parse_config
-from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval.projector_config import dump_config, parse_config
 from fgentic_governance.retrieval.render import ownership
 from fgentic_governance.retrieval.render.binding import (
     Rendered,
@@ -24,6 +24,7 @@ from fgentic_governance.retrieval.render.binding import (
     render,
     validate_jwks,
 )
+from fgentic_governance.retrieval.render.names import UNENFORCEABLE_ANNOTATION, BindingId
 from fgentic_governance.retrieval.render.rules import UNENFORCEABLE
 from tests.support.objects import example
 from tests.support.render import JWKS, binding, rendered
@@ -53,7 +54,7 @@ def standalone_routes(r: Rendered) -> dict[str, dict[str, Any]]:
 
 
 def k8s_policy(r: Rendered, key: str) -> dict[str, Any]:
-    name = n.BindingId("fgentic-demo", "docs-agent-retrieval").object_name(key)
+    name = BindingId("fgentic-demo", "docs-agent-retrieval").object_name(key)
     return next(o for o in of_kind(r, "AgentgatewayPolicy") if o["metadata"]["name"] == name)
 
 
@@ -290,7 +291,7 @@ def test_unenforceable_rules_are_stated_in_both_forms() -> None:
     r = rendered()
     assert r.unenforceable == tuple(UNENFORCEABLE)
     for obj in r.objects:
-        assert obj["metadata"]["annotations"][n.UNENFORCEABLE_ANNOTATION] == ",".join(
+        assert obj["metadata"]["annotations"][UNENFORCEABLE_ANNOTATION] == ",".join(
             r.unenforceable)
     text = r.standalone_yaml()
     assert all(f"#   {code}: " in text for code in r.unenforceable)
@@ -334,10 +335,10 @@ def test_a_dollar_in_a_value_is_refused_for_the_standalone_form() -> None:
 
 
 def test_long_names_stay_within_kubernetes_limits() -> None:
-    long = n.BindingId("a" * 63, "b" * 253)
+    long = BindingId("a" * 63, "b" * 253)
     assert len(long.label) <= 63 and len(long.object_name("retrieval-default-deny")) <= 253
-    assert long.label != n.BindingId("a" * 63, "b" * 252 + "c").label
-    assert n.BindingId("ns", "x").object_name("local") == "ns.x.local"
+    assert long.label != BindingId("a" * 63, "b" * 252 + "c").label
+    assert BindingId("ns", "x").object_name("local") == "ns.x.local"
 
 
 def test_owner_references_only_in_the_binding_namespace_and_stale_objects() -> None:

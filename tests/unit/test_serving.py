@@ -1,12 +1,27 @@
 """The strict JSON reader of the shared server: what it refuses, with which code, and that a
-refusal never carries the input (the servers themselves are tested in integration)."""
+refusal never carries the input; the code-only exceptions; the process shell (the servers
+themselves are tested in integration)."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import pickle
+import signal
+import subprocess
+import sys
+import urllib.request
+from typing import Any
+
 import pytest
 
+from fgentic_devenv import free_port
+from fgentic_governance.control.codes import ControlError, ControlReason, Drift
+from fgentic_governance.memory.errors import StoreRefusal
+from fgentic_governance.memoryapi.codes import ApiError, ApiReason
+from fgentic_governance.reasons import Coded, Reason
 from fgentic_governance.serving import http as serving
-from fgentic_governance.serving import strict_json
+from fgentic_governance.serving import process, strict_json
 from fgentic_governance.serving.strict_json import Refusal, Refused
 
 SENTINEL = "SENTINEL-5ee7"
@@ -96,3 +111,115 @@ def test_the_body_budget_holds_bytes_as_they_arrive_and_per_source() -> None:
             assert budget.by_source == {"10.0.0.1": 6, "10.0.0.2": 4}
         assert budget.held == 6
     assert budget.held == 0 and budget.by_source == {}
+
+
+# -- code-only exceptions ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("error", [
+    Refused(Refusal.NOT_JSON),
+    StoreRefusal(Reason.SCOPE_DISABLED),
+    ApiError(ApiReason.AGENT_MISMATCH),
+    ControlError(ControlReason.ROOM_STATE_DRIFT, (Drift.JOIN_RULE,)),
+])
+def test_coded_exceptions_carry_their_code_and_nothing_else(error: Coded[Any]) -> None:
+    code = error.code
+    assert isinstance(error, Coded)
+    assert str(error) == code.value and error.args == (code.value,)
+    assert repr(error) == f"{type(error).__name__}({code.value})"
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and copy.code is code
+    assert getattr(copy, "drift", ()) == getattr(error, "drift", ())
+
+
+def test_store_refusal_keeps_its_reason_name() -> None:
+    assert StoreRefusal(Reason.LEASE_MISSING).reason is Reason.LEASE_MISSING
+
+
+# -- the process shell ---------------------------------------------------------------------------
+
+
+async def test_the_shell_cancels_tasks_then_awaits_cleanups_last_registered_first() -> None:
+    stop, order = asyncio.Event(), []
+
+    async def setup(shell: process.Shell) -> None:
+        task = shell.background(asyncio.Event().wait())
+
+        async def cleanup(name: str) -> None:
+            order.append((name, task.cancelling() > 0 or task.cancelled()))
+
+        shell.on_stop(lambda: cleanup("first"))
+        shell.on_stop(lambda: cleanup("second"))
+        stop.set()
+
+    await process.serve_until_stopped(setup, stop)
+    assert order == [("second", True), ("first", True)]
+
+
+async def test_a_hung_cleanup_is_bounded_and_the_rest_still_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process, "STOP_TIMEOUT", 0.05)
+    stop, done = asyncio.Event(), []
+
+    async def hang() -> None:
+        await asyncio.Event().wait()
+
+    async def setup(shell: process.Shell) -> None:
+        shell.on_stop(lambda: asyncio.sleep(0, done.append("earlier")))
+        shell.on_stop(hang)
+        stop.set()
+
+    await asyncio.wait_for(process.serve_until_stopped(setup, stop), 5)
+    assert done == ["earlier"]
+
+
+async def test_a_failed_setup_is_torn_down_and_raises() -> None:
+    done = []
+
+    async def setup(shell: process.Shell) -> None:
+        shell.on_stop(lambda: asyncio.sleep(0, done.append("cleaned")))
+        raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        await process.serve_until_stopped(setup, asyncio.Event())
+    assert done == ["cleaned"]
+
+
+_PROCESS = """
+import asyncio, sys
+from fgentic_governance.serving import http, process
+
+async def setup(shell):
+    await shell.serve(http.health_handler(), "127.0.0.1", int(sys.argv[1]))
+    shell.on_stop(lambda: asyncio.sleep(0, print("stopped", flush=True)))
+    print("serving", flush=True)
+
+sys.exit(process.run(setup, fast_loop=sys.argv[2] == "fast"))
+"""
+
+
+@pytest.mark.parametrize("loop", ["fast", "asyncio"])
+def test_a_process_serves_until_sigterm_and_exits_zero(loop: str) -> None:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", _PROCESS, str(port), loop],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"serving\n"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+            assert answer.status == 200
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0 and out == b"stopped\n"
+
+
+def test_serving_flags_keep_their_names_and_defaults() -> None:
+    parser = argparse.ArgumentParser()
+    process.add_serving_flags(parser, port=8443, metrics=True)
+    args = parser.parse_args([])
+    assert (args.host, args.port, args.metrics_port) == ("0.0.0.0", 8443, 0)
+    bare = argparse.ArgumentParser()
+    process.add_serving_flags(bare, port=9090)
+    assert not hasattr(bare.parse_args([]), "metrics_port")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import ssl
@@ -43,7 +44,7 @@ from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING, RETRIEVAL_BINDING
 from fgentic_governance.kube import client as kube_client
 from fgentic_governance.serving import http as serving
-from fgentic_governance.serving import strict_json
+from fgentic_governance.serving import process, strict_json
 
 log = logging.getLogger("fgentic_governance.admission")
 access = logging.getLogger("fgentic_governance.admission.access")
@@ -298,9 +299,10 @@ class ServingCertificate:
 # -- the process -------------------------------------------------------------------------------
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: argparse.Namespace, shell: process.Shell) -> None:
+    """Listening; at the stop the background tasks are cancelled, then the review port and the
+    health port closed, in that order (:func:`process.serve_until_stopped`)."""
     api_client = kube_client.api_client(args.kubeconfig)
-    tasks = []
     if args.bootstrap_secret:
         # cert-manager style: own CA in a Secret, files written for the listener, CA injected.
         target = bootstrap.Target(namespace=args.bootstrap_namespace,
@@ -308,12 +310,11 @@ async def serve(args: argparse.Namespace) -> None:
                                   webhook_config=args.bootstrap_webhook_config,
                                   extra_hosts=tuple(args.bootstrap_host or ()))
         await asyncio.to_thread(bootstrap.settle, api_client, target, Path(args.tls_dir))
-        tasks.append(asyncio.create_task(
-            bootstrap.keep_settled(api_client, target, Path(args.tls_dir))))
+        shell.background(bootstrap.keep_settled(api_client, target, Path(args.tls_dir)))
     source = StateSource(api_client)
     source.start()
-    health = await serving.serve(serving.health_handler(ready=lambda: source.synced),
-                                 args.host, args.health_port)
+    await shell.serve(serving.health_handler(ready=lambda: source.synced),
+                      args.host, args.health_port)
     routing = memory_routing(api_client, args.memory_api_url, args.memory_api_ready_url)
 
     def audited_state() -> PolicyState | None:
@@ -323,32 +324,14 @@ async def serve(args: argparse.Namespace) -> None:
         return None if state is None else dataclasses.replace(state, memory_routed=ready)
 
     if args.audit_interval > 0:
-        tasks.append(asyncio.create_task(audit.run(api_client, audited_state,
-                                                   args.audit_interval)))
+        shell.background(audit.run(api_client, audited_state, args.audit_interval))
     certificate = ServingCertificate(Path(args.tls_dir), args.client_ca_file)
-    tasks.append(asyncio.create_task(certificate.watch(args.tls_reload_seconds)))
-    reviews = serving.runner(ReviewService(Reviewer(source.lookups(), args.local_homeserver,
-                                                    routing)))
-    await reviews.setup()
-    await serving.TLSSite(reviews, args.host, args.port, certificate.listener).start()
+    shell.background(certificate.watch(args.tls_reload_seconds))
+    await shell.serve(ReviewService(Reviewer(source.lookups(), args.local_homeserver, routing)),
+                      args.host, args.port, tls=certificate.listener)
     log.info("webhook serving on %s:%d", args.host, args.port)
-    try:
-        await serving.stop_on_signals().wait()
-    finally:
-        for task in tasks:
-            task.cancel()
-        await reviews.cleanup()
-        await health.cleanup()
 
 
 def run_webhook(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    serving.scrub_library_logs()
-    try:  # uvloop roughly halves the per-review overhead of the event loop.
-        import uvloop
-
-        uvloop.run(serve(args))
-    except ImportError:
-        asyncio.run(serve(args))
-    return 0
+    # uvloop roughly halves the per-review overhead of the event loop.
+    return process.run(functools.partial(serve, args), fast_loop=True)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fgentic_governance.serving.process import add_serving_flags
+
 # The generators' outputs, relative to the working directory (a checkout's root): the product
 # knows nothing of where it was built from.
 CRD_DIRS = (Path("crds"), Path("charts/fgentic-governance/crds"))
@@ -140,8 +142,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     _add_runtime_flags(wh)
     wh.add_argument("--tls-dir", type=Path, required=True,
                     help="directory with tls.crt, tls.key and ca.crt")
-    wh.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
-    wh.add_argument("--port", type=int, default=9443)
+    add_serving_flags(wh, port=9443)
     wh.add_argument("--health-port", type=int, default=8080,
                     help="plain HTTP: /healthz, /readyz, /metrics")
     wh.add_argument("--audit-interval", type=float, default=60.0,
@@ -217,8 +218,7 @@ def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                           help="run the retrieval identity projector (agentgateway ext-authz)")
     proj.add_argument("--config", type=Path, required=True,
                       help="projector configuration (JSON or YAML, see docs/projector.md)")
-    proj.add_argument("--port", type=int, default=9090)
-    proj.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
+    add_serving_flags(proj, port=9090)
     proj.set_defaults(func=_projector)
 
 

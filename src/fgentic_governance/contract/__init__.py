@@ -3,6 +3,8 @@
 Public surface (everything raises ContractError, whose str() is a bounded Code):
 
 * `decode_identity(values, now=, agent=)` / `encode_identity(identity)`: X-Fgentic-Identity.
+* `decode_verified_identity(values, now=, agent=)`: the same decode, returning a
+  `VerifiedIdentity`, the type only a successful decode produces (what the prefilter takes).
 * `decode_room_context(values, user_id=)` / `encode_room_context(context)`.
 * `stamp_matrix(context, agent=, iat=)`: the projector's room context -> projection step.
 * `state_sha256(snapshot)`, `oauth_user_id(client)`, `user_id(identity)`.
@@ -13,8 +15,10 @@ Public surface (everything raises ContractError, whose str() is a bounded Code):
 from fgentic_governance.contract.codec import (
     IDENTITY_HEADER,
     ROOM_CONTEXT_HEADER,
+    VerifiedIdentity,
     decode_identity,
     decode_room_context,
+    decode_verified_identity,
     encode_identity,
     encode_room_context,
     load_identity,
@@ -63,12 +67,14 @@ __all__ = [
     "RoomContext",
     "RoomRef",
     "RoomSnapshot",
+    "VerifiedIdentity",
     "audience_from_snapshot",
     "check_identity",
     "check_room_context",
     "check_snapshot",
     "decode_identity",
     "decode_room_context",
+    "decode_verified_identity",
     "encode_identity",
     "encode_room_context",
     "load_identity",

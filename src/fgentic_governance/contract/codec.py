@@ -11,7 +11,7 @@ or pydantic exception, whose text may quote input, is chained to it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, Final, NoReturn, TypeVar, final
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -24,6 +24,9 @@ from fgentic_governance.contract.shapes import (
     ROOM_SNAPSHOT,
     AgentRef,
     AnyIdentity,
+    BridgedMatrixProjection,
+    MatrixProjection,
+    OAuthProjection,
     RoomContext,
     RoomSnapshot,
 )
@@ -152,6 +155,71 @@ def decode_identity(
     _check_agent(identity, agent)
     semantics.check_identity(identity, now=now)
     return identity
+
+
+# The seal only decode_verified_identity holds: VerifiedIdentity refuses any other caller.
+_SEAL: Final = object()
+_IDENTITY_TYPES: Final = (MatrixProjection, BridgedMatrixProjection, OAuthProjection)
+
+
+@final
+class VerifiedIdentity:
+    """A projection that `decode_verified_identity` accepted from an X-Fgentic-Identity value.
+
+    The type is the proof: it wraps exactly what a successful, fully validated decode returned
+    (carrier limits, strict base64url, JCS, shape, semantics, the route's Agent and the clock
+    at decode time), and nothing else can make one. Its constructor refuses every caller but
+    the decoder; it cannot be subclassed, mutated, copied into a new object or pickled. A
+    consumer (the retrieval prefilter) therefore validates once, at decode, and later only
+    checks the clock again (`current`). Its repr names the kind only, never content.
+    """
+
+    __slots__ = ("_identity",)
+    _identity: AnyIdentity
+
+    def __init__(self, identity: AnyIdentity, *, seal: object) -> None:
+        if seal is not _SEAL or type(identity) not in _IDENTITY_TYPES:
+            raise TypeError("a VerifiedIdentity comes only from decode_verified_identity")
+        object.__setattr__(self, "_identity", identity)
+
+    def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
+        raise TypeError("VerifiedIdentity cannot be subclassed")
+
+    @property
+    def identity(self) -> AnyIdentity:
+        """The decoded projection (a frozen contract model)."""
+        return self._identity
+
+    def current(self, *, now: int) -> AnyIdentity:
+        """The projection if its validity window still holds at `now`, else ContractError
+        (NOT_YET_VALID or EXPIRED): every call after expiry fails, whenever it was decoded."""
+        semantics.check_window(self._identity.iat, self._identity.exp, now=now)
+        return self._identity
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError("VerifiedIdentity is immutable")
+
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError("VerifiedIdentity is immutable")
+
+    def __copy__(self) -> VerifiedIdentity:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> VerifiedIdentity:
+        return self
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError("a VerifiedIdentity cannot be serialised; encode_identity its identity")
+
+    def __repr__(self) -> str:
+        return f"VerifiedIdentity(kind={self._identity.kind!r})"
+
+
+def decode_verified_identity(
+    values: Sequence[HeaderValue], *, now: int, agent: AgentRef | None
+) -> VerifiedIdentity:
+    """`decode_identity`, sealed: the only way to obtain a VerifiedIdentity."""
+    return VerifiedIdentity(decode_identity(values, now=now, agent=agent), seal=_SEAL)
 
 
 def decode_room_context(values: Sequence[HeaderValue], *, user_id: str) -> RoomContext:

@@ -11,8 +11,9 @@ carry them without ever echoing the snapshot that caused them.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
-from fgentic_governance.reasons import Reason
+from fgentic_governance.reasons import Coded, Reason
 
 
 class ControlReason(StrEnum):
@@ -59,19 +60,15 @@ Code = Reason | ControlReason
 """Every ``reason`` value a response or log line of the control API can carry."""
 
 
-class ControlError(Exception):
-    """A refused control request; ``str()`` is only the code (never request content)."""
+class ControlError(Coded[Code]):
+    """A refused control request; ``str()`` is only the code (never request content), and
+    ``drift`` the failed room-state checks (a closed set too)."""
 
-    code: Code
     drift: tuple[Drift, ...]
 
     def __init__(self, code: Code, drift: tuple[Drift, ...] = ()) -> None:
-        super().__init__(code.value)
-        self.code = code
+        super().__init__(code)
         self.drift = drift
 
-    def __str__(self) -> str:
-        return self.code.value
-
-    def __repr__(self) -> str:
-        return f"ControlError({self.code.value})"
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.code, self.drift))

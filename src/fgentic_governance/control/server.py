@@ -9,16 +9,15 @@ starts while PostgreSQL is down and answers STORE_UNAVAILABLE until it is back
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser stays light.
-    from aiohttp import web
+from fgentic_governance.serving.process import add_serving_flags
 
+if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser stays light.
     from fgentic_governance.control.directory import ScopeDirectory
+    from fgentic_governance.serving.process import Shell
 
 log = logging.getLogger("fgentic_governance.control")
 POOL_SIZE = 8
@@ -37,19 +36,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster ServiceAccount")
     parser.add_argument("--namespace", action="append",
                         help="read MemoryScopes only in these namespaces (default: all)")
-    parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
-    parser.add_argument("--port", type=int, default=8443)
+    add_serving_flags(parser, port=8443, metrics=True)
     parser.add_argument("--confirm-seconds", type=float, default=120.0,
                         help="lifetime of a forget-all/off confirmation token")
     parser.add_argument("--snapshot-max-age", type=float, default=30.0,
                         help="seconds a control-room snapshot may be old")
-    parser.add_argument("--metrics-port", type=int, default=0)
 
 
-async def start(
-    args: argparse.Namespace, directory: ScopeDirectory | None = None
-) -> tuple[web.ServerRunner, Callable[[], Awaitable[None]]]:
-    """A listening server and its shutdown (the store pool is created on the running loop)."""
+async def start(args: argparse.Namespace, shell: Shell,
+                directory: ScopeDirectory | None = None) -> None:
+    """The server listening, its shutdown registered on ``shell``: the server, then the store
+    pool (created on the running loop)."""
     import asyncpg
 
     from fgentic_governance.control.auth import BearerTokenFile
@@ -61,7 +58,6 @@ async def start(
     from fgentic_governance.kube.client import api_client
     from fgentic_governance.memory import MemoryStore, bounds
     from fgentic_governance.memory.readiness import StoreReadiness
-    from fgentic_governance.serving import http as serving
 
     policy = RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template,
                         max_snapshot_age=args.snapshot_max_age)
@@ -70,38 +66,22 @@ async def start(
         directory = KubeDirectory(api_client(kubeconfig), args.namespace or ())
     pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(),
                                      **bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE))
+    shell.on_stop(pool.close)
     # Erasures may wait on their fence (bounds.POOL); they never take the whole pool, so
     # other users' status and inspect calls keep a connection.
     store = MemoryStore(pool, erasure_slots=POOL_SIZE // 2)
     service = ControlService(store, directory, policy, ConfirmationBook(args.confirm_seconds))
-    runner = await serving.serve(make_handler(service, BearerTokenFile(args.token_file),
-                                      store_ready=StoreReadiness(pool, log)),
-                         args.host, args.port)
-
-    async def stop() -> None:
-        await runner.cleanup()
-        await pool.close()
-
-    return runner, stop
+    await shell.serve(make_handler(service, BearerTokenFile(args.token_file),
+                                   store_ready=StoreReadiness(pool, log)),
+                      args.host, args.port)
 
 
 def run_control_api(args: argparse.Namespace) -> int:
-    from fgentic_governance.serving import http as serving
+    from fgentic_governance.serving import process
 
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    serving.scrub_library_logs()
-
-    async def main() -> None:
-        stopping = serving.stop_on_signals()
-        metrics = (await serving.serve(serving.health_handler(), args.host, args.metrics_port)
-                   if args.metrics_port else None)
-        _, stop = await start(args)
+    async def setup(shell: Shell) -> None:
+        await shell.metrics(args.host, args.metrics_port)
+        await start(args, shell)
         log.info("control api listening port=%d", args.port)
-        await stopping.wait()
-        await stop()
-        if metrics is not None:
-            await metrics.cleanup()
 
-    asyncio.run(main())
-    return 0
+    return process.run(setup)

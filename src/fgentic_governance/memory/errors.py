@@ -14,7 +14,7 @@ from typing import Final, TypeVar
 
 import asyncpg
 
-from fgentic_governance.reasons import Reason
+from fgentic_governance.reasons import Coded, Reason
 
 T = TypeVar("T")
 
@@ -56,23 +56,12 @@ _SCHEMA_STATES: Final = frozenset({"3F000", "42P01", "42883", "42703", "42704"})
 _BINDING_STATES: Final = frozenset({"23505", "23503"})
 
 
-class StoreRefusal(Exception):
+class StoreRefusal(Coded[Reason]):
     """A refused or failed content-store operation; ``str()`` is only the reason code."""
 
-    reason: Reason
-
-    def __init__(self, reason: Reason) -> None:
-        super().__init__(reason.value)
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return self.reason.value
-
-    def __repr__(self) -> str:
-        return f"StoreRefusal({self.reason.value})"
-
-    def __reduce__(self) -> tuple[type[StoreRefusal], tuple[Reason]]:
-        return (StoreRefusal, (self.reason,))
+    @property
+    def reason(self) -> Reason:
+        return self.code
 
 
 def _reason_for_state(state: str) -> Reason:

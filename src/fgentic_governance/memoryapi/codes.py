@@ -13,7 +13,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
 
-from fgentic_governance.reasons import Reason
+from fgentic_governance.reasons import Coded, Reason
 
 
 class ApiReason(StrEnum):
@@ -49,17 +49,8 @@ class ApiReason(StrEnum):
 Code = Reason | ApiReason
 
 
-class ApiError(Exception):
+class ApiError(Coded[Code]):
     """A refused request; ``str()`` is only the code."""
-
-    code: Code
-
-    def __init__(self, code: Code) -> None:
-        super().__init__(code.value)
-        self.code = code
-
-    def __str__(self) -> str:
-        return self.code.value
 
 
 STATUS: Final = MappingProxyType({

@@ -120,6 +120,98 @@ def _answer(reply: Reply) -> web.Response:
                         content_type="application/json", headers=_HEADERS)
 
 
+def _outcome(exc: Exception) -> Code:
+    """The code of a refusal; a bug is a bare INTERNAL_ERROR, its exception type in the log."""
+    if isinstance(exc, ApiError):
+        return exc.code
+    log.error("memory-api unexpected=%s", type(exc).__name__)
+    return Reason.INTERNAL_ERROR
+
+
+def _path_refusal(request: web.BaseRequest, path: str) -> ApiError:
+    """A governed path that is none of our routes: listing and erasure are the control API's."""
+    erasure = path.rstrip("/") == PREFIX and request.method in ("GET", "DELETE")
+    return ApiError(ApiReason.ERASURE_NOT_HERE if erasure else ApiReason.PATH_REFUSED)
+
+
+class _Handler:
+    """The request handler of :func:`make_handler`: one method per kind of target."""
+
+    def __init__(self, api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
+                 upstream_url: str, *, body_timeout: float,
+                 store_ready: Callable[[], Awaitable[Reason]] | None, embeddings_url: str,
+                 identify_address: Identify | None, per_client: int) -> None:
+        self._api, self._identify, self._upstream = api, identify, upstream
+        self._identify_address = identify_address
+        self._body_timeout, self._store_ready = body_timeout, store_ready
+        self._routes = _routes(api)
+        self._base = proxy.upstream_base(upstream_url)
+        self._embeddings = URL(embeddings_url, encoded=True) if embeddings_url else None
+        self._in_flight = proxy.InFlight(upstream.connector.limit if upstream.connector else 0,
+                                         per_client)
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        try:
+            target = request_target(request.method, request.raw_path)
+        except ApiError as refused:
+            return _refused_target(refused.code)
+        if request.method == "GET" and target.path in ("/healthz", "/readyz"):
+            return await _probe(target.path == "/readyz", self._in_flight, self._store_ready)
+        if self._embeddings is not None and target.path == EMBEDDINGS_PATH:
+            return await self._embedding(request, self._embeddings)
+        if governed_path(target.path):
+            return await self._governed(request, target.path)
+        return await self._forward(request, proxy.joined(self._base, target))
+
+    async def _forward(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
+        return await proxy.forward(request, self._upstream, target, self._in_flight,
+                                   self._body_timeout)
+
+    async def _embedding(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
+        code: Code = Reason.OK
+        try:
+            charged = await self._admit_embedding(request)
+        except Exception as exc:
+            code = _outcome(exc)
+        log.info("memory-api action=embeddings reason=%s request=%s", code.value,
+                 secrets.token_hex(8))
+        if code is not Reason.OK:
+            EMBEDDINGS.labels(outcome=code.value).inc()
+            return _answer(Reply(status_of(code), {"error": code.value}))
+        EMBEDDINGS.labels(outcome="charged" if charged else "unattributed").inc()
+        return await self._forward(request, target)
+
+    async def _admit_embedding(self, request: web.BaseRequest) -> bool:
+        if request.method != "POST" or self._identify_address is None:
+            raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
+        agent = await self._identify_address(request.remote or "")
+        return await self._api.admit_embedding(agent)
+
+    async def _governed(self, request: web.BaseRequest, path: str) -> web.StreamResponse:
+        action, run = self._routes.get(path, ("refused", None))
+        code: Code = Reason.OK
+        try:
+            if run is None:
+                raise _path_refusal(request, path)
+            reply = await self._run(request, run)
+        except Exception as exc:
+            code = _outcome(exc)
+            reply = Reply(status_of(code), {"error": code.value})
+        REQUESTS.labels(action=action, reason=code.value).inc()
+        log.info("memory-api action=%s reason=%s status=%d request=%s", action, code.value,
+                 reply.status, secrets.token_hex(8))
+        return _answer(reply)
+
+    async def _run(self, request: web.BaseRequest,
+                   run: Callable[[Request, bytes], Awaitable[Reply]]) -> Reply:
+        if request.method != "POST":
+            raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
+        agent = await self._identify(_bearer(request.headers.get("Authorization")))
+        caller = Request(agent, request.headers.get("X-Agent-Name"),
+                         request.headers.get("X-User-Id"))
+        return await run(caller, await _body(request, self._body_timeout))
+
+
 def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
                  upstream_url: str, *, body_timeout: float = serving.BODY_TIMEOUT,
                  store_ready: Callable[[], Awaitable[Reason]] | None = None,
@@ -130,71 +222,6 @@ def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSes
     runtime's embeddings provider route, admitted per Agent before it is forwarded there.
     ``per_client``: pass-through requests one source address may have in flight, of the
     ``upstream`` session's connection limit."""
-    routes = _routes(api)
-    base = proxy.upstream_base(upstream_url)
-    embeddings_target = URL(embeddings_url, encoded=True) if embeddings_url else None
-    in_flight = proxy.InFlight(upstream.connector.limit if upstream.connector else 0,
-                               per_client)
-
-    async def embeddings(request: web.BaseRequest, target: URL) -> web.StreamResponse:
-        code: Code = Reason.OK
-        try:
-            if request.method != "POST" or identify_address is None:
-                raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
-            agent = await identify_address(request.remote or "")
-            charged = await api.admit_embedding(agent)
-        except ApiError as refused:
-            code = refused.code
-        except Exception as exc:  # a bug: a bare code out, the exception type in the log
-            log.error("memory-api unexpected=%s", type(exc).__name__)
-            code = Reason.INTERNAL_ERROR
-        log.info("memory-api action=embeddings reason=%s request=%s", code.value,
-                 secrets.token_hex(8))
-        if code is not Reason.OK:
-            EMBEDDINGS.labels(outcome=code.value).inc()
-            return _answer(Reply(status_of(code), {"error": code.value}))
-        EMBEDDINGS.labels(outcome="charged" if charged else "unattributed").inc()
-        return await proxy.forward(request, upstream, target, in_flight, body_timeout)
-
-    async def governed(request: web.BaseRequest, path: str) -> web.StreamResponse:
-        action, run = routes.get(path, ("refused", None))
-        code: Code = Reason.OK
-        try:
-            if run is None:
-                raise ApiError(ApiReason.ERASURE_NOT_HERE
-                               if path.rstrip("/") == PREFIX
-                               and request.method in ("GET", "DELETE")
-                               else ApiReason.PATH_REFUSED)
-            if request.method != "POST":
-                raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
-            agent = await identify(_bearer(request.headers.get("Authorization")))
-            caller = Request(agent, request.headers.get("X-Agent-Name"),
-                             request.headers.get("X-User-Id"))
-            reply = await run(caller, await _body(request, body_timeout))
-        except ApiError as refused:
-            code = refused.code
-            reply = Reply(status_of(code), {"error": code.value})
-        except Exception as exc:  # a bug: a bare code out, the exception type in the log
-            log.error("memory-api unexpected=%s", type(exc).__name__)
-            code = Reason.INTERNAL_ERROR
-            reply = Reply(500, {"error": code.value})
-        REQUESTS.labels(action=action, reason=code.value).inc()
-        log.info("memory-api action=%s reason=%s status=%d request=%s", action, code.value,
-                 reply.status, secrets.token_hex(8))
-        return _answer(reply)
-
-    async def handle(request: web.BaseRequest) -> web.StreamResponse:
-        try:
-            target = request_target(request.method, request.raw_path)
-        except ApiError as refused:
-            return _refused_target(refused.code)
-        if request.method == "GET" and target.path in ("/healthz", "/readyz"):
-            return await _probe(target.path == "/readyz", in_flight, store_ready)
-        if embeddings_target is not None and target.path == EMBEDDINGS_PATH:
-            return await embeddings(request, embeddings_target)
-        if governed_path(target.path):
-            return await governed(request, target.path)
-        return await proxy.forward(request, upstream, proxy.joined(base, target), in_flight,
-                                   body_timeout)
-
-    return handle
+    return _Handler(api, identify, upstream, upstream_url, body_timeout=body_timeout,
+                    store_ready=store_ready, embeddings_url=embeddings_url,
+                    identify_address=identify_address, per_client=per_client)

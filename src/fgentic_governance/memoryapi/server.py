@@ -11,16 +11,15 @@ Several replicas may serve at once: leases, counters and buckets live in Postgre
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from aiohttp import web
+from fgentic_governance.serving.process import add_serving_flags
 
+if TYPE_CHECKING:
     from fgentic_governance.memoryapi.http import Identify
+    from fgentic_governance.serving.process import Shell
 
 log = logging.getLogger("fgentic_governance.memoryapi")
 POOL_SIZE = 8
@@ -48,14 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster ServiceAccount")
     parser.add_argument("--store-role", default=DELEGATE_ROLE,
                         help="the database role the pool assumes (default: %(default)s)")
-    parser.add_argument("--host", default="0.0.0.0")  # noqa: S104 (a pod serves its own IP)
-    parser.add_argument("--port", type=int, default=8083)
-    parser.add_argument("--metrics-port", type=int, default=0)
+    add_serving_flags(parser, port=8083, metrics=True)
 
 
-async def start(args: argparse.Namespace, identify: Identify | None = None
-                ) -> tuple[web.ServerRunner, Callable[[], Awaitable[None]]]:
-    """A listening server and its shutdown."""
+async def start(args: argparse.Namespace, shell: Shell,
+                identify: Identify | None = None) -> None:
+    """The server listening, its shutdown registered on ``shell``: the server, the upstream
+    session, then the store pool."""
     import asyncpg
 
     from fgentic_governance.memory import bounds
@@ -64,7 +62,6 @@ async def start(args: argparse.Namespace, identify: Identify | None = None
     from fgentic_governance.memoryapi import proxy
     from fgentic_governance.memoryapi.http import make_handler
     from fgentic_governance.memoryapi.service import MemoryApi
-    from fgentic_governance.serving import http as serving
 
     identify_address = None
     if identify is None:
@@ -77,10 +74,12 @@ async def start(args: argparse.Namespace, identify: Identify | None = None
     kwargs = bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE)
     kwargs["server_settings"] = {**kwargs.get("server_settings", {}), "role": args.store_role}
     pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(), **kwargs)
+    shell.on_stop(pool.close)
     # The defaults live with the pass-through (proxy), imported only here: the parser stays light.
     upstream = proxy.session(connections=args.upstream_connections or proxy.CONNECTIONS)
+    shell.on_stop(upstream.close)
     api = MemoryApi(DelegatedStore(pool), args.local_homeserver)
-    runner = await serving.serve(
+    await shell.serve(
         make_handler(api, identify, upstream, args.upstream,
                      store_ready=StoreReadiness(pool, log),
                      embeddings_url=args.embeddings_upstream,
@@ -88,31 +87,13 @@ async def start(args: argparse.Namespace, identify: Identify | None = None
                      per_client=args.upstream_per_client or proxy.PER_CLIENT),
         args.host, args.port)
 
-    async def stop() -> None:
-        await runner.cleanup()
-        await upstream.close()
-        await pool.close()
-
-    return runner, stop
-
 
 def run_memory_api(args: argparse.Namespace) -> int:
-    from fgentic_governance.serving import http as serving
+    from fgentic_governance.serving import process
 
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    serving.scrub_library_logs()
-
-    async def main() -> None:
-        stopping = serving.stop_on_signals()
-        metrics = (await serving.serve(serving.health_handler(), args.host, args.metrics_port)
-                   if args.metrics_port else None)
-        _, stop = await start(args)
+    async def setup(shell: Shell) -> None:
+        await shell.metrics(args.host, args.metrics_port)
+        await start(args, shell)
         log.info("memory api listening port=%d", args.port)
-        await stopping.wait()
-        await stop()
-        if metrics is not None:
-            await metrics.cleanup()
 
-    asyncio.run(main())
-    return 0
+    return process.run(setup)

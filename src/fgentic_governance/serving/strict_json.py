@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, Final, NoReturn
 
 from fgentic_governance.contract.jcs import DuplicateName, has_lone_surrogate, unique_object
+from fgentic_governance.reasons import Coded
 
 MAX_JSON_DEPTH: Final = 128
 """Nested arrays/objects. Kubernetes objects nest about 10 deep; Python's parser itself fails
@@ -40,12 +41,8 @@ REFUSAL_STATUS: Final = {Refusal.BODY_TOO_LARGE: 413, Refusal.BODY_TIMEOUT: 408,
 """HTTP status of a refusal; every other refusal is a malformed request (400)."""
 
 
-class Refused(Exception):
+class Refused(Coded[Refusal]):
     """A refused body; ``str()`` is the code only (never request content)."""
-
-    def __init__(self, code: Refusal) -> None:
-        super().__init__(code.value)
-        self.code = code
 
     @property
     def status(self) -> int:

@@ -17,7 +17,7 @@ the same server.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -26,10 +26,11 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
-from fgentic_governance.retrieval.projector.config import ProjectorConfigError, load_config
+from fgentic_governance.retrieval import names as n
 from fgentic_governance.retrieval.projector.core import Decision, Headers, Projector
-from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval.projector_config import ProjectorConfigError, load_config
 from fgentic_governance.serving import http as serving
+from fgentic_governance.serving import process
 
 log = logging.getLogger("fgentic_governance.projector")
 
@@ -99,35 +100,22 @@ def projector_runner(projector: Projector, *,
     return serving.runner(ProjectorService(projector, clock=clock), BOUNDS)
 
 
-async def serve(projector: Projector, host: str, port: int,
-                stop: asyncio.Event | None = None) -> None:
-    """Serve until `stop` is set (or SIGTERM/SIGINT when no event is given)."""
-    runner = projector_runner(projector)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+async def serve(shell: process.Shell, projector: Projector, host: str, port: int) -> None:
+    """Listen on ``host:port`` until the process stops (:func:`process.run`)."""
+    await shell.start(projector_runner(projector), host, port)
     log.info("projector serving on %s:%d (public route %s)", host, port,
              "on" if projector.config.public else "off")
-    done = stop or serving.stop_on_signals()
-    try:
-        await done.wait()
-    finally:
-        await runner.cleanup()
 
 
 def run_projector(args: argparse.Namespace) -> int:
     """`fgentic-governance projector --config FILE --port N [--host H]`."""
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    process.start_logging()
     try:
         config = load_config(Path(args.config))
     except (OSError, ProjectorConfigError) as exc:
         log.error("projector configuration %s unusable: %s", args.config, exc)
         return 2
     projector = Projector(config)
-    try:  # uvloop trims the event loop's share of the per-check latency.
-        import uvloop
-    except ImportError:
-        asyncio.run(serve(projector, args.host, args.port))
-    else:
-        uvloop.run(serve(projector, args.host, args.port))
-    return 0
+    # uvloop trims the event loop's share of the per-check latency.
+    return process.run(functools.partial(serve, projector=projector, host=args.host,
+                                         port=args.port), fast_loop=True)

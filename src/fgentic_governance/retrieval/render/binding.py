@@ -20,7 +20,7 @@ import rfc8785
 import yaml
 
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.retrieval.projector.config import (
+from fgentic_governance.retrieval.projector_config import (
     ProjectorConfigError,
     dump_config,
     projector_config,

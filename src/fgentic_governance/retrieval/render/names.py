@@ -1,8 +1,7 @@
-"""Names shared by the renderer, the operator and the projector: headers, labels, objects.
+"""Names the renderer and the operator share: labels, rendered objects, environment variables.
 
-The projector (HTTP ext-authz) reads the `CHECK_*` headers the gateway adds to each check
-request; they are part of the gateway ↔ projector contract and are documented in
-docs/retrieval-rendering.md.
+The wire vocabulary (headers, methods, paths) the gateway and the projector agree on lives one
+floor down, in `fgentic_governance.retrieval.names`.
 """
 
 from __future__ import annotations
@@ -11,40 +10,12 @@ import hashlib
 from dataclasses import dataclass
 
 from fgentic_governance.api.common import GROUP
-from fgentic_governance.contract.codec import IDENTITY_HEADER
 
 FIELD_MANAGER = "fgentic-governance"
 BINDING_LABEL = f"{GROUP}/binding"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "fgentic-governance")
 UNENFORCEABLE_ANNOTATION = f"{GROUP}/unenforceable"
 
-# Request headers of the identity contract (lowercase: agentgateway's CEL sees them so).
-IDENTITY = IDENTITY_HEADER.lower()
-USER_ID = "x-user-id"
-ROOM_CONTEXT = "x-fgentic-room-context"
-RESERVED_PREFIX = "x-fgentic-"
-A2A_VERSION = ("a2a-version", "1.0")
-MCP_PROTOCOL_VERSION = ("mcp-protocol-version", "2025-11-25")
-
-# A2A v1 JSON-RPC operations (ADR 0017 §1): the bridge may also poll and cancel (§12).
-SEND_MESSAGE = "SendMessage"
-LOCAL_METHODS = (SEND_MESSAGE, "GetTask", "CancelTask")
-
-# Headers the gateway computes for the projector's check request (never forwarded upstream).
-CHECK_AGENT = "x-fgentic-authz-agent"
-CHECK_WORKLOAD = "x-fgentic-authz-workload"
-CHECK_HTTP_METHOD = "x-fgentic-authz-http-method"
-CHECK_PATH = "x-fgentic-authz-path"
-CHECK_A2A_METHOD = "x-fgentic-authz-a2a-method"
-CHECK_USER_ID_COUNT = "x-fgentic-authz-user-id-count"
-CHECK_ROOM_CONTEXT_COUNT = "x-fgentic-authz-room-context-count"
-CHECK_ISSUER = "x-fgentic-authz-issuer"
-CHECK_AUDIENCE = "x-fgentic-authz-audience"
-CHECK_AZP = "x-fgentic-authz-azp"
-CHECK_TOKEN_EXP = "x-fgentic-authz-token-exp"
-CHECK_TIMEOUT = "x-fgentic-authz-timeout-seconds"
-PROJECT_LOCAL_PATH = "/v1/project/local"
-PROJECT_PUBLIC_PATH = "/v1/project/public"
 # The rendered ConfigMap (proxy namespace) holding the projector's configuration, and its key.
 PROJECTOR_CONFIG_SUFFIX = "projector"
 PROJECTOR_CONFIG_KEY = "projector.json"
@@ -91,16 +62,6 @@ class BindingId:
 
 def service_host(name: str, namespace: str, cluster_domain: str) -> str:
     return f"{name}.{namespace}.svc.{cluster_domain}"
-
-
-def agent_route_path(namespace: str, name: str) -> str:
-    """The exact A2A path of one Agent on the gateway (both A2A listeners)."""
-    return f"/a2a/{namespace}/{name}"
-
-
-def kagent_a2a_path(namespace: str, name: str) -> str:
-    """Where kagent v0.9.11 serves an Agent's A2A JSON-RPC endpoint."""
-    return f"/api/a2a/{namespace}/{name}/"
 
 
 # The kinds a binding renders: (apiVersion, kind) → plural, in apply order. The operator lists

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
+from fgentic_governance.retrieval import names as n
 from fgentic_governance.retrieval.render import cel
-from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval.render.names import ENV_AGENT_MCP_API_KEY, ENV_BRIDGE_API_KEY
 
 LOCAL_TIMEOUT_SECONDS = 540
 """The bridge's outer retrieval deadline (ADR 0017 §12): 60 s inside the 600 s projection."""
@@ -184,7 +185,7 @@ def local_route(spec: RetrievalBindingSpec) -> Route:
     return Route(
         key="local", listener=spec.gateway.listeners.local, port=spec.proxy.port, tls=False,
         path=path, method="POST",
-        auth=ApiKeyAuth(bridge.api_key_secret, n.ENV_BRIDGE_API_KEY, workload),
+        auth=ApiKeyAuth(bridge.api_key_secret, ENV_BRIDGE_API_KEY, workload),
         ext_authz=ext, require=tuple(require),
         remove_request_headers=(n.ROOM_CONTEXT, *_NO_CREDENTIALS),
         timeout_seconds=LOCAL_TIMEOUT_SECONDS, backend=_a2a_backend(spec))
@@ -254,7 +255,7 @@ def mcp_route(spec: RetrievalBindingSpec) -> Route:
     return Route(
         key="mcp", listener=spec.gateway.listeners.mcp, port=spec.gateway.mcp_port, tls=False,
         path=server.path, method=None,
-        auth=ApiKeyAuth(server.api_key_secret, n.ENV_AGENT_MCP_API_KEY, workload),
+        auth=ApiKeyAuth(server.api_key_secret, ENV_AGENT_MCP_API_KEY, workload),
         ext_authz=None, require=tuple(require), remove_request_headers=_NO_CREDENTIALS,
         timeout_seconds=None, backend=backend)
 

@@ -1,9 +1,11 @@
 """The chunk-row ACL of ADR 0017 as one bound, parameterized WHERE clause (§2, §15).
 
 The knowledge-retrieval service is the only chunk-row ACL enforcement point. It turns a
-validated projection into a predicate over the derived ACL columns of ``corpus.py`` and applies
-it inside the same statement that ranks, counts or returns chunks. There is no second, unscoped
-query: an unusable projection raises before any SQL is built, and no unfiltered search exists.
+verified projection (a ``contract.VerifiedIdentity``, which only a successful
+``contract.decode_verified_identity`` of the X-Fgentic-Identity header produces) into a
+predicate over the derived ACL columns of ``corpus.py`` and applies it inside the same statement
+that ranks, counts or returns chunks. There is no second, unscoped query: an unusable projection
+raises before any SQL is built, and no unfiltered search exists.
 
 The predicate, for ``$c`` = the projection's allowed_classifications:
 
@@ -40,8 +42,7 @@ from fgentic_governance.contract import (
     MatrixPrincipal,
     MatrixProjection,
     OAuthProjection,
-    check_identity,
-    load_identity,
+    VerifiedIdentity,
 )
 from fgentic_governance.retrieval.search.corpus import (
     EMBEDDING_DIMENSIONS,
@@ -54,7 +55,6 @@ from fgentic_governance.retrieval.search.corpus import (
 
 AnyProjection = MatrixProjection | BridgedMatrixProjection | OAuthProjection
 
-_PROJECTION_TYPES: Final = (MatrixProjection, BridgedMatrixProjection, OAuthProjection)
 # ADR 0017 §15: the only classifications v1 admits at all.
 ADMISSIBLE_CLASSIFICATIONS: Final = frozenset({"public", "approved_non_public"})
 MAX_K: Final = 1000
@@ -78,24 +78,20 @@ class Hit:
     distance: float
 
 
-def revalidate(projection: object, *, now: int | None = None) -> AnyProjection:
-    """A freshly validated copy of ``projection``, or ContractError: fail closed.
+def current_projection(identity: VerifiedIdentity, *, now: int | None = None) -> AnyProjection:
+    """The projection ``identity`` carries, if it may still be used at ``now``; ContractError
+    otherwise: fail closed.
 
-    Only the contract's projection models are accepted, and never on trust: a model built with
-    ``model_construct`` (or mutated through ``object.__setattr__``) skips validation, so the
-    value is re-serialised and re-validated with every static rule, and the validity window is
-    checked again at ``now`` (default: this host's clock) because a retrieval call after
-    expiry must fail even if decoding succeeded earlier.
+    Validation happened once, when the header was decoded: a ``VerifiedIdentity`` exists only
+    for a value that passed every rule of the contract. Anything else (a raw projection model,
+    however built, a dict, JSON text) is refused here with SHAPE_INVALID, at run time too,
+    whatever the static types say. The validity window is checked again at ``now`` (default:
+    this host's clock) because a retrieval call after expiry must fail even if decoding
+    succeeded earlier.
     """
-    if not isinstance(projection, _PROJECTION_TYPES):
+    if type(identity) is not VerifiedIdentity:
         raise ContractError(Code.SHAPE_INVALID)
-    try:
-        text = projection.model_dump_json(warnings=False)
-    except Exception:  # an unchecked model may not even serialise
-        raise ContractError(Code.SHAPE_INVALID) from None
-    checked = load_identity(text)
-    check_identity(checked, now=int(time.time()) if now is None else now)
-    return checked
+    return identity.current(now=int(time.time()) if now is None else now)
 
 
 def principal_key(entry: MatrixPrincipal | BridgedPrincipal) -> str:
@@ -108,9 +104,9 @@ def principal_key(entry: MatrixPrincipal | BridgedPrincipal) -> str:
     return KEY_SEPARATOR.join(parts)
 
 
-def predicate(projection: object, *, now: int | None = None, first: int = 1) -> Predicate:
-    """The ACL WHERE clause for ``projection``; placeholders are numbered from ``first``."""
-    checked = revalidate(projection, now=now)
+def predicate(identity: VerifiedIdentity, *, now: int | None = None, first: int = 1) -> Predicate:
+    """The ACL WHERE clause for ``identity``; placeholders are numbered from ``first``."""
+    checked = current_projection(identity, now=now)
     classes = list(checked.allowed_classifications)
     # Already guaranteed by the model; restated because an empty or widened list here would
     # silently change what the clause admits.
@@ -142,10 +138,10 @@ def query_vector(embedding: Sequence[float]) -> list[float]:
 
 
 async def search(
-    conn: asyncpg.Connection, projection: object, embedding: Sequence[float], k: int,
+    conn: asyncpg.Connection, identity: VerifiedIdentity, embedding: Sequence[float], k: int,
     *, now: int | None = None,
 ) -> list[Hit]:
-    """The ``k`` nearest chunks (cosine) that ``projection`` may read, nearest first.
+    """The ``k`` nearest chunks (cosine) that ``identity`` may read, nearest first.
 
     One statement ranks and filters; its settings hold for the call only, also inside a
     caller's transaction.
@@ -153,7 +149,7 @@ async def search(
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValueError(f"k must be an integer in 1..{MAX_K}")
     query = query_vector(embedding)
-    where = predicate(projection, now=now)
+    where = predicate(identity, now=now)
     # The function name is derived from constants (corpus.search_function); values are bound.
     function = search_function(where.rule)
     sql = f"SELECT id, content, distance FROM {function}($1, $2, $3, $4)"  # noqa: S608
@@ -161,9 +157,10 @@ async def search(
     return [Hit(row["id"], row["content"], row["distance"]) for row in rows]
 
 
-async def count(conn: asyncpg.Connection, projection: object, *, now: int | None = None) -> int:
-    """How many chunks ``projection`` may read (the same predicate, no ranking)."""
-    where = predicate(projection, now=now)
+async def count(conn: asyncpg.Connection, identity: VerifiedIdentity, *,
+                now: int | None = None) -> int:
+    """How many chunks ``identity`` may read (the same predicate, no ranking)."""
+    where = predicate(identity, now=now)
     value = await conn.fetchval(f"SELECT {count_function(where.rule)}($1, $2)", *where.args)
     return int(value)
 
@@ -175,9 +172,9 @@ __all__ = [
     "Hit",
     "Predicate",
     "count",
+    "current_projection",
     "predicate",
     "principal_key",
     "query_vector",
-    "revalidate",
     "search",
 ]

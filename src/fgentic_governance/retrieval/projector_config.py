@@ -1,6 +1,9 @@
 """The identity projector's configuration (ADR 0017 §4, §6, §12, §15), and its derivation from a
 RetrievalBindingSpec.
 
+It sits one floor below both of its users: the renderer writes this document into the
+projector's ConfigMap and the projector loads it, so neither imports the other.
+
 The file is operator-owned input: which authenticated workload may use the local route, which
 Agent each route serves, the public route's issuer/audience/timeout and the partner registry.
 `projector_config(spec)` is pure so the operator and `fgentic-governance render` can emit the
@@ -33,7 +36,7 @@ from fgentic_governance.contract import (
     encode_identity,
 )
 from fgentic_governance.contract import limits as contract_limits
-from fgentic_governance.retrieval.render import names as n
+from fgentic_governance.retrieval import names as n
 
 # The two classification sets a projection may carry (contract: exactly these tuples).
 PUBLIC_ONLY: tuple[str, ...] = ("public",)
