@@ -25,7 +25,7 @@ class Reason(StrEnum):
     PROFILE_NOT_DEMO = "PROFILE_NOT_DEMO"
     POSTURE_DISABLED = "POSTURE_DISABLED"
     OFFBOARDING_IN_PROGRESS = "OFFBOARDING_IN_PROGRESS"
-    # Delegation leases (issue 17 §2): the runtime's calls need exactly one live lease.
+    # Delegation leases: kagent's runtime's calls need exactly one live lease.
     LEASE_MISSING = "LEASE_MISSING"
     SCOPE_AMBIGUOUS = "SCOPE_AMBIGUOUS"
     LEASE_LIMIT_REACHED = "LEASE_LIMIT_REACHED"

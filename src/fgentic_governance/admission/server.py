@@ -58,7 +58,7 @@ REVIEW_ENVELOPE_BYTES: Final = 512 * 1024
 MAX_REVIEW_BYTES: Final = API_SERVER_MAX_BODY_BYTES + ETCD_MAX_OBJECT_BYTES + REVIEW_ENVELOPE_BYTES
 """The largest review the API server can send: an UPDATE with a new object as large as a
 request body, the stored old object, and the envelope (5 MiB). aiohttp's default 1 MiB refused
-a label-only patch of a 640 KB Agent (issue 14, item 3)."""
+a label-only patch of a 640 KB Agent."""
 BODY_BUDGET: Final = MAX_REVIEW_BYTES + 1024 * 1024
 """Review bytes held at once: one review of the largest size plus small ones. The chart limits
 the webhook to 256 MiB (its pods measured ~155 MiB resident); a 5 MiB review made of many small JSON
@@ -133,7 +133,7 @@ class StateSource:
                        offboarding=self.offboarding)
 
 
-# -- memory routing (issue 17 §3) ---------------------------------------------------------------
+# -- memory routing: kagent's runtime reaches memory only through the memory API ---------------
 
 READY_SECONDS: Final = 1.0
 READY_CACHE_SECONDS: Final = 5.0

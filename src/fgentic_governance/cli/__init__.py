@@ -155,7 +155,8 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                          "kubeconfig); default: any client")
     wh.add_argument("--memory-api-url", default="",
                     help="the governed memory API that memory-enabled Agents' Pods must use as "
-                         "KAGENT_URL (issue 17 §3); empty: memory-enabled Agents are refused")
+                         "KAGENT_URL (docs/memory.md §11); empty: memory-enabled Agents are "
+                         "refused")
     wh.add_argument("--memory-api-ready-url", default="",
                     help="where the webhook asks the memory API's /readyz (default: the "
                          "memory API URL)")
