@@ -51,7 +51,6 @@ from fgentic_governance.memory import (
     Access,
     CostGate,
     Envelope,
-    MemoryClient,
     MemoryStore,
     MemoryType,
     ScopeRecord,
@@ -63,6 +62,7 @@ from fgentic_governance.memory import (
 from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
 from tests.support import processes
+from tests.support.memory_client import MemoryClient
 from tests.support.objects import example
 from tests.support.store import RUNTIME_SETTINGS, enter
 
@@ -524,7 +524,8 @@ async def _nothing(_: str) -> Any:
 
 @pytest.mark.parametrize("provider", [
     # Both were bugs found by this test: float() on provider output quoted the text, and a
-    # None answer was stored as an unsearchable row. Fixed in memory.model and memory.client.
+    # None answer was stored as an unsearchable row. Fixed in memory.model and the client
+    # (now tests/support/memory_client.py).
     pytest.param(_echo_as_strings, id="strings-echoing-the-input"),
     pytest.param(_nothing, id="none"),
 ])

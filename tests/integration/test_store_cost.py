@@ -14,13 +14,13 @@ from fgentic_governance.api.memory import Posture
 from fgentic_governance.memory import (
     Access,
     CostGate,
-    MemoryClient,
     MemoryStore,
     Operation,
     StoreRefusal,
 )
 from fgentic_governance.memory.metrics import ADMISSIONS, ADMITTED_UNITS, STORE_OPERATIONS
 from fgentic_governance.reasons import Reason
+from tests.support.memory_client import MemoryClient
 from tests.support.store import ALICE, ROOM, enabled, scope_record
 
 pytestmark = pytest.mark.integration

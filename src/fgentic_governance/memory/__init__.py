@@ -3,12 +3,14 @@
 The fence lives in PostgreSQL (``sql/``) so that every writer - this package, an adapted
 kagent issuing plain SQL, an operator's psql - passes the same gate: consent generation,
 enabled scope, exact subject/Agent binding, entry cap, fact size, hard expiry and no expiry
-extension. Python sequences the fenced operations (``store``), admits cost before model work
-(``cost``), refuses credentials and standing instructions (``write_policy``) and offers a
-typed client to runtimes (``client``). Every refusal is ``StoreRefusal(reason)``.
+extension. Python sequences the operator's and the control API's fenced operations
+(``store``: the scope lifecycle, ``!memory`` inspect and forget, leases, counts, cleanup),
+serves the runtime's data path under a live delegation lease (``delegated``, what the memory
+API calls), admits cost before model work (``cost``), refuses credentials and standing
+instructions (``write_policy``) and bounds every wait and every call (``bounds``). Every
+refusal is ``StoreRefusal(reason)``.
 """
 
-from fgentic_governance.memory.client import MemoryClient
 from fgentic_governance.memory.cost import CostGate
 from fgentic_governance.memory.errors import SQLSTATE_REASONS, StoreRefusal
 from fgentic_governance.memory.model import (
@@ -44,7 +46,6 @@ __all__ = [
     "ErasureReceipt",
     "Lease",
     "Lifecycle",
-    "MemoryClient",
     "MemoryStore",
     "MemoryType",
     "Operation",

@@ -12,6 +12,11 @@ Three tiers, each outlasting the one below, so that the erasure fence always win
 
 PINNED are the database-level settings that sql/0006 sets and that the operator verifies
 before it reports StoreReady (:func:`unsafe_settings`).
+
+The data-path limits (how much one call may carry: fact and query bytes, search and list
+pages, batch size, ttl, admitted units) live here too, once, for every caller: the memory
+API's path (``delegated``), the operator's and the control API's store (``store``) and cost
+admission. The database enforces its own copies of the storage bounds (sql/0001, sql/0002).
 """
 
 from __future__ import annotations
@@ -36,6 +41,22 @@ MIGRATION: Final = MappingProxyType({
     "statement_timeout": "15min",
 })
 ACQUIRE_SECONDS: Final = 5.0
+
+MAX_FACT_BYTES_CEILING: Final = 512
+"""ADR 0023 §41: no stored fact is larger (UTF-8 bytes), whatever a scope's own cap (the
+database's ``max_fact_bytes`` CHECK is the same ceiling)."""
+MAX_QUERY_BYTES: Final = 512
+"""UTF-8 bytes of one search or prefetch query text (ADR 0023 §42)."""
+MAX_SEARCH_LIMIT: Final = 50
+"""Most facts one search returns."""
+MAX_LIST_LIMIT: Final = 100
+"""Most entries one ``!memory inspect`` page returns."""
+MAX_BATCH: Final = 50
+"""Most facts one save carries (kagent's controller refuses a larger batch too)."""
+MAX_TTL_DAYS: Final = 36500
+"""Largest ``ttl_days`` a save may name (it can only shorten the scope's retention)."""
+MAX_ADMIT_UNITS: Final = 60
+"""Most units of one operation one admission may consume (the hourly ceiling's maximum)."""
 
 LOGGING: Final = MappingProxyType({
     # ERROR texts quote a refused literal ("invalid input syntax for type vector: ..."), so

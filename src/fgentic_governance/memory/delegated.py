@@ -17,18 +17,21 @@ from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from fgentic_governance.memory import write_policy
-from fgentic_governance.memory.bounds import ACQUIRE_SECONDS
-from fgentic_governance.memory.client import MAX_FACT_BYTES_CEILING
+from fgentic_governance.memory.bounds import (
+    ACQUIRE_SECONDS,
+    MAX_ADMIT_UNITS,
+    MAX_BATCH,
+    MAX_FACT_BYTES_CEILING,
+    MAX_SEARCH_LIMIT,
+    MAX_TTL_DAYS,
+)
 from fgentic_governance.memory.errors import StoreRefusal, guarded
 from fgentic_governance.memory.metrics import ADMISSIONS, STORE_OPERATIONS, record
 from fgentic_governance.memory.model import Embedding, Envelope, Operation, vector_literal
+from fgentic_governance.memory.write_policy import MetadataValue
 from fgentic_governance.reasons import Reason
 
 T = TypeVar("T")
-
-MAX_BATCH: Final = 50
-"""kagent's controller refuses a batch of more than 50 items; so do we."""
-MAX_SEARCH_LIMIT: Final = 50
 
 _ENTER: Final = "SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, $4)"
 _ADMIT: Final = "SELECT fgentic_memory.admit($1, $2, $3)"
@@ -93,18 +96,34 @@ CheckedFact = tuple[str, str, int | None]
 """Insert parameters of one fact: content, pgvector literal, ttl_days."""
 
 
-def check_fact(fact: Fact) -> CheckedFact:
-    """The insert parameters of one fact, or a refusal (before any budget is spent)."""
-    write_policy.enforce(fact.content, None)
+def utf8_size(text: str) -> int:
+    """UTF-8 bytes of ``text``; a lone surrogate is not storable text (INVALID_SPEC, and the
+    codec's error would quote it)."""
     try:
-        size = len(fact.content.encode())
-    except UnicodeEncodeError:  # lone surrogates: not storable text
-        raise StoreRefusal(Reason.INVALID_SPEC) from None
+        return len(text.encode())
+    except UnicodeEncodeError:
+        pass
+    # Raised outside the handler: ``from None`` would still keep the codec's error (which
+    # quotes the text) as ``__context__``.
+    raise StoreRefusal(Reason.INVALID_SPEC)
+
+
+def check_content(content: str, metadata: Mapping[str, MetadataValue] | None = None) -> None:
+    """The one fact check of the data path, before any budget is spent or any embedding is
+    made: the write policy, storable UTF-8, non-empty, at most the ADR's ceiling (a smaller
+    per-scope cap is the database's)."""
+    write_policy.enforce(content, metadata)
+    size = utf8_size(content)
     if size == 0:
         raise StoreRefusal(Reason.INVALID_SPEC)
     if size > MAX_FACT_BYTES_CEILING:
         raise StoreRefusal(Reason.FACT_TOO_LARGE)
-    if fact.ttl_days is not None and not 1 <= fact.ttl_days <= 36500:
+
+
+def check_fact(fact: Fact) -> CheckedFact:
+    """The insert parameters of one fact, or a refusal (before any budget is spent)."""
+    check_content(fact.content)
+    if fact.ttl_days is not None and not 1 <= fact.ttl_days <= MAX_TTL_DAYS:
         raise StoreRefusal(Reason.INVALID_SPEC)
     return fact.content, vector_literal(fact.vector), fact.ttl_days
 
@@ -124,7 +143,7 @@ class DelegatedStore:
     async def admit(self, caller: Caller, items: Mapping[Operation, int], *,
                     explicit: bool = False) -> None:
         """Consume ``items`` against the leased scope's ceilings, committed on its own."""
-        if not items or any(not 1 <= units <= 60 for units in items.values()):
+        if not items or any(not 1 <= units <= MAX_ADMIT_UNITS for units in items.values()):
             raise StoreRefusal(Reason.INVALID_SPEC)
         mode = "capture" if {Operation.SAVE, Operation.SUMMARIZE} & set(items) else "recall"
 

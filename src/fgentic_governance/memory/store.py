@@ -1,10 +1,19 @@
 """Fenced operations on the governed content store (asyncpg).
 
 The database enforces the fence (sql/0002, sql/0003): this module only sequences it. Scope
-operations (ensure, grant, withdraw, erase) run as the schema owner - the operator. Entry
-operations (save, search, list, forget) carry an :class:`Access` - scope, principal, Agent,
-room and consent generation - and work under the restricted ``fgentic_memory_runtime`` role
-too. Every failure surfaces as :class:`StoreRefusal` with a bare reason code.
+operations (ensure, grant, posture, fence, withdraw, erase, leases, counts, cleanup) run as the
+schema owner - the operator and the control API. Entry operations carry an :class:`Access` -
+scope, principal, Agent, room and consent generation - and work under the restricted
+``fgentic_memory_runtime`` role too: list, count and forget serve ``!memory inspect`` and
+``!memory forget <id>`` (the control API). Every failure surfaces as :class:`StoreRefusal`
+with a bare reason code.
+
+kagent's runtime does not come here: the memory API saves and searches through
+``memory.delegated`` (``enter_delegation``, under a live lease), the one data path of the
+product. :meth:`MemoryStore.save` and :meth:`MemoryStore.search` are the plain ``enter_scope``
+path of an adapted runtime that carries the whole claim itself; nothing in the product calls
+them, and the tests use them to drive the SQL fence directly (they add no size check of their
+own, so the database's are the ones exercised). Every limit is ``memory.bounds``'s.
 
 A runtime writing with its own SQL first enters the scope in the same transaction
 (``SELECT * FROM fgentic_memory.enter_scope(..., 'capture')``: the only way to obtain the
@@ -33,7 +42,7 @@ from typing import Any, Final, TypeVar
 from fgentic_governance import faults
 from fgentic_governance.api.memory import ErasureResult, Posture
 from fgentic_governance.memory import write_policy
-from fgentic_governance.memory.bounds import ACQUIRE_SECONDS
+from fgentic_governance.memory.bounds import ACQUIRE_SECONDS, MAX_LIST_LIMIT, MAX_SEARCH_LIMIT
 from fgentic_governance.memory.errors import StoreRefusal, guarded
 from fgentic_governance.memory.metrics import STORE_OPERATIONS, record
 from fgentic_governance.memory.model import (
@@ -57,9 +66,6 @@ from fgentic_governance.memory.write_policy import MetadataValue
 from fgentic_governance.reasons import Reason
 
 T = TypeVar("T")
-
-MAX_SEARCH_LIMIT: Final = 50
-MAX_LIST_LIMIT: Final = 100
 
 _ENTER: Final = (
     "SELECT store_agent_name, max_expiry"
@@ -425,7 +431,9 @@ class MemoryStore:
 
         return await self._run("cleanup", work)
 
-    # -- entries (runtime; every call carries the consent generation) --------------------------
+    # -- entries on enter_scope (every call carries the consent generation) --------------------
+    # save and search: an adapted runtime's path, used by the tests of the SQL fence (the
+    # product's runtime path is memory.delegated); list, count and forget: the control API.
 
     async def save(
         self,

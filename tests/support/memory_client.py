@@ -1,21 +1,26 @@
-"""A small typed async client for adapted runtimes: save, search, list, forget.
+"""A typed client of an adapted runtime, for tests: save, search, list, forget on ``enter_scope``.
 
-A client is bound to one :class:`Access` - scope, principal, Agent, room and the consent
-generation the request was admitted under - so every call carries that generation; after a
-withdrawal and re-grant the old client's calls fail with STALE_GENERATION and a new client must
-be built. The order of every content-bearing call is fixed: write policy (free) -> cost
-admission (durable) -> embedding (paid) -> fenced store call. Embedding-provider failures are
-reduced to a reason code, because provider error bodies may quote the text (ADR 0023 §26).
+The memory API (kagent's runtime) reaches the store through ``memory.delegated`` under a live
+lease; this models the other writer ADR 0023 admits, an adapted runtime that carries the full
+claim (scope, principal, Agent, room, generation) itself, so the tests of the SQL fence, of
+cost admission and of the content-free sinks can drive it. It holds no check of its own: the
+fact check and every limit are the data path's (``delegated.check_content``, ``bounds``).
+
+A client is bound to one :class:`Access`, so every call carries that generation; after a
+withdrawal and re-grant the old client's calls fail with STALE_GENERATION. The order of every
+content-bearing call is fixed: write policy and size (free) -> cost admission (durable) ->
+embedding (paid) -> fenced store call. Embedding-provider failures are reduced to a reason
+code, because provider error bodies may quote the text (ADR 0023 §26).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Final
 
-from fgentic_governance.memory import write_policy
+from fgentic_governance.memory.bounds import MAX_QUERY_BYTES
 from fgentic_governance.memory.cost import CostGate
+from fgentic_governance.memory.delegated import check_content, utf8_size
 from fgentic_governance.memory.errors import StoreRefusal
 from fgentic_governance.memory.model import (
     DEFAULT_ENVELOPE,
@@ -32,13 +37,6 @@ from fgentic_governance.reasons import Reason
 
 Embedder = Callable[[str], Awaitable[Sequence[float]]]
 """Text -> embedding (768 floats), e.g. the governed BGE-M3 route through agentgateway."""
-
-MAX_QUERY_BYTES: Final = 512
-"""UTF-8 bytes of one search or prefetch query (ADR 0023 §42)."""
-
-
-MAX_FACT_BYTES_CEILING: Final = 512
-"""ADR 0023 §41: no stored fact is larger, whatever a scope's own cap."""
 
 
 class MemoryClient:
@@ -69,14 +67,7 @@ class MemoryClient:
         explicit: bool = True,
     ) -> str:
         """Store one fact; returns its opaque id."""
-        write_policy.enforce(content, metadata)  # refuse before spending any budget
-        # No scope may store more than the ADR's ceiling: refuse before any embedding work
-        # (a smaller per-scope cap is enforced by the database).
-        size = _utf8_size(content)
-        if size is None:  # lone surrogates: not storable text (and the error would quote it)
-            raise StoreRefusal(Reason.INVALID_SPEC)
-        if size > MAX_FACT_BYTES_CEILING:
-            raise StoreRefusal(Reason.FACT_TOO_LARGE)
+        check_content(content, metadata)  # refuse before spending any budget or embedding
         items = {Operation.SAVE: 1}
         if self._embedder is not None:
             items[Operation.EMBEDDING] = 1
@@ -89,10 +80,7 @@ class MemoryClient:
         """Semantic recall; ``prefetch`` marks an automatic session-start subquery."""
         if self._embedder is None:
             raise StoreRefusal(Reason.INVALID_SPEC)
-        size = _utf8_size(query)
-        if size is None:
-            raise StoreRefusal(Reason.INVALID_SPEC)
-        if size > MAX_QUERY_BYTES:
+        if utf8_size(query) > MAX_QUERY_BYTES:
             raise StoreRefusal(Reason.FACT_TOO_LARGE)
         operation = Operation.PREFETCH if prefetch else Operation.LOAD
         await self._gate.admit(self._access, {operation: 1, Operation.EMBEDDING: 1},
@@ -124,10 +112,3 @@ class MemoryClient:
             raise StoreRefusal(Reason.INVALID_SPEC)
         vector_literal(vector)
         return vector
-
-
-def _utf8_size(text: str) -> int | None:
-    try:
-        return len(text.encode())
-    except UnicodeEncodeError:
-        return None
