@@ -499,6 +499,48 @@ async def test_every_call_is_planned_for_its_own_selectivity(conn: asyncpg.Conne
         assert scans == gin_scans, (projection.identity.groups, before, after)
 
 
+def _clustered(rng: random.Random, centres: Sequence[Sequence[float]]) -> list[float]:
+    """A point near one of ``centres``: real embeddings cluster by topic, and a clustered
+    corpus is where relaxed_order hands back candidates out of distance order."""
+    centre = rng.choice(centres)
+    return [c + rng.gauss(0.0, 0.15) for c in centre]
+
+
+async def test_results_come_back_in_distance_order_on_the_hnsw_path(
+    conn: asyncpg.Connection,
+) -> None:
+    """relaxed_order iterative scans return candidates slightly out of order, which the outer
+    sort of ``search_sql`` fixes; PostgreSQL 17+ would drop that sort as redundant (the
+    MATERIALIZED CTE's output is already "ordered by distance"; pgvector documents ``+ 0``).
+    The plan must keep a Sort above the CTE, and every returned list is non-decreasing."""
+    await conn.execute("DROP INDEX chunks_embedding_hnsw")
+    rng = random.Random(11)
+    centres = [[rng.gauss(0.0, 1.0) for _ in range(DIM)] for _ in range(12)]
+    await conn.executemany(
+        "INSERT INTO chunks (id, content, embedding, metadata)"
+        " VALUES ($1, $2, $3::text::vector, $4::jsonb)",
+        [(i, f"chunk {i}", corpus.vector_text(_clustered(rng, centres)),
+          json.dumps(acl(_MISSING, [G] if i % 10 == 0 else ["partner/org-b/wiki"])))
+         for i in range(1, 4001)])
+    await corpus.create_chunk_indexes(conn)
+    await conn.execute("ANALYZE chunks")
+    await _graph_path_only(conn)
+    predicate = prefilter.predicate(OA, now=NOW, first=3)
+    sql = corpus.search_sql(predicate.sql)
+    query = prefilter.query_vector(_clustered(rng, centres))
+    async with conn.transaction():
+        await conn.execute(corpus.set_local_search_settings())
+        plan = [r[0] for r in await conn.fetch(f"EXPLAIN {sql}", query, 10, *predicate.args)]
+    text = "\n".join(plan)
+    assert "Index Scan using chunks_embedding_hnsw" in text, text
+    assert plan[0].lstrip().startswith("Sort"), text  # the outer ORDER BY, kept
+    for _ in range(40):
+        hits = await prefilter.search(conn, OA, _clustered(rng, centres), 10, now=NOW)
+        assert len(hits) == 10
+        distances = [h.distance for h in hits]
+        assert distances == sorted(distances), distances
+
+
 async def test_bitmap_path_returns_the_exact_top_k(conn: asyncpg.Connection) -> None:
     await conn.execute("DROP INDEX chunks_embedding_hnsw")
     readable = await _selective_corpus(conn, 2000, 40)

@@ -124,6 +124,7 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     acl_groups text[] GENERATED ALWAYS AS
         (fgentic_retrieval.group_names(metadata -> 'allowed_groups')) STORED
 );
+ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS source text NOT NULL DEFAULT '';
 """
 
 # HNSW (cosine, pgvector defaults) ranks; the GIN indexes let the planner serve a selective
@@ -157,15 +158,20 @@ def search_sql(where: str) -> str:
     """The ranked statement: ``$1`` query ``real[]``, ``$2`` k, then ``where``'s parameters.
 
     MATERIALIZED keeps the LIMIT inside, next to the index scan; the outer ORDER BY then fixes
-    relaxed_order's slightly out-of-order output. Columns are qualified because the search
+    relaxed_order's slightly out-of-order output. It sorts by ``distance + 0``, an expression,
+    because PostgreSQL 17+ knows the CTE's rows come "ordered by distance" and would drop a
+    sort on the column itself (pgvector documents this; the plan then ends in the HNSW scan's
+    relaxed order). Columns are qualified because the search
     function's OUT parameters are named like them. ``where`` must come from :func:`clause`
     (constants only; every value is bound), hence the S608 waiver.
     """
     return (
         f"WITH ranked AS MATERIALIZED (SELECT {TABLE}.id, {TABLE}.content,"  # noqa: S608
+        f" {TABLE}.source,"
         f" {TABLE}.embedding <=> $1::real[]::vector AS distance FROM {TABLE}"
         f" WHERE {where} ORDER BY distance LIMIT $2)"
-        " SELECT ranked.id, ranked.content, ranked.distance FROM ranked ORDER BY ranked.distance"
+        " SELECT ranked.id, ranked.content, ranked.source, ranked.distance FROM ranked"
+        " ORDER BY ranked.distance + 0"
     )
 
 
@@ -205,7 +211,7 @@ def count_sql(where: str) -> str:
 
 _SIGNATURES: Final = {
     "search": ("(query real[], k integer, classifications text[], acl text[])",
-               "TABLE (id bigint, content text, distance double precision)"),
+               "TABLE (id bigint, content text, source text, distance double precision)"),
     "count": ("(classifications text[], acl text[])", "bigint"),
 }
 
@@ -236,7 +242,8 @@ def _function_name(purpose: str, rule: Rule) -> str:
 
 
 def search_function(rule: Rule) -> str:
-    """``(query real[], k, classifications text[], acl text[])`` -> (id, content, distance)."""
+    """``(query real[], k, classifications text[], acl text[])`` -> (id, content, source,
+    distance)."""
     return _function_name("search", rule)
 
 

@@ -75,6 +75,7 @@ class Hit:
 
     id: int
     content: str
+    source: str
     distance: float
 
 
@@ -152,9 +153,9 @@ async def search(
     where = predicate(identity, now=now)
     # The function name is derived from constants (corpus.search_function); values are bound.
     function = search_function(where.rule)
-    sql = f"SELECT id, content, distance FROM {function}($1, $2, $3, $4)"  # noqa: S608
+    sql = f"SELECT id, content, source, distance FROM {function}($1, $2, $3, $4)"  # noqa: S608
     rows = await conn.fetch(sql, query, k, *where.args)
-    return [Hit(row["id"], row["content"], row["distance"]) for row in rows]
+    return [Hit(row["id"], row["content"], row["source"], row["distance"]) for row in rows]
 
 
 async def count(conn: asyncpg.Connection, identity: VerifiedIdentity, *,
