@@ -92,12 +92,13 @@ class LoopbackServer:
         self.requests[index] = replace(record, status=response.status)
         return response
 
-    async def start(self) -> None:
+    async def start(self, port: int = 0) -> None:
+        """Listen on ``port`` (a stopped stub starting again where it was), else a free one."""
         app = web.Application(middlewares=[self._record], client_max_size=16 * 1024 * 1024)
         self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        self.port = free_port()
+        self.port = port or free_port()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
 
     async def __aenter__(self) -> LoopbackServer:

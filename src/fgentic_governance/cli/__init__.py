@@ -1,7 +1,8 @@
 """The `fgentic-governance` command: one console script, one subcommand per process or tool.
 
 Processes (one Deployment each in the chart): ``operator`` (the Kopf controller), ``webhook``
-(admission), ``projector`` (retrieval identity), ``control-api`` (the ``!memory`` commands),
+(admission), ``projector`` (retrieval identity), ``retrieval-server`` (the knowledge-retrieval
+MCP server), ``control-api`` (the ``!memory`` commands),
 ``memory-api`` (kagent's memory calls). Tools: ``crds`` (generate or ``--check`` CRDs and
 schemas), ``render`` (manifests offline, for GitOps), ``offboard`` (erase a person's memory),
 ``memory`` (content-free store status, list and erasure), ``detach`` (before uninstall).
@@ -89,6 +90,12 @@ def _memory_api(args: argparse.Namespace) -> int:
     from fgentic_governance.memoryapi.server import run_memory_api
 
     return int(run_memory_api(args))
+
+
+def _retrieval_server(args: argparse.Namespace) -> int:
+    from fgentic_governance.knowledge.server import run_retrieval_server
+
+    return int(run_retrieval_server(args))
 
 
 def _detach(args: argparse.Namespace) -> int:
@@ -221,6 +228,12 @@ def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                       help="projector configuration (JSON or YAML, see docs/projector.md)")
     add_serving_flags(proj, port=9090)
     proj.set_defaults(func=_projector)
+    from fgentic_governance.knowledge import server
+
+    knowledge = sub.add_parser("retrieval-server",
+                               help="run the knowledge-retrieval MCP server (one binding's tool)")
+    server.add_arguments(knowledge)
+    knowledge.set_defaults(func=_retrieval_server)
 
 
 def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,10 @@
+"""The knowledge-retrieval MCP server (ADR 0017): the only chunk-row ACL enforcement point.
+
+``fgentic-governance retrieval-server`` serves one RetrievalBinding's one tool over MCP
+2025-11-25 (Streamable HTTP, stateless, JSON answers). Every request carries exactly one
+X-Fgentic-Identity for the binding's Agent, decoded once into a ``contract.VerifiedIdentity``
+(``guard``); a tool call checks its arguments (``tool``), embeds the query through an
+OpenAI-compatible endpoint (``embeddings``) and runs the prefilter's one statement
+(``service``). The `mcp` SDK speaks the protocol (``protocol``) behind our own bounded HTTP
+server (``http``), which refuses everything the guard does not admit before the SDK sees it.
+"""

@@ -1,0 +1,75 @@
+"""The query's embedding, from an OpenAI-compatible ``/v1/embeddings`` endpoint.
+
+In production that is agentgateway's authenticated embeddings listener (ADR 0024), which the
+binding's NetworkPolicy lets this server reach. One call per tool call, bounded in time and
+size; the answer must be exactly one finite vector of the corpus's dimension. A provider's
+error body may quote the query, so it is never read into a log or an error: every failure is
+EMBEDDINGS_UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import aiohttp
+
+from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
+from fgentic_governance.serving.strict_json import Refused, loads
+
+TIMEOUT_SECONDS: Final = 5.0
+MAX_ANSWER_BYTES: Final = 1 << 20
+"""A 1,024-dimension float answer is about 25 KB; anything near a MiB is not one vector."""
+
+
+class Embedder:
+    """POSTs ``{"input": [query], "model": ..., "encoding_format": "float"}`` to ``url``."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, model: str, *,
+                 dimensions: int, api_key: str = "") -> None:
+        self._session = session
+        self._url = url
+        self._model = model
+        self._dimensions = dimensions
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def embed(self, text: str) -> list[float]:
+        body = {"input": [text], "model": self._model, "encoding_format": "float"}
+        raw: bytes | None = None
+        try:
+            async with self._session.post(
+                self._url, json=body, headers=self._headers, allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS),
+            ) as response:
+                if response.status == 200:
+                    raw = await response.content.read(MAX_ANSWER_BYTES + 1)
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+        if raw is None:  # raised outside the handler: no library error as its context
+            raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+        return vector_of(raw, self._dimensions)
+
+
+def vector_of(raw: bytes, dimensions: int) -> list[float]:
+    """The one embedding of an OpenAI-shaped answer, or EMBEDDINGS_UNAVAILABLE."""
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+    try:
+        answer: Any = loads(raw)
+    except Refused:
+        answer = None
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
+        raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+    vector = data[0].get("embedding")
+    if not isinstance(vector, list) or not _is_vector(vector, dimensions):
+        raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+    return [float(x) for x in vector]
+
+
+def _is_vector(value: list[Any], dimensions: int) -> bool:
+    return (len(value) == dimensions
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
+            and all(math.isfinite(x) for x in value))
+
+

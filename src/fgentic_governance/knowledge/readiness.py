@@ -1,0 +1,64 @@
+"""Readiness: the corpus database answers with the current search functions, and the
+embeddings endpoint accepts connections. Probed in the background, so ``/readyz`` never waits;
+one log line (a bounded code) per change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Final
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from fgentic_governance.knowledge.codes import KnowledgeReason
+from fgentic_governance.retrieval.search import corpus
+
+log = logging.getLogger("fgentic_governance.knowledge")
+
+PROBE_SECONDS: Final = 5.0
+PROBE_TIMEOUT: Final = 2.0
+_CURRENT: Final = ("SELECT bool_and(to_regprocedure(f) IS NOT NULL) FROM unnest($1::text[]) AS f")
+
+
+def _signatures() -> list[str]:
+    return [f"{corpus.search_function(rule)}(real[], integer, text[], text[])"
+            for rule in corpus.Rule]
+
+
+class Readiness:
+    def __init__(self, pool: asyncpg.Pool, embeddings_url: str) -> None:
+        self._pool = pool
+        parts = urlsplit(embeddings_url)
+        self._host = parts.hostname or ""
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.problem: KnowledgeReason | None = KnowledgeReason.STORE_UNAVAILABLE
+
+    def ready(self) -> bool:
+        return self.problem is None
+
+    async def probe(self) -> KnowledgeReason | None:
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT):
+                async with self._pool.acquire() as conn:
+                    current = await conn.fetchval(_CURRENT, _signatures())
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            return KnowledgeReason.STORE_UNAVAILABLE
+        if not current:  # no corpus, or functions of another release: every search would fail
+            return KnowledgeReason.STORE_UNAVAILABLE
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT):
+                _, writer = await asyncio.open_connection(self._host, self._port)
+            writer.close()
+        except (OSError, TimeoutError):
+            return KnowledgeReason.EMBEDDINGS_UNAVAILABLE
+        return None
+
+    async def watch(self) -> None:
+        while True:
+            problem = await self.probe()
+            if problem != self.problem:
+                log.info("readiness %s", "ready" if problem is None else problem.value)
+                self.problem = problem
+            await asyncio.sleep(PROBE_SECONDS)

@@ -1,0 +1,88 @@
+"""Start-up of ``fgentic-governance retrieval-server``: corpus pool, embeddings client, the SDK
+manager, the HTTP server and its readiness. One process serves one RetrievalBinding's tool.
+Stateless, so any number of replicas may serve at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fgentic_governance.serving.process import add_serving_flags
+
+if TYPE_CHECKING:
+    from fgentic_governance.serving.process import Shell
+
+log = logging.getLogger("fgentic_governance.knowledge")
+POOL_SIZE = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agent", required=True, metavar="NAMESPACE/NAME",
+                        help="the retrieval Agent every X-Fgentic-Identity must name")
+    parser.add_argument("--tool", required=True,
+                        help="the one tool's name (the RetrievalBinding's mcpServer.tool)")
+    parser.add_argument("--mcp-path", default="/mcp", help="the Streamable HTTP path")
+    parser.add_argument("--store-dsn-file", type=Path, required=True,
+                        help="file holding the corpus database's DSN (mounted from a Secret)")
+    parser.add_argument("--embeddings-url", required=True,
+                        help="an OpenAI-compatible embeddings endpoint, e.g. agentgateway's "
+                             "embeddings listener: http://gateway:4001/v1/embeddings")
+    parser.add_argument("--embeddings-model", required=True)
+    parser.add_argument("--embeddings-key-file", type=Path, default=None,
+                        help="file holding the Bearer key for the embeddings endpoint")
+    add_serving_flags(parser, port=8080, metrics=True)
+
+
+def _agent(value: str) -> tuple[str, str]:
+    namespace, _, name = value.partition("/")
+    if not namespace or not name or "/" in name:
+        raise SystemExit("--agent must be NAMESPACE/NAME")
+    return namespace, name
+
+
+async def start(args: argparse.Namespace, shell: Shell) -> None:
+    import aiohttp
+    import asyncpg
+
+    from fgentic_governance.contract import AgentRef
+    from fgentic_governance.knowledge.embeddings import Embedder
+    from fgentic_governance.knowledge.http import BOUNDS, make_handler
+    from fgentic_governance.knowledge.protocol import Protocol, build_server
+    from fgentic_governance.knowledge.readiness import Readiness
+    from fgentic_governance.knowledge.service import KnowledgeSearch
+    from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS
+    from fgentic_governance.serving import http as serving
+
+    namespace, name = _agent(args.agent)
+    agent = AgentRef(namespace=namespace, name=name)
+    key = args.embeddings_key_file.read_text().strip() if args.embeddings_key_file else ""
+    pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(), min_size=0,
+                                     max_size=POOL_SIZE, command_timeout=5.0)
+    shell.on_stop(pool.close)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32))
+    shell.on_stop(session.close)
+    embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
+                        dimensions=EMBEDDING_DIMENSIONS, api_key=key)
+    protocol = Protocol(build_server(args.tool, KnowledgeSearch(pool, embedder)))
+    running = protocol.running()
+    await running.__aenter__()
+    shell.on_stop(lambda: running.__aexit__(None, None, None))
+    readiness = Readiness(pool, args.embeddings_url)
+    shell.background(readiness.watch())
+    if args.metrics_port:
+        await shell.serve(serving.health_handler(readiness.ready), args.host, args.metrics_port)
+    await shell.serve(make_handler(protocol, agent=agent, path=args.mcp_path),
+                      args.host, args.port, bounds=BOUNDS)
+
+
+def run_retrieval_server(args: argparse.Namespace) -> int:
+    from fgentic_governance.serving import process
+
+    async def setup(shell: Shell) -> None:
+        await start(args, shell)
+        log.info("knowledge retrieval server listening port=%d", args.port)
+
+    return process.run(setup)

@@ -1,0 +1,130 @@
+"""The knowledge-retrieval server as a process (``fgentic-governance retrieval-server``, the real
+CLI) over a real corpus, with an embeddings stub standing for the provider.
+
+``QueryEmbeddings`` answers ``POST /v1/embeddings`` with ``unit_vector(text)`` (float lists, as
+the server asks), so a chunk stored with the vector of its own text ranks first for a query of
+that text. ``fail`` makes it answer 500 with a body that quotes the input (what a provider's
+error may do). ``load_corpus`` writes chunks whose ACL metadata the caller chooses.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from aiohttp import web
+
+from fgentic_devenv import free_port, log_tail, terminate, wait_until
+from fgentic_devenv.up import spawn_cli
+from fgentic_governance.retrieval.search import corpus
+from tests.support.stubs import LoopbackServer
+from tests.support.vectors import unit_vector
+
+TOOL = "search_knowledge"
+
+
+class QueryEmbeddings(LoopbackServer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = False
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/v1/embeddings"
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/embeddings", self._embeddings)
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if self.fail:  # a provider error that quotes the input
+            return web.json_response({"error": {"message": f"cannot embed {texts[0]!r}"}},
+                                     status=500)
+        return web.json_response({"object": "list", "model": body.get("model"), "data": [
+            {"object": "embedding", "index": i, "embedding": unit_vector(str(text))}
+            for i, text in enumerate(texts)]})
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: int
+    text: str
+    source: str
+    metadata: Mapping[str, Any]
+
+
+async def load_corpus(dsn: str, chunks: Sequence[Chunk]) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await corpus.create_chunks_table(conn)
+        await conn.executemany(
+            "INSERT INTO chunks (id, content, source, embedding, metadata)"
+            " VALUES ($1, $2, $3, $4::text::vector, $5::jsonb)",
+            [(c.id, c.text, c.source, corpus.vector_text(unit_vector(c.text)),
+              json.dumps(c.metadata)) for c in chunks])
+        await conn.execute("ANALYZE chunks")
+    finally:
+        await conn.close()
+
+
+@dataclass
+class RunningServer:
+    process: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int
+    log: Path
+    path: str = "/mcp"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.path}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def get(self, path: str) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{self.metrics_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # loopback only
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode()
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@asynccontextmanager
+async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agent: str,
+                           tool: str = TOOL) -> AsyncIterator[RunningServer]:
+    dsn_file = workdir / "corpus.dsn"
+    dsn_file.write_text(dsn)
+    port, metrics_port = free_port(), free_port()
+    log = workdir / "retrieval-server.log"
+    process = spawn_cli(["retrieval-server", "--agent", agent, "--tool", tool,
+                         "--store-dsn-file", str(dsn_file), "--embeddings-url", embeddings_url,
+                         "--embeddings-model", "stub-embedding", "--host", "127.0.0.1",
+                         "--port", str(port), "--metrics-port", str(metrics_port)], log)
+    try:
+        wait_until(lambda: _healthy(metrics_port), process, what="retrieval-server", log=log,
+                   timeout=30)
+        yield RunningServer(process, port, metrics_port, log)
+    finally:
+        terminate(process)
+
+
+__all__ = ["TOOL", "Chunk", "QueryEmbeddings", "RunningServer", "load_corpus", "log_tail",
+           "retrieval_server"]
