@@ -63,8 +63,7 @@ def add_baseline_listener(config: dict[str, Any], port: int) -> None:
 
 
 def bridge_headers() -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {BRIDGE_KEY}"), ("a2a-version", "1.0"),
-            ("x-user-id", ALICE),
+    return [("authorization", f"Bearer {BRIDGE_KEY}"), ("x-user-id", ALICE),
             ("x-fgentic-room-context", contract.encode_room_context(room_context()))]
 
 
@@ -119,7 +118,8 @@ async def measure(requests: int, warmup: int, workdir: Path, binary: Path) -> No
     in_process = time_sync(lambda: projector.local(decision_input, now=now), requests,
                            warmup=warmup)
 
-    table = Table("Local A2A SendMessage through agentgateway v1.3.1 (sequential, keep-alive)")
+    table = Table("Local A2A message/send (A2A 0.3) through agentgateway v1.3.1 (sequential, "
+                  "keep-alive)")
     with_ext = table.add("route with extAuthz (projector)", projected, baseline=baseline)
     without = table.add("same route without extAuthz", baseline)
     table.add("projector check, direct HTTP (component)", direct)

@@ -53,6 +53,12 @@ PATHS = [
     ("proxy", "retrieval", 8080, True),
     ("retrieval", "database", 5432, True),
     ("retrieval", "embeddings", 8443, True),
+    # The A2A routes reach the retrieval Agent's own Service (status.deviations), so its pods
+    # admit the proxy alone: not the bridge, nor any other pod (kagent's controller, whose
+    # /api/a2a hop has no projector, or another Agent calling it as a sub-agent).
+    ("proxy", "agent", 8080, True),
+    ("bridge", "agent", 8080, False),
+    ("model", "agent", 8080, False),
     ("agent", "retrieval", 8080, False),
     ("agent", "database", 5432, False),
     ("proxy", "database", 5432, False),

@@ -20,6 +20,8 @@ from tests.support.gateway import (
     Received,
     Stack,
     send_message_body,
+    task_body,
+    version_headers,
 )
 from tests.support.projector import AGENT, ALICE, SLACK_BOB, room_context
 
@@ -32,13 +34,15 @@ CONTEXT = contract.encode_room_context(room_context())
 
 def bridge_headers(*, user: str = ALICE, context: str = CONTEXT,
                    key: str | None = BRIDGE_KEY) -> list[tuple[str, str]]:
-    headers = [("a2a-version", "1.0"), ("x-user-id", user), ("x-fgentic-room-context", context)]
+    """The bridge's headers without A2A-Version, which ``send`` adds for the stack's wire."""
+    headers = [("x-user-id", user), ("x-fgentic-room-context", context)]
     return ([("authorization", f"Bearer {key}")] if key is not None else []) + headers
 
 
 async def send(stack: Stack, session: ClientSession, headers: list[tuple[str, str]],
                body: dict[str, Any] | None = None) -> tuple[int, str, Received | None]:
-    body = body or send_message_body()
+    body = body or send_message_body(stack.wire)
+    headers = [*version_headers(stack.wire), *headers]
     async with session.post(stack.local_url, json=body, headers=headers) as response:
         text = await response.text()
     return response.status, text, stack.backend.received.get(body["id"])
@@ -67,7 +71,7 @@ async def test_backend_receives_exactly_the_projection_and_validated_user(
     status, _, received = await send(stack, session, bridge_headers())
     assert status == 200
     assert received is not None
-    assert received.path == n.kagent_a2a_path("fgentic-demo", "docs-agent")
+    assert received.path == n.AGENT_A2A_PATH  # the Agent's own Service, not the controller
     assert_canonical_projection(received)
     assert received.names <= BACKEND_HEADERS, received.names - BACKEND_HEADERS
     # Never the credential, the room context or a check header.
@@ -198,14 +202,13 @@ async def test_task_references_are_refused(stack: Stack, session: ClientSession)
                                         {"referenceTaskIds": []}]
     for field_ in references:
         status, _, received = await send(stack, session, bridge_headers(),
-                                         send_message_body(**field_))
+                                         send_message_body(stack.wire, **field_))
         assert (status, received) == (403, None), field_
 
 
 async def test_get_task_carries_no_projection(stack: Stack, session: ClientSession) -> None:
-    body = {"jsonrpc": "2.0", "id": "get-task-1", "method": "GetTask",
-            "params": {"id": "task-1"}}
-    auth = [("authorization", f"Bearer {BRIDGE_KEY}"), ("a2a-version", "1.0")]
+    body = task_body(stack.wire, "get", "get-task-1")
+    auth = [("authorization", f"Bearer {BRIDGE_KEY}")]
     status, _, received = await send(stack, session, auth, body)
     assert status == 200 and received is not None
     assert not {name for name in received.names if name.startswith("x-fgentic-")}
@@ -233,3 +236,20 @@ async def test_stopped_projector_fails_closed(stack: Stack, session: ClientSessi
         stack.start_projector()
     status, _, received = await send(stack, session, bridge_headers())
     assert status == 200 and received is not None
+
+
+async def test_only_the_bindings_own_wire_is_admitted(stack: Stack,
+                                                      session: ClientSession) -> None:
+    """The routes admit one A2A version: the other one's send (with its own A2A-Version) and
+    a present but empty A2A-Version are refused before the projector and the Agent."""
+    other = next(w for w in type(stack.wire) if w is not stack.wire)
+    body = send_message_body(other)
+    headers = [*version_headers(other), *bridge_headers()]
+    async with session.post(stack.local_url, json=body, headers=headers) as response:
+        assert response.status == 403
+    assert body["id"] not in stack.backend.received
+    empty = send_message_body(stack.wire)
+    async with session.post(stack.local_url, json=empty,
+                            headers=[("a2a-version", ""), *bridge_headers()]) as response:
+        assert response.status == 403
+    assert empty["id"] not in stack.backend.received

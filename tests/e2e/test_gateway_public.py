@@ -24,7 +24,10 @@ from tests.support.gateway import (
     PartnerIssuer,
     Received,
     Stack,
+    non_blocking,
     send_message_body,
+    task_body,
+    version_headers,
 )
 from tests.support.projector import AGENT, ALICE, AUDIENCE, ISSUER
 
@@ -37,8 +40,8 @@ CLIENT = OAuthClient(audience=AUDIENCE, azp=PARTNER_AZP, issuer=ISSUER, policy_i
 async def send(stack: Stack, session: ClientSession, token: str | None,
                extra: list[tuple[str, str]] | None = None,
                body: dict[str, Any] | None = None) -> tuple[int, str, Received | None]:
-    body = body or send_message_body()
-    headers = [("a2a-version", "1.0"), *(extra or [])]
+    body = body or send_message_body(stack.wire)
+    headers = [*version_headers(stack.wire), *(extra or [])]
     if token is not None:
         headers.insert(0, ("authorization", f"Bearer {token}"))
     async with session.post(stack.public_url, json=body, headers=headers,
@@ -153,19 +156,16 @@ async def test_token_expired_within_jwt_leeway_is_refused_by_the_projector(
     assert "TOKEN_NEAR_EXPIRY" in text
 
 
-@pytest.mark.parametrize("body", [
-    {"jsonrpc": "2.0", "id": "pub-get", "method": "GetTask", "params": {"id": "t"}},
-    {"jsonrpc": "2.0", "id": "pub-cancel", "method": "CancelTask", "params": {"id": "t"}},
-], ids=["GetTask", "CancelTask"])
+@pytest.mark.parametrize("operation", ["get", "cancel"])
 async def test_public_route_has_no_task_read_or_cancel(
-    stack: Stack, session: ClientSession, body: dict[str, Any]
+    stack: Stack, session: ClientSession, operation: str
 ) -> None:
+    body = task_body(stack.wire, operation, f"pub-{operation}", "t")
     status, _, received = await send(stack, session, stack.issuer.token(), body=body)
     assert (status, received) == (403, None)
 
 
 async def test_non_blocking_send_is_refused(stack: Stack, session: ClientSession) -> None:
-    body = send_message_body()
-    body["params"]["configuration"] = {"returnImmediately": True}
+    body = non_blocking(stack.wire, send_message_body(stack.wire))
     status, _, received = await send(stack, session, stack.issuer.token(), body=body)
     assert (status, received) == (403, None)

@@ -149,7 +149,9 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     namespace, name, spec = binding(
         proxy={"namespace": "agentgateway-system", "selector": {"app": "agw"},
                "port": ports["local"]},
-        gateway={"mcpPort": ports["mcp"], "publicPort": ports["public"]})
+        gateway={"mcpPort": ports["mcp"], "publicPort": ports["public"]},
+        # The 1.0 table here; tests/e2e run the real gateway with both wires.
+        kagent={"a2aVersion": "1.0"})
     key = ec.generate_private_key(ec.SECP256R1())
     rendered = render(namespace, name, spec, options=RenderOptions(standalone_hosts={
         "projector": f"127.0.0.1:{projector_port}", "kagent": f"127.0.0.1:{echo_port}",
@@ -241,7 +243,7 @@ def test_local_send_message_is_projected_and_stripped(gateway: Gateway) -> None:
     assert check[n.CHECK_A2A_METHOD] == "SendMessage"
     assert not {"authorization", "cookie", n.IDENTITY} & set(check)
     [(upstream_path, upstream)] = gateway.rec.upstream
-    assert upstream_path == "/api/a2a/fgentic-demo/docs-agent/"
+    assert upstream_path == "/"  # the Agent's own Service (status.deviations)
     values = dict(upstream)
     assert values[n.IDENTITY] == PROJECTED and values[n.USER_ID] == MXID
     assert [k for k, _ in upstream].count(n.IDENTITY) == 1

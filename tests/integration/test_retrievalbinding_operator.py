@@ -42,6 +42,7 @@ class Env:
         obj = example("RetrievalBinding")
         obj["metadata"] = {"name": name, "namespace": self.ns}
         spec = obj["spec"]
+        spec["agent"]["namespace"] = self.ns  # the Agent's pods get a NetworkPolicy there
         spec["proxy"]["namespace"] = self.ns
         spec["peers"]["embeddings"]["namespace"] = self.ns
         spec["retrievalService"]["namespace"] = self.retrieval
@@ -135,7 +136,8 @@ async def test_binding_renders_and_applies_with_owner_references(
     status = await _applied(api, env, "docs")
     expected = _expected(env, "docs")
     assert status["renderedDigest"] == expected.digest
-    assert status["renderedObjects"] == len(expected.objects) == 13
+    assert status["renderedObjects"] == len(expected.objects) == 14
+    assert status["deviations"] == ["A2A_HOP_AGENT_SERVICE", "A2A_WIRE_0_3"]
     assert status["unenforceable"] == list(expected.unenforceable)
     assert _condition(status, "Rendered") == "True"
     assert _condition(status, "Conflict") == "False"
@@ -224,7 +226,7 @@ async def test_second_binding_for_the_same_agent_conflicts_and_applies_nothing(
     assert _labelled(api, f"{env.ns}.second") == []
     first = _get(api, env, "first")["status"]
     assert _condition(first, "Conflict") == "False" and _condition(first, "Applied") == "True"
-    assert len(_labelled(api, f"{env.ns}.first")) == 13
+    assert len(_labelled(api, f"{env.ns}.first")) == 14
 
 
 async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
@@ -236,7 +238,7 @@ async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
                                        {"spec": {"publicRoute": None}})
 
     def pruned() -> bool:
-        return len(_labelled(api, f"{env.ns}.gone")) == 11
+        return len(_labelled(api, f"{env.ns}.gone")) == 12
 
     await _until(pruned, "public route objects pruned")
     [config_map] = [o for o in _expected(env, "gone", publicRoute=None).objects

@@ -24,6 +24,8 @@ def _rendered_in_fresh_namespaces(control_plane: Any, public: bool) -> Rendered:
     for namespace in spaces.values():
         control_plane.ensure_namespace(namespace)
     changes: dict[str, Any] = {
+        # The Agent's pods get their ingress NetworkPolicy in the Agent's namespace.
+        "agent": {"namespace": spaces["proxy"], "name": "docs-agent"},
         "proxy": {"namespace": spaces["proxy"], "selector": {"app": "agw"}, "port": 8080},
         "retrievalService": {"namespace": spaces["retrieval"],
                              "selector": {"app": "retrieval"}, "port": 8080},
@@ -46,7 +48,7 @@ def test_kubernetes_form_is_accepted_by_the_api_server(
     control_plane: Any, k8s_client: client.ApiClient, public: bool
 ) -> None:
     rendered = _rendered_in_fresh_namespaces(control_plane, public)
-    assert len(rendered.objects) == (13 if public else 11)
+    assert len(rendered.objects) == (14 if public else 12)
     for obj in rendered.objects:
         meta = obj["metadata"]
         created = raw_request(k8s_client, "POST",

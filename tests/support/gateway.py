@@ -45,8 +45,8 @@ from cryptography.x509.oid import NameOID
 from fgentic_devenv import free_port, log_tail, terminate, wait_until
 from fgentic_devenv.binaries import upstream_dir
 from fgentic_devenv.up import port_open, spawn_cli
-from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.retrieval.names import agent_route_path
+from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
+from fgentic_governance.retrieval.names import WIRES, agent_route_path
 from fgentic_governance.retrieval.projector_config import dump_config, projector_config
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
@@ -182,8 +182,10 @@ class EchoBackend(LoopbackServer):
 # -- the stack -----------------------------------------------------------------------------
 
 
-def binding_spec(ports: dict[str, int], *, public: bool = True) -> RetrievalBindingSpec:
+def binding_spec(ports: dict[str, int], *, public: bool = True,
+                 wire: A2aWire = A2aWire.V0_3) -> RetrievalBindingSpec:
     doc = example("RetrievalBinding")["spec"]
+    doc["kagent"] = {"a2aVersion": wire.value}
     doc["proxy"]["port"] = ports["local"]
     doc["gateway"] = {"mcpPort": ports["mcp"], "publicPort": ports["public"]}
     if not public:
@@ -217,6 +219,10 @@ class Stack:
     spec: RetrievalBindingSpec
     tls_cert: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def wire(self) -> A2aWire:
+        return self.spec.kagent.a2a_version
 
     @property
     def local_url(self) -> str:
@@ -298,7 +304,8 @@ PORT_NAMES = ("local", "public", "mcp", "projector", "retrieval", "admin", "stat
 @contextlib.asynccontextmanager
 async def gateway_stack(workdir: Path, *,
                         edit: Callable[[dict[str, Any]], None] | None = None,
-                        binary: Path | None = None) -> AsyncIterator[Stack]:
+                        binary: Path | None = None,
+                        wire: A2aWire = A2aWire.V0_3) -> AsyncIterator[Stack]:
     """Everything running; `edit` may change the rendered config (the benchmark adds a
     baseline listener) before the gateway starts. Without `binary`, skip or fail as
     `agentgateway_binary` says."""
@@ -306,7 +313,7 @@ async def gateway_stack(workdir: Path, *,
     ports = {name: free_port() for name in PORT_NAMES}
     backend = EchoBackend()
     await backend.start()
-    spec = binding_spec(ports)
+    spec = binding_spec(ports, wire=wire)
     issuer = PartnerIssuer()
     cert, key = self_signed(workdir)
     stack = Stack(workdir, ports, issuer, backend, spec, cert)
@@ -333,9 +340,35 @@ def client_session() -> ClientSession:
     return ClientSession(timeout=ClientTimeout(total=20), cookie_jar=DummyCookieJar())
 
 
-def send_message_body(**message_fields: Any) -> dict[str, Any]:
-    """An A2A v1 SendMessage that starts a fresh task (no contextId/taskId/references)."""
-    return {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "SendMessage",
-            "params": {"message": {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
-                                   "parts": [{"text": "what is the retention policy?"}],
-                                   **message_fields}}}
+QUESTION = "what is the retention policy?"
+
+
+def send_message_body(wire: A2aWire = A2aWire.V0_3, text: str = QUESTION,
+                      **message_fields: Any) -> dict[str, Any]:
+    """A message that starts a fresh task (no contextId/taskId/references) on ``wire``:
+    0.3's message/send (role "user", parts of kind "text") or 1.0's SendMessage."""
+    message: dict[str, Any] = (
+        {"kind": "message", "messageId": uuid.uuid4().hex, "role": "user",
+         "parts": [{"kind": "text", "text": text}]} if wire is A2aWire.V0_3 else
+        {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": text}]})
+    return {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": WIRES[wire].send,
+            "params": {"message": {**message, **message_fields}}}
+
+
+def task_body(wire: A2aWire, operation: str, request_id: str,
+              task_id: str = "task-1") -> dict[str, Any]:
+    """The bridge's poll (``"get"``) or cancel (``"cancel"``) of a task on ``wire``."""
+    method = getattr(WIRES[wire], operation)
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"id": task_id}}
+
+
+def version_headers(wire: A2aWire) -> list[tuple[str, str]]:
+    """The A2A-Version a client of ``wire`` sends (0.3: none; a2a-sdk 0.3 sends none)."""
+    rules = WIRES[wire]
+    return [] if rules.version_optional else [("a2a-version", rules.versions[0])]
+
+
+def non_blocking(wire: A2aWire, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` asking to return before the task ends, in ``wire``'s spelling."""
+    field_name, value = WIRES[wire].immediate
+    return {**body, "params": {**body["params"], "configuration": {field_name: value}}}

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fgentic_governance import contract
-from fgentic_governance.api.retrieval import RetrievalBindingSpec
+from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
 from fgentic_governance.contract import AgentRef, RoomContext
 from fgentic_governance.retrieval import names as n
 from fgentic_governance.retrieval.projector_config import ProjectorConfig, projector_config
@@ -50,18 +50,29 @@ def room_context(*, caller: dict[str, str] | None = None,
     }))
 
 
+def wire_config(wire: A2aWire) -> ProjectorConfig:
+    """The example binding's projector config for an Agent whose runtime speaks ``wire``."""
+    return config(kagent={"a2aVersion": wire.value})
+
+
+def _version(wire: A2aWire) -> dict[str, list[str]]:
+    """The A2A-Version a well-formed request of ``wire`` carries (0.3: none)."""
+    rules = n.WIRES[wire]
+    return {} if rules.version_optional else {n.A2A_VERSION_HEADER: [rules.versions[0]]}
+
+
 def local_headers(context: RoomContext | None = None, *, user: str = ALICE,
                   changes: Mapping[str, list[str] | None] | None = None,
-                  ) -> dict[str, list[str]]:
+                  wire: A2aWire = A2aWire.V0_3) -> dict[str, list[str]]:
     """The check request of the rendered local route for one well-formed bridge request."""
     headers: dict[str, list[str]] = {
         n.USER_ID: [user],
         n.ROOM_CONTEXT: [contract.encode_room_context(context or room_context())],
-        n.A2A_VERSION[0]: ["1.0"],
+        **_version(wire),
         n.CHECK_AGENT: ["fgentic-demo/docs-agent"],
         n.CHECK_HTTP_METHOD: ["POST"],
         n.CHECK_PATH: ["/a2a/fgentic-demo/docs-agent"],
-        n.CHECK_A2A_METHOD: ["SendMessage"],
+        n.CHECK_A2A_METHOD: [n.WIRES[wire].send],
         n.CHECK_WORKLOAD: [WORKLOAD],
         n.CHECK_USER_ID_COUNT: ["1"],
         n.CHECK_ROOM_CONTEXT_COUNT: ["1"],
@@ -72,13 +83,13 @@ def local_headers(context: RoomContext | None = None, *, user: str = ALICE,
 
 def public_headers(*, token_exp: int = NOW + 3600, azp: str = "org-b-a2a",
                    changes: Mapping[str, list[str] | None] | None = None,
-                   ) -> dict[str, list[str]]:
+                   wire: A2aWire = A2aWire.V0_3) -> dict[str, list[str]]:
     headers: dict[str, list[str]] = {
-        n.A2A_VERSION[0]: ["1.0"],
+        **_version(wire),
         n.CHECK_AGENT: ["fgentic-demo/docs-agent"],
         n.CHECK_HTTP_METHOD: ["POST"],
         n.CHECK_PATH: ["/a2a/fgentic-demo/docs-agent"],
-        n.CHECK_A2A_METHOD: ["SendMessage"],
+        n.CHECK_A2A_METHOD: [n.WIRES[wire].send],
         n.CHECK_ISSUER: [ISSUER],
         n.CHECK_AUDIENCE: [AUDIENCE],
         n.CHECK_AZP: [azp],

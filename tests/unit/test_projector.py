@@ -11,6 +11,7 @@ import re
 import pytest
 
 from fgentic_governance import contract
+from fgentic_governance.api.retrieval import A2aWire
 from fgentic_governance.contract import (
     BridgedMatrixProjection,
     Code,
@@ -41,6 +42,7 @@ from tests.support.projector import (
     local_headers,
     public_headers,
     room_context,
+    wire_config,
 )
 
 CODE_TEXT = re.compile(r"^[A-Z0-9_]+(/[A-Z0-9_]+)?$")
@@ -85,7 +87,7 @@ def test_local_bridged_caller_keeps_kind_and_network() -> None:
     assert (identity.network, identity.principal, user) == ("slack", SLACK_BOB, SLACK_BOB)
 
 
-LOCAL_CHECK_HEADERS = [n.USER_ID, n.A2A_VERSION[0], n.CHECK_AGENT, n.CHECK_HTTP_METHOD,
+LOCAL_CHECK_HEADERS = [n.USER_ID, n.CHECK_AGENT, n.CHECK_HTTP_METHOD,
                        n.CHECK_PATH, n.CHECK_A2A_METHOD, n.CHECK_WORKLOAD]
 
 
@@ -110,9 +112,11 @@ def test_local_repeated_check_header_denies(name: str) -> None:
     (n.CHECK_HTTP_METHOD, "GET", ProjectorReason.HTTP_METHOD_MISMATCH),
     (n.CHECK_PATH, "/a2a/fgentic-demo/other-agent", ProjectorReason.PATH_MISMATCH),
     (n.CHECK_PATH, "/a2a/fgentic-demo/docs-agent/", ProjectorReason.PATH_MISMATCH),
-    (n.CHECK_A2A_METHOD, "GetTask", ProjectorReason.A2A_METHOD_MISMATCH),
-    (n.CHECK_A2A_METHOD, "sendmessage", ProjectorReason.A2A_METHOD_MISMATCH),
-    (n.A2A_VERSION[0], "1.0.1", ProjectorReason.A2A_VERSION_MISMATCH),
+    (n.CHECK_A2A_METHOD, "tasks/get", ProjectorReason.A2A_METHOD_MISMATCH),
+    (n.CHECK_A2A_METHOD, "SendMessage", ProjectorReason.A2A_METHOD_MISMATCH),
+    (n.CHECK_A2A_METHOD, "message/Send", ProjectorReason.A2A_METHOD_MISMATCH),
+    (n.A2A_VERSION_HEADER, "1.0", ProjectorReason.A2A_VERSION_MISMATCH),
+    (n.A2A_VERSION_HEADER, "0.3.0", ProjectorReason.A2A_VERSION_MISMATCH),
 ])
 def test_local_route_shape_must_be_exact(name: str, value: str, reason: ProjectorReason) -> None:
     assert decide_local(local_headers(changes={name: [value]})).reason is reason
@@ -271,8 +275,8 @@ def test_public_token_expiry_must_be_a_plain_integer(value: str) -> None:
     (n.CHECK_AZP, "ORG-B-A2A", ProjectorReason.PARTNER_UNKNOWN),
     (n.CHECK_TIMEOUT, "60", ProjectorReason.TIMEOUT_MISMATCH),
     (n.CHECK_AGENT, "kagent/docs-agent", ProjectorReason.AGENT_MISMATCH),
-    (n.CHECK_A2A_METHOD, "GetTask", ProjectorReason.A2A_METHOD_MISMATCH),
-    (n.CHECK_A2A_METHOD, "CancelTask", ProjectorReason.A2A_METHOD_MISMATCH),
+    (n.CHECK_A2A_METHOD, "tasks/get", ProjectorReason.A2A_METHOD_MISMATCH),
+    (n.CHECK_A2A_METHOD, "tasks/cancel", ProjectorReason.A2A_METHOD_MISMATCH),
 ])
 def test_public_validated_metadata_must_match_exactly(name: str, value: str,
                                                       reason: ProjectorReason) -> None:
@@ -323,3 +327,42 @@ def test_denial_codes_never_carry_header_content() -> None:
         assert not decision.allowed and not decision.headers
         assert CODE_TEXT.fullmatch(decision.code), decision.code
         assert "secret" not in repr(decision)
+
+
+# -- each A2A wire: its own operation and A2A-Version rule --------------------------------------
+
+
+@pytest.mark.parametrize(("wire", "version", "allowed"), [
+    (A2aWire.V0_3, None, True), (A2aWire.V0_3, "0.3", True), (A2aWire.V0_3, "1.0", False),
+    (A2aWire.V0_3, "", False), (A2aWire.V1_0, "1.0", True), (A2aWire.V1_0, None, False),
+    (A2aWire.V1_0, "0.3", False), (A2aWire.V1_0, "1.0.0", False),
+], ids=str)
+def test_each_wire_admits_its_own_a2a_version_rule(wire: A2aWire, version: str | None,
+                                                   allowed: bool) -> None:
+    change = {n.A2A_VERSION_HEADER: None if version is None else [version]}
+    for decide, headers in ((decide_local, local_headers(changes=change, wire=wire)),
+                            (decide_public, public_headers(changes=change, wire=wire))):
+        decision = decide(headers, wire_config(wire))
+        if allowed:
+            assert decision.reason is ProjectorReason.ALLOWED
+        elif version is None:  # a required check header the route did not send
+            assert decision.reason is ProjectorReason.CHECK_HEADER_MISSING
+        else:
+            assert decision.reason is ProjectorReason.A2A_VERSION_MISMATCH
+
+
+@pytest.mark.parametrize("wire", list(A2aWire))
+def test_each_wire_projects_only_for_its_own_send_operation(wire: A2aWire) -> None:
+    config = wire_config(wire)
+    assert decide_local(local_headers(wire=wire), config).reason is ProjectorReason.ALLOWED
+    for other in A2aWire:
+        for method in n.WIRES[other].local_methods:
+            if method == n.WIRES[wire].send:
+                continue
+            headers = local_headers(wire=wire, changes={n.CHECK_A2A_METHOD: [method]})
+            assert decide_local(headers, config).reason is ProjectorReason.A2A_METHOD_MISMATCH
+
+
+def test_a_repeated_version_header_is_a_duplicate() -> None:
+    headers = local_headers(changes={n.A2A_VERSION_HEADER: ["0.3", "0.3"]})
+    assert decide_local(headers).reason is ProjectorReason.CHECK_HEADER_DUPLICATE

@@ -121,7 +121,7 @@ def test_local_check_carries_value_counts_from_the_original_request() -> None:
     assert added[n.CHECK_ROOM_CONTEXT_COUNT] == (
         'string(size(request.headers.raw()["x-fgentic-room-context"]))')
     assert added[n.CHECK_WORKLOAD] == "apiKey.workload"
-    assert local["condition"] == 'json(request.body).method == "SendMessage"'
+    assert local["condition"] == 'json(request.body).method == "message/send"'
     assert local["failureMode"] == "deny"
 
 
@@ -191,16 +191,57 @@ def test_projected_headers_need_exactly_one_value_and_unknown_reserved_names_fai
                                  '!(h in ["x-fgentic-identity"]))']
 
 
-def test_a2a_body_rules_reject_task_references_and_limit_methods() -> None:
-    routes = standalone_routes(rendered())
+# Each wire: (local methods, public method, the synchronous rule, the A2A-Version rule).
+WIRE_RULES = {
+    "0.3": ('json(request.body).method in ["message/send", "tasks/get", "tasks/cancel"]',
+            'json(request.body).method == "message/send"',
+            "json(request.body).params.configuration.blocking == true",
+            '(!("a2a-version" in request.headers)) || '
+            '(request.headers.raw()["a2a-version"] == ["0.3"])'),
+    "1.0": ('json(request.body).method in ["SendMessage", "GetTask", "CancelTask"]',
+            'json(request.body).method == "SendMessage"',
+            "json(request.body).params.configuration.returnImmediately == false",
+            '(request.headers.raw()["a2a-version"] == ["1.0"])'),
+}
+
+
+@pytest.mark.parametrize("version", sorted(WIRE_RULES))
+def test_a2a_body_rules_reject_task_references_and_limit_methods(version: str) -> None:
+    routes = standalone_routes(rendered(kagent={"a2aVersion": version}))
     local = [r["require"] for r in routes["local"]["policies"]["authorization"]["rules"]]
     public = [r["require"] for r in routes["public"]["policies"]["authorization"]["rules"]]
     for field in ("contextId", "taskId", "referenceTaskIds"):
         assert any(f"!has(json(request.body).params.message.{field})" in r for r in local)
         assert any(f"!has(json(request.body).params.message.{field})" in r for r in public)
-    assert 'json(request.body).method in ["SendMessage", "GetTask", "CancelTask"]' in local
-    assert 'json(request.body).method == "SendMessage"' in public
-    assert any("returnImmediately == false" in r for r in public)
+    methods, send, synchronous, a2a_version = WIRE_RULES[version]
+    assert methods in local
+    assert send in public
+    assert any(synchronous in r for r in public)
+    assert a2a_version in local and a2a_version in public
+    other = WIRE_RULES["1.0" if version == "0.3" else "0.3"]
+    assert other[0] not in local and other[1] not in public
+
+
+@pytest.mark.parametrize("version", sorted(WIRE_RULES))
+def test_the_a2a_hop_is_the_agent_service_and_the_deviation_is_reported(version: str) -> None:
+    r = rendered(kagent={"a2aVersion": version})
+    route = standalone_routes(r)["local"]
+    assert route["policies"]["urlRewrite"]["path"]["full"] == "/"
+    assert "docs-agent.fgentic-demo" in json.dumps(route["backends"])
+    assert "kagent-controller" not in json.dumps(r.standalone)
+    assert r.deviations == (("A2A_HOP_AGENT_SERVICE", "A2A_WIRE_0_3") if version == "0.3"
+                            else ("A2A_HOP_AGENT_SERVICE",))
+    assert "DIRECT_KAGENT_A2A" not in r.unenforceable
+    policy = next(o for o in r.objects if o["kind"] == "NetworkPolicy"
+                  and o["metadata"]["name"].endswith("retrieval-agent-a2a"))
+    assert policy["metadata"]["namespace"] == "fgentic-demo"
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app": "kagent",
+                                                             "kagent": "docs-agent"}}
+    assert policy["spec"]["ingress"] == [{"from": [{
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":
+                                              "agentgateway-system"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "agentgateway-proxy"}}}],
+        "ports": [{"protocol": "TCP", "port": 8080}]}]
 
 
 def test_the_bridge_and_the_agent_are_identified_by_key_metadata() -> None:

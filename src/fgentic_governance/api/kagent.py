@@ -33,6 +33,11 @@ def app_name(namespace: str, name: str) -> str:
     return namespace.replace("-", "_") + "__NS__" + name.replace("-", "_")
 
 
+def agent_pod_labels(name: str) -> dict[str, str]:
+    """The selector kagent v0.9.11 gives an Agent's Deployment and Service (manifest_builder)."""
+    return {"app": "kagent", "kagent": name}
+
+
 def memory_enabled(agent: Mapping[str, Any]) -> bool:
     """kagent enables memory by the presence of ``memory`` (v1alpha2 declarative, v1alpha1)."""
     spec = agent.get("spec") or {}
@@ -57,7 +62,7 @@ def memory_agent_of(pod: Mapping[str, Any], agents: Iterable[Mapping[str, Any]])
         if not memory_enabled(agent):
             continue
         name = str(agent["metadata"]["name"])
-        labelled = labels.get("app") == "kagent" and labels.get("kagent") == name
+        labelled = all(labels.get(k) == v for k, v in agent_pod_labels(name).items())
         if labelled or service_account_of(agent) == account:
             return name
     return None

@@ -110,12 +110,27 @@ class AppserviceNamespace(Model):
         return self
 
 
-class KagentEndpoint(Model):
-    """The kagent controller Service that serves A2A at /api/a2a/<namespace>/<name>/."""
+class A2aWire(StrEnum):
+    """The A2A version an Agent's runtime speaks."""
 
-    namespace: DnsLabel = "kagent"
-    service: DnsLabel = "kagent-controller"
-    port: Port = 8083
+    V0_3 = "0.3"
+    """kagent-adk 0.9.11 (a2a-sdk 0.3): message/send, tasks/get, tasks/cancel."""
+    V1_0 = "1.0"
+    """A runtime on a2a-sdk 1.x: SendMessage, GetTask, CancelTask with A2A-Version 1.0."""
+
+
+class KagentEndpoint(Model):
+    """Where the gateway sends the retrieval Agent's A2A requests: the Service kagent creates for
+    the Agent (named after it, in its namespace), which is the URL kagent's controller itself
+    forwards to. Not the controller's /api/a2a/<namespace>/<name>/: in kagent v0.9.11 that hop
+    keeps only X-User-Id, Authorization and trace headers (kagent issue #1819), so
+    X-Fgentic-Identity would never reach the runtime (status.deviations says so)."""
+
+    port: Port = 8080
+    """The Agent Service's port (kagent v0.9.11: 8080)."""
+    a2a_version: Annotated[A2aWire, Field(alias="a2aVersion")] = A2aWire.V0_3
+    """The A2A version the Agent's runtime speaks; the routes admit that wire's methods and
+    A2A-Version rule only. Set 1.0 once the runtime runs on a2a-sdk 1.x."""
 
 
 class Projector(Model):
@@ -212,5 +227,7 @@ class RetrievalBindingStatus(Model):
     rendered_objects: Annotated[int, Field(ge=0)] = 0
     unenforceable: Annotated[list[ReasonCode], Field(max_length=16)] = []
     """ADR rules the gateway cannot express, by code."""
+    deviations: Annotated[list[ReasonCode], Field(max_length=16)] = []
+    """Where the rendered path departs from ADR 0017, by code (docs/retrieval-rendering.md)."""
     conditions: Conditions = []
     observed_generation: Annotated[int, Field(ge=0)] = 0

@@ -10,6 +10,11 @@ environment variables of the standalone form) stay in `render/names.py`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from fgentic_governance.api.retrieval import A2aWire
 from fgentic_governance.contract.codec import IDENTITY_HEADER
 
 # Request headers of the identity contract (lowercase: agentgateway's CEL sees them so).
@@ -17,12 +22,42 @@ IDENTITY = IDENTITY_HEADER.lower()
 USER_ID = "x-user-id"
 ROOM_CONTEXT = "x-fgentic-room-context"
 RESERVED_PREFIX = "x-fgentic-"
-A2A_VERSION = ("a2a-version", "1.0")
+A2A_VERSION_HEADER = "a2a-version"
 MCP_PROTOCOL_VERSION = ("mcp-protocol-version", "2025-11-25")
 
-# A2A v1 JSON-RPC operations (ADR 0017 §1): the bridge may also poll and cancel (§12).
-SEND_MESSAGE = "SendMessage"
-LOCAL_METHODS = (SEND_MESSAGE, "GetTask", "CancelTask")
+
+@dataclass(frozen=True)
+class Wire:
+    """One A2A version as the routes and the projector check it: the operation that starts a
+    task (the only one the projector sees), the bridge's poll and cancel (ADR 0017 §12), the
+    A2A-Version values admitted, and the body field that asks for an immediate return."""
+
+    version: A2aWire
+    send: str
+    get: str
+    cancel: str
+    versions: tuple[str, ...]
+    """Admitted values of A2A-Version (exactly one value, one of these)."""
+    version_optional: bool
+    """Whether A2A-Version may be absent (present, it must still be one of ``versions``)."""
+    immediate: tuple[str, bool]
+    """(field of params.configuration, the value that returns before the task ends)."""
+
+    @property
+    def local_methods(self) -> tuple[str, str, str]:
+        return (self.send, self.get, self.cancel)
+
+
+WIRES: Final = MappingProxyType({
+    # a2a-sdk 0.3 reads no A2A-Version; a client that sends one says 0.3. blocking=false
+    # returns at once (absent: blocking).
+    A2aWire.V0_3: Wire(A2aWire.V0_3, "message/send", "tasks/get", "tasks/cancel",
+                       versions=("0.3",), version_optional=True,
+                       immediate=("blocking", False)),
+    A2aWire.V1_0: Wire(A2aWire.V1_0, "SendMessage", "GetTask", "CancelTask",
+                       versions=("1.0",), version_optional=False,
+                       immediate=("returnImmediately", True)),
+})
 
 # Headers the gateway computes for the projector's check request (never forwarded upstream).
 CHECK_AGENT = "x-fgentic-authz-agent"
@@ -47,6 +82,5 @@ def agent_route_path(namespace: str, name: str) -> str:
     return f"/a2a/{namespace}/{name}"
 
 
-def kagent_a2a_path(namespace: str, name: str) -> str:
-    """Where kagent v0.9.11 serves an Agent's A2A JSON-RPC endpoint."""
-    return f"/api/a2a/{namespace}/{name}/"
+AGENT_A2A_PATH = "/"
+"""Where kagent's runtime serves A2A JSON-RPC on the Agent's Service (a2a-sdk's default)."""

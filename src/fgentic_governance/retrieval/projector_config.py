@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from fgentic_governance.api.common import AgentRef, DnsLabel, Model
 from fgentic_governance.api.retrieval import (
+    A2aWire,
     AppserviceNamespace,
     ClassificationCeiling,
     HttpPath,
@@ -103,6 +104,9 @@ class ProjectorConfig(Model):
     version: Literal[1] = 1
     classification_ceiling: ClassificationCeiling = ClassificationCeiling.PUBLIC
     """No projection carries a class above this (room contexts above it are denied)."""
+    a2a_version: Annotated[A2aWire, Field(alias="a2aVersion")] = A2aWire.V0_3
+    """The A2A version the Agent's runtime speaks: which operation starts a task and which
+    A2A-Version values the routes admit (``names.WIRES``)."""
     local: LocalRoute
     public: PublicRoute | None = None
 
@@ -161,6 +165,7 @@ def projector_config(spec: RetrievalBindingSpec) -> ProjectorConfig:
     bridge = spec.bridge_identity
     data: dict[str, Any] = {
         "classification_ceiling": spec.classification_ceiling,
+        "a2a_version": spec.kagent.a2a_version,
         "local": LocalRoute(
             workload=f"serviceaccount:{bridge.namespace}/{bridge.service_account}",
             agent=agent, path=path,

@@ -162,4 +162,5 @@ class _Report:
         status["renderedDigest"] = result.digest if result else None
         status["renderedObjects"] = len(result.objects) if result and applied is Reason.OK else 0
         status["unenforceable"] = list(result.unenforceable) if result else []
+        status["deviations"] = list(result.deviations) if result else []
         update_status(self.patch, self.current, status)

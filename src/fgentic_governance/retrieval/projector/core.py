@@ -153,14 +153,18 @@ def _count_is_one(headers: Headers, name: str, reason: ProjectorReason) -> None:
     raise _Denied(reason, Code.SHAPE_INVALID)  # not a count: the route config is not ours
 
 
-def _route_shape(headers: Headers, agent: AgentRef, path: str) -> None:
-    """The exact Agent, HTTP method, path and A2A operation the route was configured for."""
+def _route_shape(headers: Headers, agent: AgentRef, path: str, wire: n.Wire) -> None:
+    """The exact Agent, HTTP method, path, A2A operation and A2A-Version the route was
+    configured for (the wire's; where it is optional, absent is fine, empty is not)."""
     _expect(headers, n.CHECK_AGENT, f"{agent.namespace}/{agent.name}",
             ProjectorReason.AGENT_MISMATCH)
     _expect(headers, n.CHECK_HTTP_METHOD, "POST", ProjectorReason.HTTP_METHOD_MISMATCH)
     _expect(headers, n.CHECK_PATH, path, ProjectorReason.PATH_MISMATCH)
-    _expect(headers, n.CHECK_A2A_METHOD, n.SEND_MESSAGE, ProjectorReason.A2A_METHOD_MISMATCH)
-    _expect(headers, n.A2A_VERSION[0], n.A2A_VERSION[1], ProjectorReason.A2A_VERSION_MISMATCH)
+    _expect(headers, n.CHECK_A2A_METHOD, wire.send, ProjectorReason.A2A_METHOD_MISMATCH)
+    if n.A2A_VERSION_HEADER not in headers and wire.version_optional:
+        return
+    if _get(headers, n.A2A_VERSION_HEADER) not in wire.versions:
+        raise _Denied(ProjectorReason.A2A_VERSION_MISMATCH)
 
 
 def _allow(identity_value: str, user: str) -> Decision:
@@ -187,6 +191,7 @@ class Projector:
     def __init__(self, config: ProjectorConfig,
                  delegation_id: Callable[[], str] = lambda: secrets.token_hex(32)) -> None:
         self.config = config
+        self._wire = n.WIRES[config.a2a_version]
         self._delegation_id = delegation_id
         local = config.local
         self._local_agent = contract_agent(local.agent)
@@ -213,7 +218,7 @@ class Projector:
     def _local(self, route: LocalRoute, headers: Headers, now: int) -> Decision:
         _refuse(headers, _NEVER_FORWARDED)
         _expect(headers, n.CHECK_WORKLOAD, route.workload, ProjectorReason.WORKLOAD_MISMATCH)
-        _route_shape(headers, self._local_agent, route.path)
+        _route_shape(headers, self._local_agent, route.path, self._wire)
         _count_is_one(headers, n.CHECK_USER_ID_COUNT, ProjectorReason.USER_ID_COUNT)
         _count_is_one(headers, n.CHECK_ROOM_CONTEXT_COUNT, ProjectorReason.ROOM_CONTEXT_COUNT)
         user = _get(headers, n.USER_ID)
@@ -272,7 +277,7 @@ class Projector:
     def _public(self, route: PublicRoute, agent: AgentRef, headers: Headers,
                 now: int) -> Decision:
         _refuse(headers, _PUBLIC_FORBIDDEN)
-        _route_shape(headers, agent, route.path)
+        _route_shape(headers, agent, route.path, self._wire)
         # Validated JWT metadata (jwtAuth ran first); compared exactly, never normalised.
         _expect(headers, n.CHECK_ISSUER, route.issuer, ProjectorReason.ISSUER_MISMATCH)
         _expect(headers, n.CHECK_AUDIENCE, route.audience, ProjectorReason.AUDIENCE_MISMATCH)

@@ -28,7 +28,7 @@ from fgentic_governance.retrieval.projector_config import (
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render.k8s import KubernetesFormError, gateway_objects
 from fgentic_governance.retrieval.render.netpol import network_policies
-from fgentic_governance.retrieval.render.rules import UNENFORCEABLE, gateway_rules
+from fgentic_governance.retrieval.render.rules import DEVIATIONS, UNENFORCEABLE, gateway_rules
 from fgentic_governance.retrieval.render.standalone import (
     StandaloneFormError,
     header_comment,
@@ -64,6 +64,7 @@ class Rendered:
     """Kubernetes objects in apply order, labelled and annotated."""
     standalone: dict[str, Any]
     unenforceable: tuple[str, ...]
+    deviations: tuple[str, ...]
     digest: str
 
     @property
@@ -76,8 +77,10 @@ class Rendered:
 
     def standalone_yaml(self) -> str:
         reasons = {code: UNENFORCEABLE[code] for code in self.unenforceable}
+        departures = {code: DEVIATIONS[code] for code in self.deviations}
         body = yaml.safe_dump(self.standalone, sort_keys=False, width=_NO_WRAP)
-        return header_comment(self.binding, reasons, digest(self.standalone)) + body
+        return header_comment(self.binding, reasons, departures,
+                              digest(self.standalone)) + body
 
     def kubernetes_yaml(self) -> str:
         head = (f"# RetrievalBinding {self.binding.namespace}/{self.binding.name}: "
@@ -139,4 +142,5 @@ def render(namespace: str, name: str, spec: RetrievalBindingSpec, *, jwks: str |
     except (KubernetesFormError, StandaloneFormError, ProjectorConfigError) as exc:
         raise RenderError(str(exc)) from None
     objects = [_stamp(obj, binding, rules.unenforceable) for obj in objects]
-    return Rendered(binding, objects, standalone, rules.unenforceable, digest(objects))
+    return Rendered(binding, objects, standalone, rules.unenforceable, rules.deviations,
+                    digest(objects))

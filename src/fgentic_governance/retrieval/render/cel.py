@@ -69,11 +69,21 @@ def no_task_references() -> str:
                        for field in ("contextId", "taskId", "referenceTaskIds"))
 
 
-def not_return_immediately() -> str:
-    """`configuration.returnImmediately` absent or false: the call is synchronous."""
+def synchronous(field: str, immediate: bool) -> str:
+    """`params.configuration.<field>` absent or exactly the synchronous boolean (the opposite
+    of ``immediate``). Only that boolean: a runtime's lax parser may read "false" or 0 as
+    false, so no other value is let through."""
     config = f"{BODY}.params.configuration"
-    return (f"!has({BODY}.params.configuration) || "
-            f"!has({config}.returnImmediately) || {config}.returnImmediately == false")
+    wait = "false" if immediate else "true"
+    return (f"!has({config}) || !has({config}.{field}) || {config}.{field} == {wait}")
+
+
+def one_of(header: str, values: Iterable[str], *, optional: bool) -> str:
+    """Exactly one value of the header, one of ``values``; or, if ``optional``, no value at all
+    (a present empty value is not absence)."""
+    rules = [f"!({lit(header)} in request.headers)"] if optional else []
+    rules += [exactly(header, value) for value in values]
+    return " || ".join(f"({rule})" for rule in rules)
 
 
 def implies(condition: str, then: str) -> str:

@@ -7,15 +7,21 @@
   query-embeddings listener.
 * The database pods admit ingress only from the retrieval service.
 
+* The retrieval Agent's pods (kagent labels them ``app: kagent``, ``kagent: <name>``) admit
+  ingress only from the proxy pods, on the Agent Service's port: the A2A routes reach the
+  Agent there directly (``rules.DEVIATIONS``), and nothing else may, neither kagent's
+  controller (its /api/a2a hop has no projector) nor another Agent calling it as a sub-agent.
+
 kagent and Agent pods therefore have no direct path to the retrieval service or the database.
-What NetworkPolicy cannot say (per-Agent paths on the shared kagent controller, Agent egress to
-models) is listed as unenforceable by `render.rules.UNENFORCEABLE`.
+What NetworkPolicy cannot say (Agent egress to models) is listed as unenforceable by
+`render.rules.UNENFORCEABLE`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fgentic_governance.api.kagent import agent_pod_labels
 from fgentic_governance.api.retrieval import RetrievalBindingSpec, Workload
 from fgentic_governance.retrieval.render.names import BindingId
 
@@ -60,6 +66,13 @@ def network_policies(binding: BindingId, spec: RetrievalBindingSpec) -> list[dic
             "ingress": [{"from": [_peer(proxy)],
                          "ports": [{"protocol": "TCP", "port": service.port}]}],
             "egress": egress,
+        }),
+        _policy(binding, "retrieval-agent-a2a", spec.agent.namespace, {
+            "podSelector": {"matchLabels": dict(sorted(agent_pod_labels(spec.agent.name)
+                                                       .items()))},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [_peer(proxy)],
+                         "ports": [{"protocol": "TCP", "port": spec.kagent.port}]}],
         }),
         _policy(binding, "retrieval-database", peers.database.namespace, {
             "podSelector": {"matchLabels": dict(sorted(peers.database.selector.items()))},

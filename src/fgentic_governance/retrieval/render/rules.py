@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fgentic_governance.api.retrieval import RetrievalBindingSpec
+from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
 from fgentic_governance.retrieval import names as n
 from fgentic_governance.retrieval.render import cel
 from fgentic_governance.retrieval.render.names import ENV_AGENT_MCP_API_KEY, ENV_BRIDGE_API_KEY
@@ -21,19 +21,30 @@ LOCAL_TIMEOUT_SECONDS = 540
 # ADR rules no rendered object can enforce, by code, with the reason (status `unenforceable`,
 # the standalone header comment and an annotation on every rendered object).
 UNENFORCEABLE: dict[str, str] = {
-    "DIRECT_KAGENT_A2A": (
-        "kagent serves every Agent's A2A on one controller port, so no NetworkPolicy can admit "
-        "the proxy for this Agent only; a pod that reaches kagent-controller bypasses the "
-        "projector (ADR 0017 sections 5, 10)"),
     "AGENT_DIRECT_MODEL_PATH": (
-        "the binding names neither the Agent pods' labels nor the model endpoints, so Agent "
-        "egress to models is not restricted here (ADR 0017 section 14)"),
+        "the binding does not name the model endpoints, so Agent egress to models is not "
+        "restricted here (ADR 0017 section 14)"),
     "NETWORKPOLICY_ENFORCEMENT": (
         "NetworkPolicies take effect only under an enforcing CNI, which no rendered object can "
         "prove (ADR 0017 section 14)"),
     "PUBLIC_NONTERMINAL_RESULT": (
         "the gateway cannot reject a nonterminal A2A result in a response body (ADR 0017 "
         "section 12)"),
+}
+
+# Where the rendered path departs from ADR 0017, by code, with the reason (status
+# `deviations` and the standalone header comment).
+DEVIATIONS: dict[str, str] = {
+    "A2A_HOP_AGENT_SERVICE": (
+        "the A2A routes go to the Agent's own Service, not kagent-controller's "
+        "/api/a2a/<namespace>/<name>/ (ADR 0017 section 1): kagent v0.9.11's controller keeps "
+        "only X-User-Id, Authorization and trace headers on that hop (kagent issue #1819), so "
+        "X-Fgentic-Identity would never reach the runtime; a NetworkPolicy admits only the "
+        "proxy to the Agent's pods"),
+    "A2A_WIRE_0_3": (
+        "the Agent's runtime speaks A2A 0.3 (kagent-adk 0.9.11, a2a-sdk 0.3): the routes admit "
+        "message/send, tasks/get and tasks/cancel with A2A-Version absent or 0.3, where ADR "
+        "0017 names A2A 1.0 (SendMessage, GetTask, CancelTask, A2A-Version 1.0)"),
 }
 
 
@@ -116,6 +127,7 @@ class GatewayRules:
     gateway: str
     routes: tuple[Route, ...]
     unenforceable: tuple[str, ...]
+    deviations: tuple[str, ...]
 
 
 # Credentials have no business upstream once authentication is done: apiKey and jwtAuth strip
@@ -127,6 +139,10 @@ _PROJECTED = (("identity_projected", f"{cel.lit(n.IDENTITY)} in response.headers
 # Set only from the projector's own response: a forged incoming X-Fgentic-Identity that the
 # projector failed to overwrite cannot satisfy these (defence in depth).
 _WAS_PROJECTED = "extauthz.identity_projected == true && extauthz.user_id_projected == true"
+
+
+def wire(spec: RetrievalBindingSpec) -> n.Wire:
+    return n.WIRES[spec.kagent.a2a_version]
 
 
 def _common_check_headers(spec: RetrievalBindingSpec) -> list[tuple[str, str]]:
@@ -143,14 +159,16 @@ def _projector(spec: RetrievalBindingSpec) -> Endpoint:
 
 
 def _a2a_backend(spec: RetrievalBindingSpec) -> A2aBackend:
-    kagent = spec.kagent
-    return A2aBackend(Endpoint("kagent", kagent.service, kagent.namespace, kagent.port),
-                      n.kagent_a2a_path(spec.agent.namespace, spec.agent.name))
+    """The Agent's own Service, named after the Agent (see ``DEVIATIONS``)."""
+    agent = spec.agent
+    return A2aBackend(Endpoint("kagent", agent.name, agent.namespace, spec.kagent.port),
+                      n.AGENT_A2A_PATH)
 
 
-def _request_shape(path: str) -> list[str]:
+def _request_shape(spec: RetrievalBindingSpec, path: str) -> list[str]:
     return ["request.method == \"POST\"", f"request.path == {cel.lit(path)}",
-            cel.exactly(*n.A2A_VERSION)]
+            cel.one_of(n.A2A_VERSION_HEADER, wire(spec).versions,
+                       optional=wire(spec).version_optional)]
 
 
 def local_route(spec: RetrievalBindingSpec) -> Route:
@@ -158,7 +176,8 @@ def local_route(spec: RetrievalBindingSpec) -> Route:
     path = n.agent_route_path(spec.agent.namespace, spec.agent.name)
     bridge = spec.bridge_identity
     workload = f"serviceaccount:{bridge.namespace}/{bridge.service_account}"
-    send = cel.body_method_is(n.SEND_MESSAGE)
+    a2a = wire(spec)
+    send = cel.body_method_is(a2a.send)
     check = [*_common_check_headers(spec),
              (n.CHECK_WORKLOAD, "apiKey.workload"),
              # extAuthz forwards only the first value of a repeated header, so the counts are
@@ -167,8 +186,8 @@ def local_route(spec: RetrievalBindingSpec) -> Route:
              (n.CHECK_ROOM_CONTEXT_COUNT, cel.count(n.ROOM_CONTEXT))]
     require = [
         f"apiKey.workload == {cel.lit(workload)}",
-        *_request_shape(path),
-        cel.body_method_in(n.LOCAL_METHODS),
+        *_request_shape(spec, path),
+        cel.body_method_in(a2a.local_methods),
         cel.implies(send, cel.no_task_references()),
         cel.implies(send, _WAS_PROJECTED),
         cel.implies(send, cel.all_of(cel.exactly_one(n.IDENTITY), cel.exactly_one(n.USER_ID),
@@ -179,7 +198,7 @@ def local_route(spec: RetrievalBindingSpec) -> Route:
     ]
     ext = ExtAuthz(
         endpoint=_projector(spec), path=cel.lit(n.PROJECT_LOCAL_PATH),
-        include_request_headers=(n.USER_ID, n.ROOM_CONTEXT, n.A2A_VERSION[0]),
+        include_request_headers=(n.USER_ID, n.ROOM_CONTEXT, n.A2A_VERSION_HEADER),
         add_request_headers=tuple(check), include_response_headers=(n.IDENTITY, n.USER_ID),
         metadata=_PROJECTED, condition=send)
     return Route(
@@ -198,6 +217,7 @@ def public_route(spec: RetrievalBindingSpec, jwks: str | None) -> Route | None:
         return None
     path = n.agent_route_path(spec.agent.namespace, spec.agent.name)
     timeout = public.public_retrieval_timeout_seconds
+    a2a = wire(spec)
     check = [*_common_check_headers(spec),
              (n.CHECK_ISSUER, "jwt.iss"),
              (n.CHECK_AUDIENCE, cel.lit(public.audience)),  # the one configured (matched) aud
@@ -207,10 +227,10 @@ def public_route(spec: RetrievalBindingSpec, jwks: str | None) -> Route | None:
     require = [
         f"jwt.iss == {cel.lit(public.issuer)}",
         f"jwt.azp in {cel.lit_list(sorted(p.azp for p in public.partners))}",
-        *_request_shape(path),
-        cel.body_method_is(n.SEND_MESSAGE),  # no GetTask / CancelTask on the public route
+        *_request_shape(spec, path),
+        cel.body_method_is(a2a.send),  # no poll or cancel on the public route
         cel.no_task_references(),
-        cel.not_return_immediately(),
+        cel.synchronous(*a2a.immediate),
         _WAS_PROJECTED,
         cel.exactly_one(n.IDENTITY),
         cel.exactly_one(n.USER_ID),
@@ -220,7 +240,7 @@ def public_route(spec: RetrievalBindingSpec, jwks: str | None) -> Route | None:
         endpoint=_projector(spec), path=cel.lit(n.PROJECT_PUBLIC_PATH),
         # Caller headers carry no authority here; the list must still be non-empty, or the
         # HTTP check would forward Authorization.
-        include_request_headers=(n.A2A_VERSION[0],),
+        include_request_headers=(n.A2A_VERSION_HEADER,),
         add_request_headers=tuple(check), include_response_headers=(n.IDENTITY, n.USER_ID),
         metadata=_PROJECTED)
     return Route(
@@ -264,4 +284,7 @@ def gateway_rules(spec: RetrievalBindingSpec, jwks: str | None = None) -> Gatewa
     public = public_route(spec, jwks)
     routes = (local_route(spec), *([public] if public else []), mcp_route(spec))
     codes = [c for c in UNENFORCEABLE if c != "PUBLIC_NONTERMINAL_RESULT" or public]
-    return GatewayRules(spec.proxy.namespace, spec.gateway.name, routes, tuple(codes))
+    deviations = ["A2A_HOP_AGENT_SERVICE",
+                  *(["A2A_WIRE_0_3"] if spec.kagent.a2a_version is A2aWire.V0_3 else [])]
+    return GatewayRules(spec.proxy.namespace, spec.gateway.name, routes, tuple(codes),
+                        tuple(deviations))

@@ -132,7 +132,7 @@ def _refuse_dollars(node: Any) -> None:
 
 
 def header_comment(binding: n.BindingId, unenforceable: Mapping[str, str],
-                   config_digest: str) -> str:
+                   deviations: Mapping[str, str], config_digest: str) -> str:
     env = (n.ENV_BRIDGE_API_KEY, n.ENV_AGENT_MCP_API_KEY, n.ENV_PUBLIC_JWKS_FILE,
            n.ENV_PUBLIC_TLS_CERT, n.ENV_PUBLIC_TLS_KEY)
     lines = [
@@ -144,5 +144,7 @@ def header_comment(binding: n.BindingId, unenforceable: Mapping[str, str],
         "Route order in v1.3.1: authentication, extAuthz, authorization, requestHeaderModifier.",
         "ADR 0017 rules this config cannot enforce (status.unenforceable):",
         *(f"  {code}: {why}" for code, why in unenforceable.items()),
+        "Where this path departs from ADR 0017 (status.deviations):",
+        *(f"  {code}: {why}" for code, why in deviations.items()),
     ]
     return "".join(f"# {line}\n" for line in lines)
