@@ -305,10 +305,13 @@ PORT_NAMES = ("local", "public", "mcp", "projector", "retrieval", "admin", "stat
 async def gateway_stack(workdir: Path, *,
                         edit: Callable[[dict[str, Any]], None] | None = None,
                         binary: Path | None = None,
-                        wire: A2aWire = A2aWire.V0_3) -> AsyncIterator[Stack]:
+                        wire: A2aWire = A2aWire.V0_3,
+                        kagent: str | None = None,
+                        retrieval: str | None = None) -> AsyncIterator[Stack]:
     """Everything running; `edit` may change the rendered config (the benchmark adds a
     baseline listener) before the gateway starts. Without `binary`, skip or fail as
-    `agentgateway_binary` says."""
+    `agentgateway_binary` says. ``kagent`` and ``retrieval`` (host:port) replace the echo
+    backend and the MCP stub as the A2A and MCP upstreams (the real runtime and server)."""
     binary = binary or agentgateway_binary()
     ports = {name: free_port() for name in PORT_NAMES}
     backend = EchoBackend()
@@ -318,8 +321,8 @@ async def gateway_stack(workdir: Path, *,
     cert, key = self_signed(workdir)
     stack = Stack(workdir, ports, issuer, backend, spec, cert)
     hosts = {"projector": f"127.0.0.1:{ports['projector']}",
-             "kagent": f"127.0.0.1:{backend.port}",
-             "retrieval": f"127.0.0.1:{ports['retrieval']}"}
+             "kagent": kagent or f"127.0.0.1:{backend.port}",
+             "retrieval": retrieval or f"127.0.0.1:{ports['retrieval']}"}
     config = gateway_config(spec, issuer.jwks(), hosts, {
         "admin": ports["admin"], "stats": ports["stats"], "readiness": ports["readiness"]})
     if edit is not None:
@@ -327,7 +330,8 @@ async def gateway_stack(workdir: Path, *,
     (workdir / "projector.json").write_text(dump_config(projector_config(spec)))
     try:
         stack.start_projector()
-        stack.start_mcp()
+        if retrieval is None:
+            stack.start_mcp()
         stack.start_gateway(binary, config, key)
         yield stack
     finally:

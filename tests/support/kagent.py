@@ -39,7 +39,7 @@ import struct
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -413,21 +413,46 @@ def _agent_card(url: str, agent: str = AGENT) -> dict[str, Any]:
             "defaultInputModes": ["text"], "defaultOutputModes": ["text"], "skills": []}
 
 
+def retrieval_agent_config(chat_url: str, mcp_url: str, *, api_key: str, tool: str,
+                           allowed_headers: Sequence[str] = ("X-Fgentic-Identity",),
+                           ) -> dict[str, Any]:
+    """The ``config.json`` kagent's controller writes for a declarative Agent with one
+    RemoteMCPServer tool (translateStreamableHttpTool): ``http_tools`` with the server's URL,
+    its headers (the Agent's MCP API key for the gateway), the tool filter and the Agent
+    tool's ``allowedHeaders``. No memory."""
+    return {
+        "model": {"type": "openai", "model": "stub-chat", "base_url": chat_url},
+        "description": "The retrieval agent.",
+        "instruction": "Answer from the knowledge tool.",
+        "http_tools": [{"params": {"url": mcp_url,
+                                   "headers": {"Authorization": f"Bearer {api_key}"},
+                                   "timeout": 30.0},
+                        "tools": [tool], "allowed_headers": list(allowed_headers)}],
+    }
+
+
 async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
-                      embeddings: EmbeddingStub, log_level: str = "ERROR",
+                      embeddings: EmbeddingStub | None, log_level: str = "ERROR",
                       ttl_days: int = 0, token: str | None = None,
                       extra_env: Mapping[str, str] | None = None, namespace: str = NAMESPACE,
-                      agent: str = AGENT, embeddings_url: str | None = None) -> RunningAgent:
-    """Start the runtime serving A2A on a free loopback port with ``config.json``,
-    ``agent-card.json`` and the token file in ``workdir``, as the Agent ``namespace/agent``
-    (``KAGENT_NAMESPACE``, ``KAGENT_NAME``); wait (bounded) until it serves its agent card.
-    Async so the stubs in this loop keep answering while it starts. ``embeddings_url``
-    replaces the embeddings stub's URL in the Agent's config (e.g. the memory API's /v1)."""
+                      agent: str = AGENT, embeddings_url: str | None = None,
+                      config: Mapping[str, Any] | None = None,
+                      port: int = 0) -> RunningAgent:
+    """Start the runtime serving A2A on loopback (``port``, else a free one) with
+    ``config.json``, ``agent-card.json`` and the token file in ``workdir``, as the Agent
+    ``namespace/agent`` (``KAGENT_NAMESPACE``, ``KAGENT_NAME``); wait (bounded) until it serves
+    its agent card. Async so the stubs in this loop keep answering while it starts.
+    ``config`` replaces the memory-enabled default (``agent_config``); ``embeddings_url``
+    replaces the embeddings stub's URL in that default (e.g. the memory API's /v1)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     base_url = f"http://127.0.0.1:{port}"
-    (workdir / "config.json").write_text(json.dumps(
-        agent_config(chat.url, embeddings_url or embeddings.url, ttl_days=ttl_days)))
+    if config is None:
+        url = embeddings_url or (embeddings.url if embeddings is not None else None)
+        if url is None:
+            raise ValueError("a memory-enabled Agent needs an embeddings URL")
+        config = agent_config(chat.url, url, ttl_days=ttl_days)
+    (workdir / "config.json").write_text(json.dumps(config))
     (workdir / "agent-card.json").write_text(json.dumps(_agent_card(base_url + "/", agent)))
     token = token or "kagent-sa-token-" + uuid.uuid4().hex
     (workdir / "kagent-token").write_text(token + "\n")

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from aiohttp import web
+from aiohttp import ClientSession, ClientTimeout, DummyCookieJar, web
+from multidict import CIMultiDict
 
 from fgentic_devenv import free_port, log_tail, terminate, wait_until
 from fgentic_devenv.up import spawn_cli
@@ -51,6 +52,47 @@ class QueryEmbeddings(LoopbackServer):
         return web.json_response({"object": "list", "model": body.get("model"), "data": [
             {"object": "embedding", "index": i, "embedding": unit_vector(str(text))}
             for i, text in enumerate(texts)]})
+
+
+class HeaderTap(LoopbackServer):
+    """A recording hop in front of the real server, for tests only: every request it receives
+    (every header line, repeats kept) is recorded, then sent on unchanged (hop-by-hop headers
+    aside) to ``target``, whose answer is returned as it came. It shows what the gateway
+    delivered to the MCP endpoint, which the server, by design, never reports."""
+
+    HOP = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+
+    async def _forward(self, request: web.Request) -> web.Response:
+        headers = CIMultiDict((k, v) for k, v in request.headers.items()
+                              if k.lower() not in self.HOP)
+        async with ClientSession(timeout=ClientTimeout(total=30),
+                                 cookie_jar=DummyCookieJar(), auto_decompress=False) as http, \
+                http.request(request.method, self.target + request.raw_path, headers=headers,
+                             data=await request.read(), skip_auto_headers=["User-Agent"],
+                             allow_redirects=False) as answer:
+            body = await answer.read()
+            kept = {k: v for k, v in answer.headers.items() if k.lower() == "content-type"}
+            return web.Response(status=answer.status, body=body, headers=kept)
+
+    def mcp_requests(self, since: int = 0) -> list[tuple[str, Any]]:
+        """(JSON-RPC method, recorded request) of every MCP POST from the ``since``-th request
+        received on (an index into ``requests``, GETs included), in arrival order."""
+        found = []
+        for r in self.requests[since:]:
+            if r.method == "POST" and r.body:
+                found.append((json.loads(r.body).get("method"), r))
+        return found
 
 
 @dataclass(frozen=True)
@@ -126,5 +168,5 @@ async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agen
         terminate(process)
 
 
-__all__ = ["TOOL", "Chunk", "QueryEmbeddings", "RunningServer", "load_corpus", "log_tail",
-           "retrieval_server"]
+__all__ = ["TOOL", "Chunk", "HeaderTap", "QueryEmbeddings", "RunningServer", "load_corpus",
+           "log_tail", "retrieval_server"]

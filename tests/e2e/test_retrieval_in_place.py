@@ -1,0 +1,259 @@
+"""Retrieval in place: the projector's X-Fgentic-Identity crosses the real kagent runtime to the
+real knowledge-retrieval server (ADR 0017 §1, §5, §13; issue 25).
+
+One bridge request enters the real agentgateway v1.3.1 on the rendered local A2A route. The
+real projector sets the carrier, and the route delivers it, on A2A 0.3, to the Agent's own
+endpoint (status.deviations). That endpoint is the unmodified kagent-adk 0.9.11 runtime, whose
+scripted model calls the retrieval tool. The runtime's MCP client propagates exactly
+`X-Fgentic-Identity` through `allowed_headers` to the rendered MCP route. The route hands it to
+`fgentic-governance retrieval-server`, which answers from the prefilter over a real
+PostgreSQL + pgvector corpus.
+
+A recording hop between the gateway and the server (`HeaderTap`) shows what reached the MCP
+endpoint. The stubs stand for what is outside the system: the model, the embeddings
+provider, and kagent's session and task store.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession
+
+from fgentic_devenv import free_port
+from fgentic_devenv.postgres import LocalPostgres
+from fgentic_governance import contract
+from fgentic_governance.api.retrieval import A2aWire
+from fgentic_governance.retrieval import names as n
+from tests.support.gateway import (
+    AGENT_MCP_KEY,
+    BRIDGE_KEY,
+    Stack,
+    gateway_stack,
+    send_message_body,
+)
+from tests.support.kagent import (
+    CallTool,
+    ChatStub,
+    ControllerStub,
+    RunningAgent,
+    reply_text,
+    retrieval_agent_config,
+    start_agent,
+)
+from tests.support.knowledge import (
+    TOOL,
+    Chunk,
+    HeaderTap,
+    QueryEmbeddings,
+    RunningServer,
+    load_corpus,
+    retrieval_server,
+)
+from tests.support.projector import AGENT, ALICE, room_context
+
+pytestmark = pytest.mark.e2e
+
+ALICE_KEY = {"kind": "matrix", "principal": ALICE}
+CAROL_KEY = {"kind": "matrix", "principal": "@carol:org-a.example"}
+GROUNDED = "the retention policy keeps chat logs for thirty days"
+BOB_ONLY = "the partner contract renews every spring"
+CORPUS = [
+    Chunk(1, GROUNDED, "docs/retention.md",
+          {"classification": "public", "allowed_principals": [ALICE_KEY]}),
+    Chunk(2, BOB_ONLY, "docs/partner.md",
+          {"classification": "public",
+           "allowed_principals": [{"kind": "matrix", "principal": "@bob:org-a.example"}]}),
+]
+ALLOWED = frozenset({"x-fgentic-identity"})  # the Agent tool's allowedHeaders
+
+
+@dataclass
+class InPlace:
+    gateway: Stack
+    server: RunningServer
+    tap: HeaderTap
+    agent: RunningAgent
+    chat: ChatStub
+    controller: ControllerStub
+
+
+@pytest.fixture(scope="module")
+async def in_place(postgres: LocalPostgres,
+                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[InPlace]:
+    work = tmp_path_factory.mktemp("in-place")
+    name = f"t_in_place_{uuid.uuid4().hex[:8]}"
+    dsn = await postgres.create_database(name, extensions=("vector",))
+    await load_corpus(dsn, CORPUS)
+    chat, controller, embeddings = ChatStub(), ControllerStub(), QueryEmbeddings()
+    for stub in (chat, controller, embeddings):
+        await stub.start()
+    agent_port = free_port()
+    try:
+        async with retrieval_server(work, dsn, embeddings.url,
+                                    agent=f"{AGENT.namespace}/{AGENT.name}") as server:
+            tap = HeaderTap(f"http://127.0.0.1:{server.port}")
+            await tap.start()
+            try:
+                async with gateway_stack(work, wire=A2aWire.V0_3,
+                                         kagent=f"127.0.0.1:{agent_port}",
+                                         retrieval=tap.address) as gateway:
+                    config = retrieval_agent_config(chat.url, gateway.mcp_url,
+                                                    api_key=AGENT_MCP_KEY, tool=TOOL)
+                    agent = await start_agent(work / "runtime", kagent_url=controller.base_url,
+                                              chat=chat, embeddings=None, config=config,
+                                              namespace=AGENT.namespace, agent=AGENT.name,
+                                              port=agent_port)
+                    try:
+                        yield InPlace(gateway, server, tap, agent, chat, controller)
+                    finally:
+                        agent.stop()
+            finally:
+                await tap.stop()
+    finally:
+        for stub in (embeddings, controller, chat):
+            await stub.stop()
+        await postgres.drop_database(name)
+
+
+async def bridge_turn(place: InPlace, text: str, *,
+                      context: contract.RoomContext | None = None) -> tuple[int, dict[str, Any]]:
+    """One bridge request on the local route (A2A 0.3 message/send, a fresh context)."""
+    encoded = contract.encode_room_context(context or room_context())
+    headers = [("authorization", f"Bearer {BRIDGE_KEY}"), ("x-user-id", ALICE),
+               ("x-fgentic-room-context", encoded)]
+    body = send_message_body(A2aWire.V0_3, text)
+    async with ClientSession() as http, \
+            http.post(place.gateway.local_url, json=body, headers=headers,
+                      timeout=90) as answer:
+        return answer.status, await answer.json(content_type=None)
+
+
+def tool_results(chat: ChatStub, since: int) -> list[str]:
+    """The tool results the runtime handed the model after request ``since``."""
+    found = []
+    for request in chat.requests[since:]:
+        for message in request.json().get("messages", []):
+            if message.get("role") == "tool":
+                found.append(json.dumps(message.get("content")))
+    return found
+
+
+def stored_identities(controller: ControllerStub) -> list[str]:
+    """X-Fgentic-Identity as kagent's runtime stored it with its session events."""
+    values = []
+    for events in controller.events.values():
+        for event in events:  # {"id", "data": the ADK Event as JSON text}
+            data = json.loads(event.get("data") or "{}")
+            headers = ((data.get("actions") or {}).get("state_delta") or {}).get("headers")
+            if isinstance(headers, dict) and "x-fgentic-identity" in headers:
+                values.append(headers["x-fgentic-identity"])
+    return values
+
+
+async def test_the_projectors_value_arrives_exactly_once_at_the_mcp_endpoint(
+    in_place: InPlace,
+) -> None:
+    tapped, chats = len(in_place.tap.requests), len(in_place.chat.requests)
+    in_place.chat.script(CallTool(TOOL, {"query": GROUNDED}, then="Thirty days."))
+    status, reply = await bridge_turn(in_place, "How long are chat logs kept?")
+    assert status == 200, reply
+    assert reply_text(reply["result"]) == "Thirty days."
+
+    calls = in_place.tap.mcp_requests(tapped)
+    methods = [method for method, _ in calls]
+    assert "initialize" in methods and "tools/call" in methods, methods
+    values = {r.header("x-fgentic-identity") for _, r in calls}
+    assert len(values) == 1
+    [value] = values
+    for _, recorded in calls:
+        names = [name for name, _ in recorded.headers]
+        assert names.count("x-fgentic-identity") == 1  # exactly one carrier, every request
+        # Neither the user's id, a cookie, a credential nor any other reserved name.
+        assert not {"x-user-id", "cookie", "authorization", "proxy-authorization"} & set(names)
+        assert {h for h in names if h.startswith(n.RESERVED_PREFIX)} == ALLOWED
+
+    # The value is the projector's canonical stamp of the bridge's room context for this
+    # Agent, byte for byte, as the runtime received it from the gateway.
+    identity = contract.decode_identity([value], now=int(time.time()), agent=AGENT)
+    assert isinstance(identity, contract.MatrixProjection)
+    expected = contract.stamp_matrix(room_context(), agent=AGENT, iat=identity.iat)
+    assert value == contract.encode_identity(expected)
+    assert value in stored_identities(in_place.controller)
+
+    # The server answered from the prefilter: Alice's chunk, never Bob's.
+    [result] = tool_results(in_place.chat, chats)
+    assert GROUNDED in result and BOB_ONLY not in result
+    assert "docs/retention.md" in result
+
+
+async def test_kagent_stores_the_projection_with_its_session(in_place: InPlace) -> None:
+    """The data inventory of docs/retrieval-rendering.md: kagent-adk 0.9.11 appends every
+    inbound header to the session (state_delta), and posts it to kagent's session store."""
+    in_place.chat.script(CallTool(TOOL, {"query": GROUNDED}, then="Noted."))
+    status, _ = await bridge_turn(in_place, "Anything on retention?")
+    assert status == 200
+    stored = stored_identities(in_place.controller)
+    assert stored
+    for value in stored:  # each one a projection for this Agent, nothing else
+        assert contract.load_identity(contract.codec.header_bytes([value])).agent == AGENT
+
+
+async def test_a_changed_audience_gets_a_fresh_context_without_earlier_content(
+    in_place: InPlace,
+) -> None:
+    """A later delegation whose audience no longer matches the chunk's ACL (Carol joined the
+    room) starts a fresh context: the runtime's model sees none of the earlier grounded
+    content, and the prefilter returns nothing."""
+    in_place.chat.script(CallTool(TOOL, {"query": GROUNDED}, then="Grounded."))
+    status, _ = await bridge_turn(in_place, "First question about retention.")
+    assert status == 200
+    chats = len(in_place.chat.requests)
+    wider = room_context(audience=[ALICE_KEY, CAROL_KEY])
+    in_place.chat.script(CallTool(TOOL, {"query": GROUNDED}, then="Nothing found."))
+    status, reply = await bridge_turn(in_place, "Second question about retention.",
+                                      context=wider)
+    assert status == 200, reply
+    later = [json.dumps(r.json()) for r in in_place.chat.requests[chats:]]
+    assert later and not any(GROUNDED in text and "First question" in text for text in later)
+    [result] = tool_results(in_place.chat, chats)
+    assert GROUNDED not in result
+    assert '\\"chunks\\": []' in result or '\\"chunks\\":[]' in result
+
+
+async def test_a_forged_carrier_from_the_bridge_is_replaced_before_the_runtime(
+    in_place: InPlace,
+) -> None:
+    """A bridge request that brings its own X-Fgentic-Identity gets the projector's value
+    instead: the forged one reaches neither the runtime's session nor the MCP endpoint."""
+    forged = contract.encode_identity(contract.stamp_matrix(
+        room_context(audience=[ALICE_KEY, CAROL_KEY]), agent=AGENT, iat=int(time.time())))
+    tapped, stored = len(in_place.tap.requests), len(stored_identities(in_place.controller))
+    in_place.chat.script(CallTool(TOOL, {"query": GROUNDED}, then="Replaced."))
+    encoded = contract.encode_room_context(room_context())
+    headers = [("authorization", f"Bearer {BRIDGE_KEY}"), ("x-user-id", ALICE),
+               ("x-fgentic-room-context", encoded), ("x-fgentic-identity", forged)]
+    async with ClientSession() as http, \
+            http.post(in_place.gateway.local_url, json=send_message_body(A2aWire.V0_3),
+                      headers=headers, timeout=90) as answer:
+        assert answer.status == 200
+    arrived = [r.header("x-fgentic-identity") for _, r in in_place.tap.mcp_requests(tapped)]
+    assert arrived and forged not in arrived
+    assert forged not in stored_identities(in_place.controller)[stored:]
+    expected_audience = [ALICE_KEY]
+    for value in set(arrived):
+        identity = contract.load_identity(contract.codec.header_bytes([value]))
+        assert [a.model_dump() for a in identity.audience] == expected_audience  # type: ignore[union-attr]
+
+
+def test_the_runtime_log_holds_no_projection(in_place: InPlace) -> None:
+    value_prefix = "eyJ"  # every carrier is base64url JSON, beginning '{"'
+    log = Path(in_place.agent.log).read_text(errors="replace")
+    assert value_prefix not in log
