@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import ipaddress
+import itertools
 import json
 import os
 import ssl
@@ -45,13 +46,14 @@ from cryptography.x509.oid import NameOID
 from fgentic_devenv import free_port, log_tail, terminate, wait_until
 from fgentic_devenv.binaries import upstream_dir
 from fgentic_devenv.up import port_open, spawn_cli
+from fgentic_governance import contract
 from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
 from fgentic_governance.retrieval.names import WIRES, agent_route_path
 from fgentic_governance.retrieval.projector_config import dump_config, projector_config
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
 from tests.support.objects import ROOT, example
-from tests.support.projector import AUDIENCE, ISSUER
+from tests.support.projector import AGENT, AUDIENCE, ISSUER, room_context
 from tests.support.stubs import LoopbackServer
 
 BINARY_NAME = "agentgateway-1.3.1"
@@ -376,3 +378,75 @@ def non_blocking(wire: A2aWire, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` asking to return before the task ends, in ``wire``'s spelling."""
     field_name, value = WIRES[wire].immediate
     return {**body, "params": {**body["params"], "configuration": {field_name: value}}}
+
+
+# -- raw MCP over the gateway's MCP route (each header, and each repeat, the caller's choice) --
+
+MCP_VERSION = "2025-11-25"
+_rpc_ids = itertools.count(1)
+
+
+def mcp_identity() -> str:
+    """A fresh projection for the binding's Agent, as the projector would stamp it."""
+    projection = contract.stamp_matrix(room_context(), agent=AGENT, iat=int(time.time()))
+    return contract.encode_identity(projection)
+
+
+def agent_headers(*, key: str | None = AGENT_MCP_KEY, carrier: list[str] | None = None,
+                  version: str | None = MCP_VERSION) -> list[tuple[str, str]]:
+    """The retrieval Agent's MCP request headers: its API key, the carrier(s) and the
+    MCP-Protocol-Version (None: absent)."""
+    headers = [("accept", "application/json, text/event-stream")]
+    if key is not None:
+        headers.append(("authorization", f"Bearer {key}"))
+    headers += [("x-fgentic-identity", v) for v in (carrier if carrier is not None
+                                                     else [mcp_identity()])]
+    if version is not None:
+        headers.append(("mcp-protocol-version", version))
+    return headers
+
+
+async def rpc(stack: Stack, session: ClientSession, method: str, params: dict[str, Any],
+              headers: list[tuple[str, str]], *, mcp_session: str | None = None,
+              ) -> tuple[int, dict[str, Any] | None, str | None]:
+    """(HTTP status, JSON-RPC response or None, Mcp-Session-Id) of one request."""
+    body = {"jsonrpc": "2.0", "id": next(_rpc_ids), "method": method, "params": params}
+    if mcp_session is not None:
+        headers = [*headers, ("mcp-session-id", mcp_session)]
+    async with session.post(stack.mcp_url, json=body, headers=headers) as response:
+        text = await response.text()
+        sid = response.headers.get("mcp-session-id")
+        status = response.status
+    if status != 200:
+        return status, None, sid
+    # Streamable HTTP answers JSON or an event stream whose data line holds the response.
+    data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    return status, json.loads(data[-1] if data else text), sid
+
+
+async def mcp_initialize(stack: Stack, session: ClientSession) -> str:
+    """initialize (no MCP-Protocol-Version, as the rendered rule requires) and initialized;
+    the gateway's session id."""
+    params = {"protocolVersion": MCP_VERSION, "capabilities": {},
+              "clientInfo": {"name": "e2e", "version": "1"}}
+    status, reply, sid = await rpc(stack, session, "initialize", params,
+                                   agent_headers(version=None))
+    assert status == 200 and reply is not None, status
+    assert reply["result"]["protocolVersion"] == MCP_VERSION
+    assert sid
+    notify = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with session.post(stack.mcp_url, json=notify,
+                            headers=[*agent_headers(), ("mcp-session-id", sid)]) as response:
+        assert response.status in (200, 202)
+    return sid
+
+
+async def mcp_call(stack: Stack, session: ClientSession, sid: str, tool: str,
+                   headers: list[tuple[str, str]] | None = None, *,
+                   arguments: dict[str, Any] | None = None,
+                   ) -> tuple[int, dict[str, Any] | None]:
+    status, reply, _ = await rpc(stack, session, "tools/call",
+                                 {"name": tool, "arguments": arguments or {"query": "retention"}},
+                                 headers if headers is not None else agent_headers(),
+                                 mcp_session=sid)
+    return status, reply

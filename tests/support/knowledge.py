@@ -61,6 +61,9 @@ class HeaderTap(LoopbackServer):
     delivered to the MCP endpoint, which the server, by design, never reports."""
 
     HOP = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+    # The tap must not be the limit it measures: aiohttp's default field bound is 8,190 bytes,
+    # below an 8,192-byte carrier.
+    handler_args = {"max_field_size": 65536, "max_line_size": 65536}
 
     def __init__(self, target: str) -> None:
         super().__init__()

@@ -61,6 +61,9 @@ class LoopbackServer:
     """An aiohttp app on a free 127.0.0.1 port in the current event loop, recording every
     request before its handler runs."""
 
+    handler_args: dict[str, Any] | None = None
+    """aiohttp request-handler settings (e.g. larger header bounds for a recording hop)."""
+
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.port = 0
@@ -96,7 +99,7 @@ class LoopbackServer:
         """Listen on ``port`` (a stopped stub starting again where it was), else a free one."""
         app = web.Application(middlewares=[self._record], client_max_size=16 * 1024 * 1024)
         self.routes(app)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, **(self.handler_args or {}))
         await self._runner.setup()
         self.port = port or free_port()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
