@@ -2,10 +2,11 @@
 
 Processes (one Deployment each in the chart): ``operator`` (the Kopf controller), ``webhook``
 (admission), ``projector`` (retrieval identity), ``retrieval-server`` (the knowledge-retrieval
-MCP server), ``control-api`` (the ``!memory`` commands),
-``memory-api`` (kagent's memory calls). Tools: ``crds`` (generate or ``--check`` CRDs and
-schemas), ``render`` (manifests offline, for GitOps), ``offboard`` (erase a person's memory),
-``memory`` (content-free store status, list and erasure), ``detach`` (before uninstall).
+MCP server), ``control-api`` (the ``!memory`` commands), ``memory-api`` (kagent's memory
+calls). Tools: ``crds`` (generate or ``--check`` CRDs and schemas), ``render`` (manifests
+offline, for GitOps), ``corpus`` (load and count the knowledge corpus), ``offboard`` (erase a
+person's memory), ``memory`` (content-free store status, list and erasure), ``detach``
+(before uninstall).
 The development environment (``fgentic-dev up``) is not part of the product.
 """
 
@@ -234,6 +235,10 @@ def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                                help="run the knowledge-retrieval MCP server (one binding's tool)")
     server.add_arguments(knowledge)
     knowledge.set_defaults(func=_retrieval_server)
+    from fgentic_governance.cli import corpus
+
+    corpus.add_arguments(sub.add_parser(
+        "corpus", help="the knowledge corpus: load chunks from JSON Lines, content-free stats"))
 
 
 def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:

@@ -34,7 +34,11 @@ class Embedder:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def embed(self, text: str) -> list[float]:
-        body = {"input": [text], "model": self._model, "encoding_format": "float"}
+        return (await self.embed_many([text]))[0]
+
+    async def embed_many(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order (corpus ingestion sends batches)."""
+        body = {"input": texts, "model": self._model, "encoding_format": "float"}
         raw: bytes | None = None
         try:
             async with self._session.post(
@@ -42,29 +46,42 @@ class Embedder:
                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS),
             ) as response:
                 if response.status == 200:
-                    raw = await response.content.read(MAX_ANSWER_BYTES + 1)
+                    raw = await response.content.read(MAX_ANSWER_BYTES * len(texts) + 1)
         except (aiohttp.ClientError, TimeoutError):
             pass
         if raw is None:  # raised outside the handler: no library error as its context
             raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
-        return vector_of(raw, self._dimensions)
+        return vectors_of(raw, self._dimensions, len(texts))
 
 
 def vector_of(raw: bytes, dimensions: int) -> list[float]:
     """The one embedding of an OpenAI-shaped answer, or EMBEDDINGS_UNAVAILABLE."""
-    if len(raw) > MAX_ANSWER_BYTES:
+    return vectors_of(raw, dimensions, 1)[0]
+
+
+def vectors_of(raw: bytes, dimensions: int, count: int) -> list[list[float]]:
+    """Exactly ``count`` embeddings of an OpenAI-shaped answer, ordered by their ``index``
+    (each of 0..count-1 once), or EMBEDDINGS_UNAVAILABLE."""
+    if len(raw) > MAX_ANSWER_BYTES * count:
         raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
     try:
         answer: Any = loads(raw)
     except Refused:
         answer = None
     data = answer.get("data") if isinstance(answer, dict) else None
-    if not isinstance(data, list) or len(data) != 1 or not isinstance(data[0], dict):
+    if (not isinstance(data, list) or len(data) != count
+            or not all(isinstance(item, dict) for item in data)):
         raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
-    vector = data[0].get("embedding")
-    if not isinstance(vector, list) or not _is_vector(vector, dimensions):
+    indexes = [item.get("index", i) for i, item in enumerate(data)]
+    if sorted(indexes) != list(range(count)) or any(isinstance(i, bool) for i in indexes):
         raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
-    return [float(x) for x in vector]
+    ordered: list[list[float]] = [[] for _ in range(count)]
+    for index, item in zip(indexes, data, strict=True):
+        vector = item.get("embedding")
+        if not isinstance(vector, list) or not _is_vector(vector, dimensions):
+            raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+        ordered[index] = [float(x) for x in vector]
+    return ordered
 
 
 def _is_vector(value: list[Any], dimensions: int) -> bool:

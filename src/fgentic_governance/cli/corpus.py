@@ -1,0 +1,275 @@
+"""``fgentic-governance corpus load FILE.jsonl`` and ``corpus stats``: the knowledge corpus.
+
+``load`` checks every row against the ingestion contract (``retrieval.search.ingest``). It
+refuses a bad row with its line number and a bounded code, never its content, and loads the
+good rows, unless ``--strict``, which loads nothing when any row is refused. Rows without an
+``embedding`` are embedded in batches through an OpenAI-compatible endpoint. The load is an
+upsert by chunk id, so a re-run after a failure or an edit duplicates nothing. Into an empty
+corpus it loads first and builds the indexes after; otherwise the indexes stay and follow.
+
+Exit codes: 0 every row loaded; 2 some rows refused, the rest loaded; 1 nothing more could be
+done (a missing file, the store or the embeddings endpoint unavailable, ``--strict``
+refusals).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    from fgentic_governance.knowledge.embeddings import Embedder
+    from fgentic_governance.retrieval.search.ingest import Row
+
+BATCH = 64
+INDEXES = ("chunks_embedding_hnsw", "chunks_acl_principals_gin", "chunks_acl_groups_gin")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="corpus_command", required=True)
+    load = sub.add_parser("load", help="check and load chunks from a JSON Lines file")
+    load.add_argument("file", type=Path)
+    load.add_argument("--store-dsn-file", type=Path, required=True,
+                      help="file holding the corpus database's DSN")
+    load.add_argument("--embeddings-url", default="",
+                      help="OpenAI-compatible embeddings endpoint for rows without 'embedding'")
+    load.add_argument("--embeddings-model", default="")
+    load.add_argument("--embeddings-key-file", type=Path, default=None)
+    load.add_argument("--batch", type=int, default=BATCH, help="rows per embedding call and "
+                      "per upsert (default: %(default)s)")
+    load.add_argument("--strict", action="store_true",
+                      help="load nothing if any row is refused")
+    load.set_defaults(func=run_load)
+    stats = sub.add_parser("stats", help="content-free counts of the corpus")
+    stats.add_argument("--store-dsn-file", type=Path, required=True)
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    stats.set_defaults(func=run_stats)
+
+
+@dataclass
+class Outcome:
+    total: int = 0
+    loaded: int = 0
+    refused: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _fail(message: str) -> int:
+    print(f"corpus: {message}", file=sys.stderr)
+    return 1
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                yield number, line
+
+
+def _checked(path: Path, outcome: Outcome, *, can_embed: bool) -> Iterator[tuple[int, Row]]:
+    """The good rows with their line numbers; refusals (a repeated id, a row without an
+    embedding when nothing can make one) go to ``outcome``."""
+    from fgentic_governance.retrieval.search.ingest import RowCode, RowRefused, parse_row
+
+    seen: set[int] = set()
+    for number, line in _lines(path):
+        outcome.total += 1
+        try:
+            row = parse_row(line)
+        except RowRefused as refused:
+            outcome.refused.append((number, refused.code.value))
+            continue
+        if row.id in seen:
+            outcome.refused.append((number, RowCode.DUPLICATE_ID.value))
+            continue
+        if row.embedding is None and not can_embed:
+            outcome.refused.append((number, RowCode.EMBEDDING_MISSING.value))
+            continue
+        seen.add(row.id)
+        yield number, row
+
+
+class Progress:
+    """A progress bar on a terminal; a line now and then otherwise (a CI log)."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self._total, self._stream = max(total, 1), stream
+        self._tty = stream.isatty()
+        self._last = 0.0
+
+    def show(self, done: int, refused: int, *, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self._last < (0.1 if self._tty else 5.0):
+            return
+        self._last = now
+        width = 30
+        filled = width * min(done + refused, self._total) // self._total
+        bar = "#" * filled + "." * (width - filled)
+        text = f"[{bar}] {done}/{self._total} loaded, {refused} refused"
+        if self._tty:
+            self._stream.write("\r" + text + ("\n" if final else ""))
+        else:
+            self._stream.write(text + "\n")
+        self._stream.flush()
+
+
+async def _embed(rows: list[Row], embedder: Embedder | None) -> list[list[float]]:
+    """Each row's vector: its own, else the endpoint's (``_checked`` let a row without one
+    through only when there is an endpoint)."""
+    missing = [r.text for r in rows if r.embedding is None]
+    fetched: list[list[float]] = []
+    if missing:
+        assert embedder is not None
+        fetched = await embedder.embed_many(missing)
+    produced = iter(fetched)
+    return [list(r.embedding) if r.embedding is not None else next(produced) for r in rows]
+
+
+async def _prepare(conn: asyncpg.Connection) -> bool:
+    """The table and functions in place; True when the corpus is empty (indexes come after)."""
+    from fgentic_governance.retrieval.search import corpus, ingest
+
+    fresh = await ingest.is_empty(conn)
+    await corpus.create_chunks_table(conn, indexes=not fresh)
+    if fresh:  # an empty table that already had indexes: load first, build them after
+        await conn.execute("DROP INDEX IF EXISTS " + ", ".join(INDEXES))
+    return fresh
+
+
+async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) -> int:
+    import aiohttp
+    import asyncpg
+
+    from fgentic_governance.knowledge.codes import KnowledgeError
+    from fgentic_governance.knowledge.embeddings import Embedder
+    from fgentic_governance.retrieval.search import corpus
+
+    conn = await asyncpg.connect(args.store_dsn_file.read_text().strip(), timeout=10)
+    session = aiohttp.ClientSession()
+    try:
+        embedder = None
+        if args.embeddings_url:
+            key = args.embeddings_key_file.read_text().strip() if args.embeddings_key_file else ""
+            embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
+                                dimensions=corpus.EMBEDDING_DIMENSIONS, api_key=key)
+        fresh = await _prepare(conn)
+        batch: list[Row] = []
+        for _, row in _checked(args.file, outcome, can_embed=embedder is not None):
+            batch.append(row)
+            if len(batch) >= args.batch:
+                await _flush(conn, batch, embedder, outcome)
+                batch = []
+                progress.show(outcome.loaded, len(outcome.refused))
+        await _flush(conn, batch, embedder, outcome)
+        if fresh:
+            await corpus.create_chunk_indexes(conn)
+        await conn.execute("ANALYZE " + corpus.TABLE)
+    except KnowledgeError:
+        progress.show(outcome.loaded, len(outcome.refused), final=True)
+        return _fail(f"the embeddings endpoint failed after {outcome.loaded} chunks were "
+                     "loaded; run the same command again to continue (the load is idempotent)")
+    finally:
+        await session.close()
+        await conn.close()
+    return 0
+
+
+async def _flush(conn: asyncpg.Connection, rows: list[Row], embedder: Embedder | None,
+                 outcome: Outcome) -> None:
+    from fgentic_governance.retrieval.search import ingest
+
+    if rows:
+        outcome.loaded += await ingest.load(conn, rows, await _embed(rows, embedder))
+
+
+def _report(outcome: Outcome) -> None:
+    for number, code in sorted(outcome.refused):
+        print(f"line {number}: {code}", file=sys.stderr)
+    print(f"{outcome.loaded} chunks loaded, {len(outcome.refused)} rows refused "
+          f"of {outcome.total}")
+
+
+def _count(path: Path) -> int:
+    return sum(1 for _ in _lines(path))
+
+
+def _unusable(args: argparse.Namespace) -> str | None:
+    """Why the arguments cannot be used, in one sentence (None: they can)."""
+    for path in (args.file, args.store_dsn_file, args.embeddings_key_file):
+        if path is not None and not path.is_file():
+            return f"{path}: no such file"
+    if not 1 <= args.batch <= 2048:
+        return "--batch must be 1..2048"
+    if args.embeddings_url and not args.embeddings_model:
+        return "--embeddings-model is required with --embeddings-url"
+    return None
+
+
+def run_load(args: argparse.Namespace) -> int:
+    problem = _unusable(args)
+    if problem is not None:
+        return _fail(problem)
+    if args.strict:
+        checked = Outcome()
+        for _ in _checked(args.file, checked, can_embed=bool(args.embeddings_url)):
+            pass
+        if checked.refused:
+            _report(checked)
+            return _fail("--strict: nothing loaded")
+    outcome = Outcome()
+    progress = Progress(_count(args.file), sys.stderr)
+    try:
+        code = asyncio.run(_load(args, outcome, progress))
+    except (OSError, TimeoutError) as exc:
+        return _fail(f"the corpus database is unavailable ({type(exc).__name__})")
+    except Exception as exc:  # asyncpg's errors: the class only, never its text
+        if type(exc).__module__.startswith("asyncpg"):
+            return _fail(f"the corpus database refused the load ({type(exc).__name__})")
+        raise
+    progress.show(outcome.loaded, len(outcome.refused), final=True)
+    _report(outcome)
+    if code:
+        return code
+    return 2 if outcome.refused else 0
+
+
+async def _stats(dsn: str) -> dict[str, object]:
+    import asyncpg
+
+    from fgentic_governance.retrieval.search import ingest
+
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        if await conn.fetchval("SELECT to_regclass('chunks') IS NULL"):
+            return {"chunks": 0, "with_principals": 0, "with_groups": 0,
+                    "by_classification": {}}
+        return await ingest.stats(conn)
+    finally:
+        await conn.close()
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    if not args.store_dsn_file.is_file():
+        return _fail(f"{args.store_dsn_file}: no such file")
+    try:
+        found = asyncio.run(_stats(args.store_dsn_file.read_text().strip()))
+    except (OSError, TimeoutError) as exc:
+        return _fail(f"the corpus database is unavailable ({type(exc).__name__})")
+    if args.json:
+        print(json.dumps(found, sort_keys=True))
+        return 0
+    print(f"chunks: {found['chunks']} (with principals {found['with_principals']}, "
+          f"with groups {found['with_groups']})")
+    by_class = found["by_classification"]
+    assert isinstance(by_class, dict)
+    for name, count in by_class.items():
+        print(f"  {name}: {count}")
+    return 0

@@ -1,0 +1,223 @@
+"""The ingestion contract of the knowledge corpus (ADR 0017 §15) and its idempotent bulk load.
+
+One JSON Lines row is one chunk::
+
+    {"id": 17, "text": "...", "source": "docs/retention.md", "classification": "public",
+     "allowed_principals": [{"kind": "matrix", "principal": "@alice:org-a.example"}],
+     "allowed_groups": ["partner/org-b/docs"], "embedding": [768 numbers, optional]}
+
+:func:`parse_row` checks a row exactly, or refuses it with a bounded code (never the value):
+- ``classification`` is one of the §15 enum. Only ``public`` and ``approved_non_public`` are ever
+  returned: the prefilter denies the rest inside the database.
+- Each ``allowed_principals`` entry is an exact audience-entry object (the contract's own
+  ``Principal`` type).
+- Each ``allowed_groups`` entry is ``partner/<policy>/<group>``.
+- A row must name at least one reader, and names no other field.
+
+The ACL is stored in ``metadata`` exactly as the prefilter's derived columns read it
+(``corpus.py``). :func:`load` upserts by chunk id: a re-load replaces a chunk and duplicates
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+import asyncpg
+from pydantic import TypeAdapter, ValidationError
+
+from fgentic_governance.contract import Principal
+from fgentic_governance.contract.limits import PARTNER_GROUP
+from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS, TABLE, vector_text
+
+CLASSIFICATIONS: Final = ("public", "approved_non_public", "restricted", "regulated", "secret",
+                          "authentication")
+"""ADR 0017 §15: every value a chunk may carry; the prefilter admits the first two only."""
+MAX_TEXT_BYTES: Final = 16 * 1024
+MAX_SOURCE_BYTES: Final = 2048
+MAX_READERS: Final = 1024
+MAX_ID: Final = (1 << 63) - 1
+FIELDS: Final = frozenset({"id", "text", "source", "classification", "allowed_principals",
+                           "allowed_groups", "embedding"})
+_PRINCIPAL: Final = TypeAdapter(Principal)
+
+
+class RowCode(StrEnum):
+    NOT_JSON = "NOT_JSON"
+    NOT_OBJECT = "NOT_OBJECT"
+    UNKNOWN_FIELD = "UNKNOWN_FIELD"
+    ID_INVALID = "ID_INVALID"
+    TEXT_INVALID = "TEXT_INVALID"
+    TEXT_TOO_LARGE = "TEXT_TOO_LARGE"
+    SOURCE_INVALID = "SOURCE_INVALID"
+    CLASSIFICATION_INVALID = "CLASSIFICATION_INVALID"
+    PRINCIPAL_INVALID = "PRINCIPAL_INVALID"
+    GROUP_INVALID = "GROUP_INVALID"
+    ACL_EMPTY = "ACL_EMPTY"
+    """Neither a principal nor a group: a chunk nobody could ever read."""
+    EMBEDDING_INVALID = "EMBEDDING_INVALID"
+    EMBEDDING_MISSING = "EMBEDDING_MISSING"
+    """No ``embedding`` in the row, and no endpoint to make one."""
+    DUPLICATE_ID = "DUPLICATE_ID"
+    """The same id earlier in the same file."""
+
+
+class RowRefused(ValueError):
+    """A refused row; ``str()`` is the code only."""
+
+    def __init__(self, code: RowCode) -> None:
+        super().__init__(code.value)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    id: int
+    text: str
+    source: str
+    metadata: dict[str, Any]
+    embedding: tuple[float, ...] | None
+
+
+def _utf8_size(text: str) -> int | None:
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError:  # a lone surrogate; the caller refuses, outside this handler
+        return None
+
+
+def _text(value: Any, code: RowCode, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise RowRefused(code)
+    size = _utf8_size(value)
+    if size is None or "\x00" in value:  # PostgreSQL text cannot hold NUL
+        raise RowRefused(code)
+    if size > limit:
+        raise RowRefused(RowCode.TEXT_TOO_LARGE if code is RowCode.TEXT_INVALID else code)
+    return value
+
+
+def _principals(value: Any) -> list[dict[str, str]]:
+    if not isinstance(value, list) or len(value) > MAX_READERS:
+        raise RowRefused(RowCode.PRINCIPAL_INVALID)
+    checked = []
+    for entry in value:
+        failed = False
+        try:
+            principal = _PRINCIPAL.validate_python(entry, strict=True)
+        except ValidationError:
+            failed = True
+        if failed or not isinstance(entry, dict):
+            raise RowRefused(RowCode.PRINCIPAL_INVALID)
+        checked.append(principal.model_dump())
+    return checked
+
+
+def _groups(value: Any) -> list[str]:
+    pattern = re.compile(PARTNER_GROUP)
+    if not isinstance(value, list) or len(value) > MAX_READERS:
+        raise RowRefused(RowCode.GROUP_INVALID)
+    if not all(isinstance(g, str) and pattern.fullmatch(g) for g in value):
+        raise RowRefused(RowCode.GROUP_INVALID)
+    return list(value)
+
+
+def _embedding(value: Any) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS
+            or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
+            or not all(math.isfinite(x) for x in value)):
+        raise RowRefused(RowCode.EMBEDDING_INVALID)
+    return tuple(float(x) for x in value)
+
+
+def parse_row(line: str | bytes) -> Row:
+    """One checked chunk, or RowRefused with the first problem's code."""
+    try:
+        doc = json.loads(line, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        doc = _NOT_JSON
+    if doc is _NOT_JSON:
+        raise RowRefused(RowCode.NOT_JSON)
+    if not isinstance(doc, dict):
+        raise RowRefused(RowCode.NOT_OBJECT)
+    if not set(doc) <= FIELDS:
+        raise RowRefused(RowCode.UNKNOWN_FIELD)
+    chunk_id = doc.get("id")
+    if isinstance(chunk_id, bool) or not isinstance(chunk_id, int) or not 1 <= chunk_id <= MAX_ID:
+        raise RowRefused(RowCode.ID_INVALID)
+    text = _text(doc.get("text"), RowCode.TEXT_INVALID, MAX_TEXT_BYTES)
+    source = _text(doc.get("source"), RowCode.SOURCE_INVALID, MAX_SOURCE_BYTES)
+    if doc.get("classification") not in CLASSIFICATIONS:
+        raise RowRefused(RowCode.CLASSIFICATION_INVALID)
+    principals = _principals(doc.get("allowed_principals", []))
+    groups = _groups(doc.get("allowed_groups", []))
+    if not principals and not groups:
+        raise RowRefused(RowCode.ACL_EMPTY)
+    metadata = {"classification": doc["classification"], "allowed_principals": principals,
+                "allowed_groups": groups}
+    return Row(chunk_id, text, source, metadata, _embedding(doc.get("embedding")))
+
+
+_NOT_JSON: Final = object()
+
+
+def _refuse_constant(_text: str) -> Any:
+    raise ValueError("NaN and Infinity are not JSON")
+
+
+# -- the load ------------------------------------------------------------------------------------
+
+# Text columns: asyncpg's binary COPY has no codec for pgvector's type; the upsert casts.
+_STAGE: Final = ("CREATE TEMP TABLE IF NOT EXISTS fgentic_ingest (id bigint, content text,"
+                 " source text, embedding text, metadata text) ON COMMIT DELETE ROWS")
+_COLUMNS: Final = ("id", "content", "source", "embedding", "metadata")
+_UPSERT: Final = (
+    f"INSERT INTO {TABLE} (id, content, source, embedding, metadata)"  # noqa: S608 (constants)
+    " SELECT id, content, source, embedding::vector, metadata::jsonb FROM fgentic_ingest"
+    " ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, source = EXCLUDED.source,"
+    " embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata"
+)
+
+
+async def load(conn: asyncpg.Connection, rows: Sequence[Row],
+               vectors: Sequence[Sequence[float]]) -> int:
+    """Upsert ``rows`` with their ``vectors`` (one per row) in one transaction; the count."""
+    if len(rows) != len(vectors):
+        raise ValueError("one vector per row")
+    records = [(r.id, r.text, r.source, vector_text(v), json.dumps(r.metadata))
+               for r, v in zip(rows, vectors, strict=True)]
+    async with conn.transaction():
+        await conn.execute(_STAGE)
+        await conn.copy_records_to_table("fgentic_ingest", records=records, columns=_COLUMNS)
+        await conn.execute(_UPSERT)
+    return len(records)
+
+
+async def is_empty(conn: asyncpg.Connection) -> bool:
+    exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", TABLE)
+    if not exists:
+        return True
+    return not await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {TABLE})")  # noqa: S608
+
+
+async def stats(conn: asyncpg.Connection) -> dict[str, Any]:
+    """Content-free counts: chunks in all, by classification (NULL as "missing"), and how many
+    name principals and groups."""
+    by_class = await conn.fetch(
+        f"SELECT coalesce(acl_classification, 'missing') AS c, count(*) AS n FROM {TABLE}"  # noqa: S608
+        " GROUP BY 1 ORDER BY 1")
+    counts = await conn.fetchrow(
+        f"SELECT count(*) AS total,"  # noqa: S608
+        " count(*) FILTER (WHERE cardinality(acl_principals) > 0) AS with_principals,"
+        f" count(*) FILTER (WHERE cardinality(acl_groups) > 0) AS with_groups FROM {TABLE}")
+    return {"chunks": counts["total"], "with_principals": counts["with_principals"],
+            "with_groups": counts["with_groups"],
+            "by_classification": {r["c"]: r["n"] for r in by_class}}

@@ -1,0 +1,219 @@
+"""``fgentic-governance corpus load`` and ``corpus stats`` as shipped, against a real PostgreSQL +
+pgvector database and an embeddings stub: good rows loaded (embedded in batches or with their
+own vectors), bad rows refused by line and code without their content, the indexes built after
+a bulk load, idempotent re-loads, ``--strict``, a failing endpoint, content-free stats, and
+the loaded chunks served by the prefilter to exactly who may read them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from fgentic_devenv.postgres import LocalPostgres
+from fgentic_governance import contract
+from fgentic_governance.retrieval.search import prefilter
+from tests.support.knowledge import QueryEmbeddings
+from tests.support.projector import AGENT, ALICE, room_context
+from tests.support.vectors import unit_vector
+
+pytestmark = pytest.mark.integration
+
+SECRET = "sentinel-c0rpus-9d1e"
+ALICE_KEY = {"kind": "matrix", "principal": ALICE}
+
+
+def row(chunk_id: int, text: str, **changes: Any) -> dict[str, Any]:
+    return {"id": chunk_id, "text": text, "source": f"docs/{chunk_id}.md",
+            "classification": "public", "allowed_principals": [ALICE_KEY], **changes}
+
+
+GOOD = [row(1, "retention keeps chat logs thirty days"),
+        row(2, "gateway keys rotate monthly", embedding=unit_vector("gateway keys rotate")),
+        row(3, "partner docs", allowed_principals=[], allowed_groups=["partner/org-b/docs"]),
+        row(4, "restricted notes", classification="restricted")]
+BAD = [(row(5, f"{SECRET} wrong class", classification="Secret"), "CLASSIFICATION_INVALID"),
+       (row(6, f"{SECRET} nobody", allowed_principals=[]), "ACL_EMPTY"),
+       (row(1, f"{SECRET} repeated id"), "DUPLICATE_ID")]
+
+
+def write(path: Path, rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "".join(extra))
+    return path
+
+
+async def cli(*args: str, dsn_file: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in a thread: the embeddings stub answers in this test's event loop."""
+    return await asyncio.to_thread(
+        subprocess.run,[sys.executable, "-m", "fgentic_governance.cli", "corpus", *args,
+                           "--store-dsn-file", str(dsn_file)],
+        capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+async def dsn_file(postgres: LocalPostgres, tmp_path: Path) -> AsyncIterator[Path]:
+    name = f"t_corpus_{uuid.uuid4().hex[:8]}"
+    dsn = await postgres.create_database(name, extensions=("vector",))
+    path = tmp_path / "dsn"
+    path.write_text(dsn)
+    yield path
+    await postgres.drop_database(name)
+
+
+@pytest.fixture
+async def embeddings() -> AsyncIterator[QueryEmbeddings]:
+    async with QueryEmbeddings() as stub:
+        yield stub  # type: ignore[misc]
+
+
+def endpoint(stub: QueryEmbeddings) -> list[str]:
+    return ["--embeddings-url", stub.url, "--embeddings-model", "stub", "--batch", "2"]
+
+
+async def rows_in(dsn_file: Path) -> dict[int, tuple[str, str]]:
+    conn = await asyncpg.connect(dsn_file.read_text())
+    try:
+        found = await conn.fetch("SELECT id, content, acl_classification FROM chunks")
+        return {r["id"]: (r["content"], r["acl_classification"]) for r in found}
+    finally:
+        await conn.close()
+
+
+async def test_good_rows_load_and_bad_rows_are_refused_by_line_and_code(
+    dsn_file: Path, embeddings: QueryEmbeddings, tmp_path: Path,
+) -> None:
+    data = write(tmp_path / "c.jsonl", [*GOOD, *(r for r, _ in BAD)], ("\n", "not json\n"))
+    done = await cli("load", str(data), *endpoint(embeddings), dsn_file=dsn_file)
+    assert done.returncode == 2, done.stderr
+    refusals = [line for line in done.stderr.splitlines() if line.startswith("line ")]
+    assert refusals == ["line 5: CLASSIFICATION_INVALID", "line 6: ACL_EMPTY",
+                        "line 7: DUPLICATE_ID", "line 9: NOT_JSON"]
+    assert "4 chunks loaded, 4 rows refused of 8" in done.stdout
+    assert SECRET not in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert set(await rows_in(dsn_file)) == {1, 2, 3, 4}
+    # Embedded in batches of two (rows 1, 3 and 4 had no vector of their own).
+    batches = [r.json()["input"] for r in embeddings.requests]
+    assert sorted(t for b in batches for t in b) == sorted(
+        [GOOD[0]["text"], GOOD[2]["text"], GOOD[3]["text"]])
+    assert max(len(b) for b in batches) <= 2
+
+
+async def test_the_indexes_come_after_a_bulk_load_and_the_prefilter_serves_the_rows(
+    dsn_file: Path, embeddings: QueryEmbeddings, tmp_path: Path,
+) -> None:
+    done = await cli("load", str(write(tmp_path / "c.jsonl", GOOD)), *endpoint(embeddings),
+               dsn_file=dsn_file)
+    assert done.returncode == 0, done.stderr
+    conn = await asyncpg.connect(dsn_file.read_text())
+    try:
+        indexes = {r["indexname"] for r in await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'chunks'")}
+        assert {"chunks_embedding_hnsw", "chunks_acl_principals_gin",
+                "chunks_acl_groups_gin"} <= indexes
+        identity = contract.decode_verified_identity([contract.encode_identity(
+            contract.stamp_matrix(room_context(), agent=AGENT, iat=int(time.time())))],
+            now=int(time.time()), agent=AGENT)
+        hits = await prefilter.search(conn, identity, unit_vector(GOOD[0]["text"]), 10)
+    finally:
+        await conn.close()
+    # Alice's public rows only: not the partner-group row, not the restricted one.
+    assert [h.id for h in hits][:1] == [1]
+    assert {h.id for h in hits} == {1, 2}
+    assert {h.source for h in hits} == {"docs/1.md", "docs/2.md"}
+
+
+async def test_a_reload_replaces_by_id_and_duplicates_nothing(
+    dsn_file: Path, embeddings: QueryEmbeddings, tmp_path: Path,
+) -> None:
+    data = write(tmp_path / "c.jsonl", GOOD)
+    assert (await cli("load", str(data), *endpoint(embeddings), dsn_file=dsn_file)).returncode == 0
+    edited = [row(1, "retention keeps chat logs ninety days"), *GOOD[1:]]
+    again = await cli("load", str(write(tmp_path / "c2.jsonl", edited)), *endpoint(embeddings),
+                dsn_file=dsn_file)
+    assert again.returncode == 0, again.stderr
+    stored = await rows_in(dsn_file)
+    assert len(stored) == 4 and stored[1][0] == "retention keeps chat logs ninety days"
+
+
+async def test_strict_loads_nothing_when_a_row_is_refused(
+    dsn_file: Path, embeddings: QueryEmbeddings, tmp_path: Path,
+) -> None:
+    data = write(tmp_path / "c.jsonl", [*GOOD, BAD[0][0]])
+    done = await cli("load", str(data), "--strict", *endpoint(embeddings), dsn_file=dsn_file)
+    assert done.returncode == 1
+    assert "line 5: CLASSIFICATION_INVALID" in done.stderr and "nothing loaded" in done.stderr
+    assert await rows_in_or_none(dsn_file) is None
+    assert embeddings.requests == []
+
+
+async def rows_in_or_none(dsn_file: Path) -> dict[int, tuple[str, str]] | None:
+    conn = await asyncpg.connect(dsn_file.read_text())
+    try:
+        if await conn.fetchval("SELECT to_regclass('chunks') IS NULL"):
+            return None
+    finally:
+        await conn.close()
+    return await rows_in(dsn_file)
+
+
+async def test_without_an_endpoint_rows_need_their_own_vectors(
+    dsn_file: Path, tmp_path: Path,
+) -> None:
+    done = await cli("load", str(write(tmp_path / "c.jsonl", GOOD)), dsn_file=dsn_file)
+    assert done.returncode == 2
+    assert [line for line in done.stderr.splitlines() if line.startswith("line ")] == [
+        "line 1: EMBEDDING_MISSING", "line 3: EMBEDDING_MISSING", "line 4: EMBEDDING_MISSING"]
+    assert set(await rows_in(dsn_file)) == {2}
+
+
+async def test_a_failing_endpoint_stops_the_load_and_a_rerun_completes_it(
+    dsn_file: Path, embeddings: QueryEmbeddings, tmp_path: Path,
+) -> None:
+    data = write(tmp_path / "c.jsonl", [row(i, f"{SECRET} chunk {i}") for i in range(1, 7)])
+    embeddings.fail = True
+    failed = await cli("load", str(data), *endpoint(embeddings), dsn_file=dsn_file)
+    assert failed.returncode == 1
+    assert "run the same command again" in failed.stderr
+    assert SECRET not in failed.stdout + failed.stderr  # the provider's body quoted the input
+    embeddings.fail = False
+    done = await cli("load", str(data), *endpoint(embeddings), dsn_file=dsn_file)
+    assert done.returncode == 0, done.stderr
+    assert set(await rows_in(dsn_file)) == set(range(1, 7))
+
+
+async def test_stats_count_by_classification_without_content(
+    dsn_file: Path, embeddings: QueryEmbeddings, tmp_path: Path,
+) -> None:
+    empty = await cli("stats", "--json", dsn_file=dsn_file)
+    assert json.loads(empty.stdout)["chunks"] == 0
+    await cli("load", str(write(tmp_path / "c.jsonl", GOOD)), *endpoint(embeddings),
+              dsn_file=dsn_file)
+    done = await cli("stats", "--json", dsn_file=dsn_file)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"chunks": 4, "with_principals": 3, "with_groups": 1,
+                                       "by_classification": {"public": 3, "restricted": 1}}
+    text = (await cli("stats", dsn_file=dsn_file)).stdout
+    assert "chunks: 4" in text and "restricted: 1" in text
+    assert not any(str(r["text"]) in text for r in GOOD)
+
+
+async def test_missing_files_are_one_sentence_not_a_traceback(tmp_path: Path) -> None:
+    dsn = tmp_path / "dsn"
+    dsn.write_text("postgresql://127.0.0.1:1/none")
+    for args in (["load", str(tmp_path / "absent.jsonl")], ["stats"]):
+        done = await cli(*args, dsn_file=tmp_path / "no-dsn" if args[0] == "stats" else dsn)
+        assert done.returncode == 1
+        assert "no such file" in done.stderr and "Traceback" not in done.stderr
+    unreachable = await cli("load", str(write(tmp_path / "c.jsonl", GOOD)), dsn_file=dsn)
+    assert unreachable.returncode == 1
+    assert "unavailable" in unreachable.stderr and "Traceback" not in unreachable.stderr
