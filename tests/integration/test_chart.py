@@ -340,3 +340,56 @@ def test_rendered_manifests_pass_server_side_dry_run(control_plane: Any, tmp_pat
     assert "validatingadmissionpolicy.admissionregistration.k8s.io/fg-agent-headers created" in out
     assert out.count("(server dry run)") == len(
         [d for d in yaml.safe_load_all(manifest.read_text()) if d])
+
+
+RETRIEVAL = ("retrievalServer.enabled=true", "retrievalServer.binding.namespace=fgentic-demo",
+             "retrievalServer.binding.name=docs-agent-retrieval",
+             "retrievalServer.namespace=fgentic-retrieval",
+             "retrievalServer.corpusDsnSecret.name=corpus-dsn",
+             "retrievalServer.embeddings.url=http://gw.agentgateway-system:4001/v1/embeddings",
+             "retrievalServer.embeddings.model=bge-m3")
+
+
+def test_the_retrieval_server_runs_replicated_from_its_bindings_configuration() -> None:
+    named = {(d["kind"], d["metadata"]["name"]): d for d in _render(*RETRIEVAL)}
+    deployment = named[("Deployment", "fg-retrieval-server")]
+    assert deployment["metadata"]["namespace"] == "fgentic-retrieval"
+    assert deployment["spec"]["replicas"] >= 2
+    assert ("PodDisruptionBudget", "fg-retrieval-server") in named
+    assert named[("Service", "fg-retrieval-server")]["metadata"]["namespace"] == (
+        "fgentic-retrieval")
+    pod = deployment["spec"]["template"]
+    # The example binding's retrievalService.selector: its rendered policies select these Pods.
+    assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "knowledge-retrieval"
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    container = pod["spec"]["containers"][0]
+    assert container["args"][:2] == ["retrieval-server",
+                                     "--config=/etc/fgentic/retrieval/retrieval-server.json"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    # The ConfigMap the operator renders from the binding (render.names.SERVER_CONFIG_SUFFIX).
+    assert volumes["config"]["configMap"]["name"] == (
+        "fgentic-demo.docs-agent-retrieval.retrieval-server")
+    assert volumes["corpus-dsn"]["secret"]["secretName"] == "corpus-dsn"
+    assert "embeddings-key" not in volumes
+    keyed = {(d["kind"], d["metadata"]["name"]): d for d in _render(
+        *RETRIEVAL, "retrievalServer.embeddings.keySecret.name=embeddings-key")}
+    args = keyed[("Deployment", "fg-retrieval-server")]["spec"]["template"]["spec"][
+        "containers"][0]["args"]
+    assert "--embeddings-key-file=/var/run/fgentic/embeddings/key" in args
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (("retrievalServer.enabled=true",), "retrievalServer needs binding.namespace"),
+    ((*RETRIEVAL, "retrievalServer.corpusDsnSecret.name="), "needs corpusDsnSecret.name"),
+    ((*RETRIEVAL, "retrievalServer.embeddings.model="), "needs embeddings.url and"),
+    ((*RETRIEVAL, "retrievalServer.replicas=1"), "replicas must be at least 2"),
+])
+def test_the_retrieval_server_refuses_to_render_incomplete(sets: tuple[str, ...],
+                                                           message: str) -> None:
+    args = [str(binary("helm")), "template", "fg", str(CHART), *SOURCES]
+    for value in sets:
+        args += ["--set", value]
+    result = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and message in result.stderr

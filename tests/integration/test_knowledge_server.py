@@ -22,6 +22,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance import contract
+from fgentic_governance.api.retrieval import RetrievalBindingSpec
+from fgentic_governance.retrieval.server_config import dump_config, server_config
 from tests.support.knowledge import (
     TOOL,
     Chunk,
@@ -30,6 +32,7 @@ from tests.support.knowledge import (
     load_corpus,
     retrieval_server,
 )
+from tests.support.objects import example
 from tests.support.projector import AGENT, ALICE, room_context
 
 pytestmark = pytest.mark.integration
@@ -294,3 +297,33 @@ async def test_readiness_follows_the_embeddings_endpoint(
         assert "readiness EMBEDDINGS_UNAVAILABLE" in server.log_text()
     finally:
         await embeddings.start(port)
+
+
+async def test_the_server_takes_its_binding_from_the_rendered_configuration(
+    postgres: LocalPostgres, embeddings: QueryEmbeddings, http: ClientSession,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``--config``: the ConfigMap the operator renders from the RetrievalBinding names the
+    Agent, the tool and the path (here a binding whose tool and path differ from the flags')."""
+    spec = RetrievalBindingSpec.model_validate({
+        **example("RetrievalBinding")["spec"],
+        "mcpServer": {**example("RetrievalBinding")["spec"]["mcpServer"], "tool": "find_docs"},
+        "retrievalService": {**example("RetrievalBinding")["spec"]["retrievalService"],
+                             "mcpPath": "/knowledge"}})
+    work = tmp_path_factory.mktemp("knowledge-config")
+    (work / "retrieval-server.json").write_text(dump_config(server_config(spec)))
+    name = f"t_knowledge_cfg_{uuid.uuid4().hex[:8]}"
+    dsn = await postgres.create_database(name, extensions=("vector",))
+    await load_corpus(dsn, CORPUS)
+    try:
+        async with retrieval_server(work, dsn, embeddings.url,
+                                    config=work / "retrieval-server.json") as configured:
+            assert configured.url.endswith("/mcp")  # the support's default path: not served
+            url = configured.url.removesuffix("/mcp") + "/knowledge"
+            status, reply = await post(http, configured, body("tools/list"), headers(), url=url)
+            assert status == 200 and reply is not None
+            assert [t["name"] for t in reply["result"]["tools"]] == ["find_docs"]
+            status, _ = await post(http, configured, body("tools/list"), headers())
+            assert status == 404
+    finally:
+        await postgres.drop_database(name)

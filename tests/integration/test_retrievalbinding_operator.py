@@ -136,7 +136,7 @@ async def test_binding_renders_and_applies_with_owner_references(
     status = await _applied(api, env, "docs")
     expected = _expected(env, "docs")
     assert status["renderedDigest"] == expected.digest
-    assert status["renderedObjects"] == len(expected.objects) == 14
+    assert status["renderedObjects"] == len(expected.objects) == 15
     assert status["deviations"] == ["A2A_HOP_AGENT_SERVICE", "A2A_WIRE_0_3"]
     assert status["unenforceable"] == list(expected.unenforceable)
     assert _condition(status, "Rendered") == "True"
@@ -226,7 +226,7 @@ async def test_second_binding_for_the_same_agent_conflicts_and_applies_nothing(
     assert _labelled(api, f"{env.ns}.second") == []
     first = _get(api, env, "first")["status"]
     assert _condition(first, "Conflict") == "False" and _condition(first, "Applied") == "True"
-    assert len(_labelled(api, f"{env.ns}.first")) == 14
+    assert len(_labelled(api, f"{env.ns}.first")) == 15
 
 
 async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
@@ -238,7 +238,7 @@ async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
                                        {"spec": {"publicRoute": None}})
 
     def pruned() -> bool:
-        return len(_labelled(api, f"{env.ns}.gone")) == 12
+        return len(_labelled(api, f"{env.ns}.gone")) == 13
 
     await _until(pruned, "public route objects pruned")
     [config_map] = [o for o in _expected(env, "gone", publicRoute=None).objects

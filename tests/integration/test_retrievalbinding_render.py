@@ -48,7 +48,7 @@ def test_kubernetes_form_is_accepted_by_the_api_server(
     control_plane: Any, k8s_client: client.ApiClient, public: bool
 ) -> None:
     rendered = _rendered_in_fresh_namespaces(control_plane, public)
-    assert len(rendered.objects) == (14 if public else 12)
+    assert len(rendered.objects) == (15 if public else 13)
     for obj in rendered.objects:
         meta = obj["metadata"]
         created = raw_request(k8s_client, "POST",

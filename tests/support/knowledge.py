@@ -153,13 +153,18 @@ def _healthy(port: int) -> bool:
 
 
 @asynccontextmanager
-async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agent: str,
-                           tool: str = TOOL) -> AsyncIterator[RunningServer]:
+async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agent: str = "",
+                           tool: str = TOOL, config: Path | None = None,
+                           ) -> AsyncIterator[RunningServer]:
+    """The server process, configured by ``config`` (the file the operator renders from a
+    binding) or else by ``agent`` (NAMESPACE/NAME) and ``tool``."""
     dsn_file = workdir / "corpus.dsn"
     dsn_file.write_text(dsn)
     port, metrics_port = free_port(), free_port()
     log = workdir / "retrieval-server.log"
-    process = spawn_cli(["retrieval-server", "--agent", agent, "--tool", tool,
+    binding = (["--config", str(config)] if config is not None
+               else ["--agent", agent, "--tool", tool])
+    process = spawn_cli(["retrieval-server", *binding,
                          "--store-dsn-file", str(dsn_file), "--embeddings-url", embeddings_url,
                          "--embeddings-model", "stub-embedding", "--host", "127.0.0.1",
                          "--port", str(port), "--metrics-port", str(metrics_port)], log)

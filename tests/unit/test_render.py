@@ -399,7 +399,8 @@ def test_owner_references_only_in_the_binding_namespace_and_stale_objects() -> N
 def test_projector_config_map_carries_the_binding_configuration() -> None:
     slack = {"network": "slack", "userRegex": "@slack_.*:fgentic\\.local"}
     r = rendered(appserviceNamespaces=[slack])
-    [config_map] = [o for o in r.objects if o["kind"] == "ConfigMap"]
+    [config_map] = [o for o in r.objects if o["kind"] == "ConfigMap"
+                    and "projector.json" in o["data"]]
     assert config_map["metadata"]["namespace"] == r.objects[-1]["metadata"]["namespace"]
     config = parse_config(config_map["data"]["projector.json"])
     assert [a.network for a in config.local.appservice_namespaces] == ["slack"]
@@ -435,3 +436,17 @@ def test_cli_renders_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert rendered().digest in capsys.readouterr().err
     assert main(["render", "retrievalbinding", str(source), "--format", "all"]) == 2
     assert main(["render", "retrievalbinding", str(source), "--standalone-host", "x=y"]) == 2
+
+
+def test_the_retrieval_servers_configuration_is_the_bindings() -> None:
+    r = rendered()
+    [config_map] = [o for o in r.objects if o["kind"] == "ConfigMap"
+                    and o["metadata"]["name"].endswith(".retrieval-server")]
+    assert config_map["metadata"] == {
+        "name": "fgentic-demo.docs-agent-retrieval.retrieval-server",
+        "namespace": "fgentic-retrieval", "labels": config_map["metadata"]["labels"],
+        "annotations": config_map["metadata"]["annotations"]}
+    assert json.loads(config_map["data"]["retrieval-server.json"]) == {
+        "version": 1, "agent": {"namespace": "fgentic-demo", "name": "docs-agent"},
+        "tool": "search_knowledge", "mcpPath": "/mcp"}
+    assert json.loads(r.projector_config)["local"]["path"] == "/a2a/fgentic-demo/docs-agent"

@@ -20,10 +20,14 @@ POOL_SIZE = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", required=True, metavar="NAMESPACE/NAME",
+    parser.add_argument("--config", type=Path, default=None,
+                        help="the configuration the operator renders from the RetrievalBinding "
+                             "(its ConfigMap <ns>.<binding>.retrieval-server); replaces --agent, "
+                             "--tool and --mcp-path")
+    parser.add_argument("--agent", metavar="NAMESPACE/NAME",
                         help="the retrieval Agent every X-Fgentic-Identity must name")
-    parser.add_argument("--tool", required=True,
-                        help="the one tool's name (the RetrievalBinding's mcpServer.tool)")
+    parser.add_argument("--tool", help="the one tool's name (the RetrievalBinding's "
+                                       "mcpServer.tool)")
     parser.add_argument("--mcp-path", default="/mcp", help="the Streamable HTTP path")
     parser.add_argument("--store-dsn-file", type=Path, required=True,
                         help="file holding the corpus database's DSN (mounted from a Secret)")
@@ -36,11 +40,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_serving_flags(parser, port=8080, metrics=True)
 
 
-def _agent(value: str) -> tuple[str, str]:
-    namespace, _, name = value.partition("/")
+def _binding(args: argparse.Namespace) -> tuple[str, str, str, str]:
+    """(agent namespace, agent name, tool, MCP path), from --config or the flags."""
+    if args.config is not None:
+        from fgentic_governance.retrieval.server_config import ServerConfigError, load_config
+
+        if args.agent or args.tool:
+            raise SystemExit("--config replaces --agent and --tool: give one or the other")
+        try:
+            config = load_config(args.config)
+        except (OSError, ServerConfigError) as exc:
+            raise SystemExit(f"--config: {exc}") from None
+        return config.agent.namespace, config.agent.name, config.tool, config.mcp_path
+    if not args.agent or not args.tool:
+        raise SystemExit("give --config, or both --agent and --tool")
+    namespace, _, name = args.agent.partition("/")
     if not namespace or not name or "/" in name:
         raise SystemExit("--agent must be NAMESPACE/NAME")
-    return namespace, name
+    return namespace, name, args.tool, args.mcp_path
 
 
 async def start(args: argparse.Namespace, shell: Shell) -> None:
@@ -56,7 +73,7 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS
     from fgentic_governance.serving import http as serving
 
-    namespace, name = _agent(args.agent)
+    namespace, name, tool, path = _binding(args)
     agent = AgentRef(namespace=namespace, name=name)
     key = args.embeddings_key_file.read_text().strip() if args.embeddings_key_file else ""
     pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(), min_size=0,
@@ -66,7 +83,7 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     shell.on_stop(session.close)
     embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
                         dimensions=EMBEDDING_DIMENSIONS, api_key=key)
-    protocol = Protocol(build_server(args.tool, KnowledgeSearch(pool, embedder)))
+    protocol = Protocol(build_server(tool, KnowledgeSearch(pool, embedder)))
     running = protocol.running()
     await running.__aenter__()
     shell.on_stop(lambda: running.__aexit__(None, None, None))
@@ -74,7 +91,7 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     shell.background(readiness.watch())
     if args.metrics_port:
         await shell.serve(serving.health_handler(readiness.ready), args.host, args.metrics_port)
-    await shell.serve(make_handler(protocol, agent=agent, path=args.mcp_path),
+    await shell.serve(make_handler(protocol, agent=agent, path=path),
                       args.host, args.port, bounds=BOUNDS)
 
 

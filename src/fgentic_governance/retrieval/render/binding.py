@@ -34,6 +34,8 @@ from fgentic_governance.retrieval.render.standalone import (
     header_comment,
     standalone_config,
 )
+from fgentic_governance.retrieval.server_config import dump_config as dump_server_config
+from fgentic_governance.retrieval.server_config import server_config
 
 __all__ = ["KubernetesFormError", "RenderError", "RenderOptions", "Rendered", "StandaloneFormError",
            "digest", "render", "validate_jwks"]
@@ -71,7 +73,7 @@ class Rendered:
     def projector_config(self) -> str:
         """The projector's configuration file (the rendered ConfigMap's one entry)."""
         for obj in self.objects:
-            if obj["kind"] == "ConfigMap":
+            if obj["kind"] == "ConfigMap" and n.PROJECTOR_CONFIG_KEY in obj["data"]:
                 return str(obj["data"][n.PROJECTOR_CONFIG_KEY])
         raise LookupError("no projector ConfigMap")  # render() always emits one
 
@@ -126,6 +128,15 @@ def _projector_config_map(binding: n.BindingId, spec: RetrievalBindingSpec,
             "data": {n.PROJECTOR_CONFIG_KEY: dump_config(projector_config(spec))}}
 
 
+def _server_config_map(binding: n.BindingId, spec: RetrievalBindingSpec) -> dict[str, Any]:
+    """The retrieval server's configuration (docs/retrieval-server.md), beside the server:
+    the Agent, tool and path it enforces are the binding's. Names only."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": binding.object_name(n.SERVER_CONFIG_SUFFIX),
+                         "namespace": spec.retrieval_service.namespace},
+            "data": {n.SERVER_CONFIG_KEY: dump_server_config(server_config(spec))}}
+
+
 def render(namespace: str, name: str, spec: RetrievalBindingSpec, *, jwks: str | None = None,
            options: RenderOptions | None = None) -> Rendered:
     """Both forms of one binding. ``jwks`` is the public route's key set (None: an empty set,
@@ -136,6 +147,7 @@ def render(namespace: str, name: str, spec: RetrievalBindingSpec, *, jwks: str |
     try:
         objects = [*network_policies(binding, spec),
                    _projector_config_map(binding, spec, rules.proxy_namespace),
+                   _server_config_map(binding, spec),
                    *gateway_objects(binding, rules, opts.cluster_domain)]
         standalone = standalone_config(binding, rules, opts.cluster_domain,
                                        opts.standalone_hosts)

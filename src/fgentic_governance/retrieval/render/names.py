@@ -19,6 +19,10 @@ UNENFORCEABLE_ANNOTATION = f"{GROUP}/unenforceable"
 # The rendered ConfigMap (proxy namespace) holding the projector's configuration, and its key.
 PROJECTOR_CONFIG_SUFFIX = "projector"
 PROJECTOR_CONFIG_KEY = "projector.json"
+# The rendered ConfigMap (retrieval service namespace) holding the retrieval server's
+# configuration (the chart's Deployment mounts it), and its key.
+SERVER_CONFIG_SUFFIX = "retrieval-server"
+SERVER_CONFIG_KEY = "retrieval-server.json"
 
 # Environment variables the standalone form reads its secrets and files from (agentgateway
 # shell-expands the config), so the rendered text never holds a credential.

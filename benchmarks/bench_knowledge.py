@@ -1,0 +1,228 @@
+"""Knowledge-retrieval server: a tool call's cost over the prefilter alone, whole sessions, calls
+per core.
+
+    .venv/bin/python -m benchmarks.bench_knowledge [--chunks 10000] [--rounds 300]
+        [--calls 2000] [--clients 8] [--keep]
+
+Starts its own PostgreSQL 18 + pgvector with ``--chunks`` chunks. The vectors are clustered
+(12 topics), and 10 % of the chunks are readable by the caller. It runs the real
+``fgentic-governance retrieval-server`` process, and an embeddings stub in this process that
+answers each query with its deterministic unit vector (``tests.support.vectors``). It prints
+figures and never asserts timings.
+
+1. **Added latency.** A ``tools/call`` (k = 5) through the server, sent as the runtime sends
+   it: raw JSON-RPC over a kept-alive connection, with the carrier and
+   ``MCP-Protocol-Version``. The baseline is ``prefilter.search`` for the same query, with
+   the same k and projection, called directly on an asyncpg connection with the vector
+   already made. The two are interleaved, one of each per round. The stub's own round trip is
+   shown too, because the server spends one per call and it is part of what is added. The
+   stub and the client share this process's event loop. Target: at most 2 ms added at p50.
+2. **A whole session per turn.** kagent's runtime opens one MCP session per turn:
+   ``initialize``, ``notifications/initialized``, ``tools/list``, ``tools/call``. The server is
+   stateless, so there is no close.
+3. **Calls per second per core.** ``--clients`` concurrent clients make ``--calls`` tool calls.
+   The figure is calls per CPU-second of the server process, read from ``/proc/<pid>/stat``
+   (its CPU, not the stub's or the database's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from aiohttp import ClientSession, ClientTimeout, DummyCookieJar, TCPConnector
+
+from benchmarks.common import (
+    Table,
+    banner,
+    command_line,
+    local_postgres,
+    machine,
+    scratch_dir,
+    time_async,
+)
+from fgentic_governance import contract
+from fgentic_governance.retrieval.search import corpus, ingest, prefilter
+from tests.support.knowledge import TOOL, QueryEmbeddings, retrieval_server
+from tests.support.projector import AGENT, ALICE, room_context
+from tests.support.vectors import unit_vector
+
+VERSION = "2025-11-25"
+TOPICS = 12
+ALICE_KEY = {"kind": "matrix", "principal": ALICE}
+BOB_KEY = {"kind": "matrix", "principal": "@bob:org-a.example"}
+
+
+def _point(rng: random.Random, centres: list[list[float]]) -> list[float]:
+    centre = rng.choice(centres)
+    return [c + rng.gauss(0.0, 0.15) for c in centre]
+
+
+async def load(dsn: str, chunks: int) -> list[str]:
+    """The corpus (10 % Alice's) and the query texts; each query's stub vector is near a topic
+    because the stub answers ``unit_vector(text)``, so queries are chunk texts themselves."""
+    rng = random.Random(5)
+    centres = [[rng.gauss(0.0, 1.0) for _ in range(corpus.EMBEDDING_DIMENSIONS)]
+               for _ in range(TOPICS)]
+    rows, vectors = [], []
+    for i in range(1, chunks + 1):
+        reader = ALICE_KEY if i % 10 == 0 else BOB_KEY
+        rows.append(ingest.Row(i, f"chunk {i}", f"docs/{i}.md", {
+            "classification": "public", "allowed_principals": [reader], "allowed_groups": []},
+            None))
+        vectors.append(_point(rng, centres))
+    conn = await asyncpg.connect(dsn)
+    try:
+        await corpus.create_chunks_table(conn, indexes=False)
+        for start in range(0, len(rows), 1000):
+            await ingest.load(conn, rows[start:start + 1000], vectors[start:start + 1000])
+        await corpus.create_chunk_indexes(conn)
+        await conn.execute("ANALYZE chunks")
+    finally:
+        await conn.close()
+    return [f"question {i} about topic {i % TOPICS}" for i in range(64)]
+
+
+def carrier() -> str:
+    return contract.encode_identity(
+        contract.stamp_matrix(room_context(), agent=AGENT, iat=int(time.time())))
+
+
+def headers(value: str, *, version: bool = True) -> dict[str, str]:
+    out = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+           "x-fgentic-identity": value}
+    if version:
+        out["mcp-protocol-version"] = VERSION
+    return out
+
+
+def rpc(method: str, params: dict[str, Any] | None = None) -> bytes:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if not method.startswith("notifications/"):
+        body["id"] = uuid.uuid4().hex[:8]
+    if params is not None:
+        body["params"] = params
+    return json.dumps(body).encode()
+
+
+async def post(http: ClientSession, url: str, body: bytes, hdrs: dict[str, str]) -> None:
+    async with http.post(url, data=body, headers=hdrs) as answer:
+        await answer.read()
+        if answer.status not in (200, 202):
+            raise RuntimeError(f"HTTP {answer.status}")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run(args: argparse.Namespace, work: Path) -> None:
+    with local_postgres(work) as postgres:
+        dsn = await postgres.create_database("bench_knowledge", extensions=("vector",))
+        banner(f"loading {args.chunks} chunks")
+        queries = await load(dsn, args.chunks)
+        async with QueryEmbeddings() as embeddings, \
+                retrieval_server(work, dsn, embeddings.url,  # type: ignore[attr-defined]
+                                 agent=f"{AGENT.namespace}/{AGENT.name}") as server:
+            await measure(args, dsn, queries, embeddings, server)
+
+
+async def measure(args: argparse.Namespace, dsn: str, queries: list[str],
+                  embeddings: QueryEmbeddings, server: Any) -> None:
+    value = carrier()
+    identity = contract.decode_verified_identity([value], now=int(time.time()), agent=AGENT)
+    vectors = {q: unit_vector(q) for q in queries}
+    conn = await asyncpg.connect(dsn)
+    cycle = iter(range(1 << 30))
+    session = ClientSession(timeout=ClientTimeout(total=30), cookie_jar=DummyCookieJar(),
+                            connector=TCPConnector(limit=64))
+    try:
+        def query() -> str:
+            return queries[next(cycle) % len(queries)]
+
+        async def direct() -> None:
+            await prefilter.search(conn, identity, vectors[query()], 5)
+
+        async def call() -> None:
+            await post(session, server.url, rpc("tools/call", {
+                "name": TOOL, "arguments": {"query": query(), "k": 5}}), headers(value))
+
+        async def embed() -> None:
+            async with session.post(embeddings.url, json={"input": [query()], "model": "m",
+                                                          "encoding_format": "float"}) as r:
+                await r.read()
+
+        async def whole_session() -> None:
+            await post(session, server.url, rpc("initialize", {
+                "protocolVersion": VERSION, "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"}}), headers(value, version=False))
+            await post(session, server.url, rpc("notifications/initialized"), headers(value))
+            await post(session, server.url, rpc("tools/list"), headers(value))
+            await call()
+
+        figures: dict[str, list[float]] = {"direct": [], "call": [], "embed": [], "session": []}
+        steps = {"direct": direct, "call": call, "embed": embed, "session": whole_session}
+        for step in steps.values():  # warm every path
+            await time_async(step, 5, warmup=5)
+        for _ in range(args.rounds):  # interleaved, one of each per round
+            for name, step in steps.items():
+                figures[name] += await time_async(step, 1, warmup=0)
+        table = Table("Knowledge-retrieval server, one tool call (k = 5), "
+                      f"{args.chunks} clustered chunks, 10 % visible")
+        table.add("prefilter.search, direct (baseline)", figures["direct"])
+        added = table.add("tools/call through the server", figures["call"],
+                          baseline=figures["direct"])
+        table.add("  of which: the embeddings stub round trip", figures["embed"])
+        table.add("whole session (initialize .. tools/call)", figures["session"],
+                  baseline=figures["direct"])
+        table.print()
+        base = sorted(figures["direct"])[len(figures["direct"]) // 2]
+        print(f"added at p50: {(added.median - base) * 1e3:+.2f} ms (target <= +2 ms)")
+
+        banner(f"throughput: {args.calls} calls from {args.clients} clients")
+        pending = iter(range(args.calls))
+        before, started = cpu_seconds(server.process.pid), time.perf_counter()
+
+        async def client() -> None:
+            for _ in pending:
+                await call()
+
+        await asyncio.gather(*(client() for _ in range(args.clients)))
+        wall = time.perf_counter() - started
+        used = cpu_seconds(server.process.pid) - before
+        print(f"{args.calls / wall:.0f} calls/s wall; server CPU {used:.2f} s: "
+              f"{args.calls / used:.0f} calls per CPU-second (per core)")
+    finally:
+        await session.close()
+        await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    for name, low, high in (("chunks", 100, 200_000), ("rounds", 10, 10_000),
+                            ("calls", 10, 100_000), ("clients", 1, 64)):
+        if not low <= getattr(args, name) <= high:
+            parser.error(f"--{name} must be {low}..{high}")
+    print(command_line())
+    print(machine())
+    with scratch_dir("knowledge", keep=args.keep) as work:
+        asyncio.run(run(args, work))
+
+
+if __name__ == "__main__":
+    main()
