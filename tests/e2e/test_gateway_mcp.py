@@ -11,7 +11,6 @@ server that offers more tools is in test_gateway_mcp_tool_filter.py.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -29,14 +28,7 @@ from tests.support.gateway import (
     mcp_initialize,
     rpc,
 )
-from tests.support.knowledge import (
-    TOOL,
-    Chunk,
-    HeaderTap,
-    QueryEmbeddings,
-    load_corpus,
-    retrieval_server,
-)
+from tests.support.knowledge import TOOL, Chunk, HeaderTap, served_corpus
 from tests.support.projector import AGENT, ALICE
 
 pytestmark = pytest.mark.e2e
@@ -57,24 +49,10 @@ class Real:
 async def real(postgres: LocalPostgres,
                tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Real]:
     work = tmp_path_factory.mktemp("gateway-mcp")
-    name = f"t_gateway_mcp_{uuid.uuid4().hex[:8]}"
-    dsn = await postgres.create_database(name, extensions=("vector",))
-    await load_corpus(dsn, CORPUS)
-    embeddings = QueryEmbeddings()
-    await embeddings.start()
-    try:
-        async with retrieval_server(work, dsn, embeddings.url,
-                                    agent=f"{AGENT.namespace}/{AGENT.name}") as server:
-            tap = HeaderTap(f"http://127.0.0.1:{server.port}")
-            await tap.start()
-            try:
-                async with gateway_stack(work, retrieval=tap.address) as stack:
-                    yield Real(stack, tap)
-            finally:
-                await tap.stop()
-    finally:
-        await embeddings.stop()
-        await postgres.drop_database(name)
+    async with served_corpus(postgres, work, CORPUS,
+                             agent=f"{AGENT.namespace}/{AGENT.name}") as served, \
+            gateway_stack(work, retrieval=served.tap.address) as stack:
+        yield Real(stack, served.tap)
 
 
 async def test_the_real_server_lists_the_bound_tool(real: Real, session: ClientSession) -> None:

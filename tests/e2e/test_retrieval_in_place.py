@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,15 +47,7 @@ from tests.support.kagent import (
     retrieval_agent_config,
     start_agent,
 )
-from tests.support.knowledge import (
-    TOOL,
-    Chunk,
-    HeaderTap,
-    QueryEmbeddings,
-    RunningServer,
-    load_corpus,
-    retrieval_server,
-)
+from tests.support.knowledge import TOOL, Chunk, HeaderTap, RunningServer, served_corpus
 from tests.support.projector import AGENT, ALICE, room_context
 
 pytestmark = pytest.mark.e2e
@@ -89,38 +80,28 @@ class InPlace:
 async def in_place(postgres: LocalPostgres,
                    tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[InPlace]:
     work = tmp_path_factory.mktemp("in-place")
-    name = f"t_in_place_{uuid.uuid4().hex[:8]}"
-    dsn = await postgres.create_database(name, extensions=("vector",))
-    await load_corpus(dsn, CORPUS)
-    chat, controller, embeddings = ChatStub(), ControllerStub(), QueryEmbeddings()
-    for stub in (chat, controller, embeddings):
+    chat, controller = ChatStub(), ControllerStub()
+    for stub in (chat, controller):
         await stub.start()
     agent_port = free_port()
     try:
-        async with retrieval_server(work, dsn, embeddings.url,
-                                    agent=f"{AGENT.namespace}/{AGENT.name}") as server:
-            tap = HeaderTap(f"http://127.0.0.1:{server.port}")
-            await tap.start()
+        async with served_corpus(postgres, work, CORPUS,
+                                 agent=f"{AGENT.namespace}/{AGENT.name}") as served, \
+                gateway_stack(work, wire=A2aWire.V0_3, kagent=f"127.0.0.1:{agent_port}",
+                              retrieval=served.tap.address) as gateway:
+            config = retrieval_agent_config(chat.url, gateway.mcp_url, api_key=AGENT_MCP_KEY,
+                                            tool=TOOL)
+            agent = await start_agent(work / "runtime", kagent_url=controller.base_url,
+                                      chat=chat, embeddings=None, config=config,
+                                      namespace=AGENT.namespace, agent=AGENT.name,
+                                      port=agent_port)
             try:
-                async with gateway_stack(work, wire=A2aWire.V0_3,
-                                         kagent=f"127.0.0.1:{agent_port}",
-                                         retrieval=tap.address) as gateway:
-                    config = retrieval_agent_config(chat.url, gateway.mcp_url,
-                                                    api_key=AGENT_MCP_KEY, tool=TOOL)
-                    agent = await start_agent(work / "runtime", kagent_url=controller.base_url,
-                                              chat=chat, embeddings=None, config=config,
-                                              namespace=AGENT.namespace, agent=AGENT.name,
-                                              port=agent_port)
-                    try:
-                        yield InPlace(gateway, server, tap, agent, chat, controller)
-                    finally:
-                        agent.stop()
+                yield InPlace(gateway, served.server, served.tap, agent, chat, controller)
             finally:
-                await tap.stop()
+                agent.stop()
     finally:
-        for stub in (embeddings, controller, chat):
+        for stub in (controller, chat):
             await stub.stop()
-        await postgres.drop_database(name)
 
 
 async def bridge_turn(place: InPlace, text: str, *,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from aiohttp import ClientSession, ClientTimeout, DummyCookieJar, web
 from multidict import CIMultiDict
 
 from fgentic_devenv import free_port, log_tail, terminate, wait_until
+from fgentic_devenv.postgres import LocalPostgres
 from fgentic_devenv.up import spawn_cli
 from fgentic_governance.retrieval.search import corpus
 from tests.support.stubs import LoopbackServer
@@ -176,5 +178,38 @@ async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agen
         terminate(process)
 
 
-__all__ = ["TOOL", "Chunk", "HeaderTap", "QueryEmbeddings", "RunningServer", "load_corpus",
-           "log_tail", "retrieval_server"]
+@dataclass
+class ServedCorpus:
+    """A corpus database, the embeddings stub, the server over them and a tap before it."""
+
+    server: RunningServer
+    tap: HeaderTap
+    embeddings: QueryEmbeddings
+    dsn: str
+
+
+@asynccontextmanager
+async def served_corpus(postgres: LocalPostgres, workdir: Path, chunks: Sequence[Chunk], *,
+                        agent: str) -> AsyncIterator[ServedCorpus]:
+    """``chunks`` in a fresh database served by the real server for ``agent``
+    (NAMESPACE/NAME), a ``HeaderTap`` in front of it; everything removed on exit."""
+    name = f"t_served_{uuid.uuid4().hex[:12]}"
+    dsn = await postgres.create_database(name, extensions=("vector",))
+    embeddings = QueryEmbeddings()
+    await embeddings.start()
+    try:
+        await load_corpus(dsn, chunks)
+        async with retrieval_server(workdir, dsn, embeddings.url, agent=agent) as server:
+            tap = HeaderTap(f"http://127.0.0.1:{server.port}")
+            await tap.start()
+            try:
+                yield ServedCorpus(server, tap, embeddings, dsn)
+            finally:
+                await tap.stop()
+    finally:
+        await embeddings.stop()
+        await postgres.drop_database(name)
+
+
+__all__ = ["TOOL", "Chunk", "HeaderTap", "QueryEmbeddings", "RunningServer", "ServedCorpus",
+           "load_corpus", "log_tail", "retrieval_server", "served_corpus"]
