@@ -10,6 +10,7 @@ import fcntl
 import os
 import subprocess
 from pathlib import Path
+from typing import Final
 
 from fgentic_devenv.paths import repo_root
 
@@ -90,3 +91,20 @@ def upstream_crds() -> list[Path]:
             raise FileNotFoundError(f"no upstream CRDs match {root / pattern}")
         found += matches
     return found
+
+
+AGENTGATEWAY: Final = "agentgateway-1.3.1"
+
+
+def agentgateway_candidates() -> list[Path]:
+    """AGENTGATEWAY_BIN alone if set, else the shared build beside the repository (and
+    /work/shared/bin)."""
+    if override := os.environ.get("AGENTGATEWAY_BIN"):
+        return [Path(override)]
+    return [upstream_dir().parent / "bin" / AGENTGATEWAY, Path("/work/shared/bin") / AGENTGATEWAY]
+
+
+def find_agentgateway() -> Path | None:
+    """The agentgateway v1.3.1 binary, or None where none is executable."""
+    return next((p for p in agentgateway_candidates() if p.is_file() and os.access(p, os.X_OK)),
+                None)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fgentic_devenv import free_port, memory_demo, paths, terminate, wait_until
+from fgentic_devenv import free_port, memory_demo, paths, retrieval_demo, terminate, wait_until
 from fgentic_devenv.binaries import upstream_crds
 from fgentic_devenv.controlplane import KubectlError, LocalControlPlane
 from fgentic_devenv.postgres import LocalPostgres
@@ -127,6 +127,26 @@ class DevStack:
         self.children.append(proc)
         print(f"operator running (log {log})", flush=True)
 
+    def retrieval_demo(self) -> None:
+        """The real retrieval server behind the real gateway (retrieval_demo.py), on a corpus
+        database of its own; its processes stop with the rest."""
+        dsn = asyncio.run(self.pg.create_database("knowledge", ("vector",)))
+        demo = retrieval_demo.RetrievalDemo(self.workdir, self._spawn)
+        try:
+            demo.run(dsn)
+        finally:
+            self.children += demo.children
+
+    @staticmethod
+    def _spawn(argv: list[str], log: Path,
+               env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+        """A `fgentic-governance` subcommand, or (a path or an interpreter first) a program."""
+        if argv[0].startswith("/"):
+            with log.open("ab") as sink:
+                return subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT,
+                                        env=env, start_new_session=True)
+        return spawn_cli(argv, log, env)
+
     def stop(self) -> None:
         for proc in reversed(self.children):
             terminate(proc)
@@ -182,6 +202,7 @@ def run_dev(args: argparse.Namespace) -> int:
         for item in items:
             print(status_line(item))
         memory_demo.run(stack.cp, stack.dsn, stack.memory_api)
+        stack.retrieval_demo()
         unobserved = [i for i in items if "observedGeneration" not in i.get("status", {})]
         if args.hold:
             print(f"\nrunning; KUBECONFIG={stack.cp.kubeconfig}; Ctrl-C to stop", flush=True)

@@ -36,3 +36,12 @@ def test_dev_up_runs_the_demo_and_prints_content_free_status(tmp_path: Path) -> 
     assert "search for alice:                     200 1 fact(s)" in demo
     assert "stored rows: alice 1, bob 0" in demo
     assert "prefers" not in demo  # no fact text printed
+    # Retrieval: the demo corpus through the real gateway's MCP route to the real server; the
+    # prefilter answers Alice with her public chunks only (not Bob's, not the restricted one),
+    # nearest first, and a search without a projection never reaches the server.
+    retrieval = out.split("-- permission-aware retrieval")[1]
+    assert "corpus: 4 chunks loaded, 0 rows refused of 4" in retrieval
+    assert ("search with Alice's projection:   200, chunks 1 (handbook/retention.md), "
+            "2 (handbook/keys.md)") in retrieval
+    assert "search without a projection:      403 (refused by the gateway)" in retrieval
+    assert "thirty days" not in retrieval  # ids and sources only, never chunk text

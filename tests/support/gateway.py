@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from fgentic_devenv import free_port, log_tail, terminate, wait_until
-from fgentic_devenv.binaries import upstream_dir
+from fgentic_devenv.binaries import agentgateway_candidates, find_agentgateway
 from fgentic_devenv.up import port_open, spawn_cli
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
@@ -56,7 +56,6 @@ from tests.support.objects import ROOT, example
 from tests.support.projector import AGENT, AUDIENCE, ISSUER, room_context
 from tests.support.stubs import LoopbackServer
 
-BINARY_NAME = "agentgateway-1.3.1"
 BRIDGE_KEY = "bridge-key-e2e-7c1f"
 AGENT_MCP_KEY = "agent-mcp-key-e2e-94d2"
 PARTNER_AZP = "org-b-a2a"
@@ -68,16 +67,6 @@ BACKEND_HEADERS = frozenset({"host", "content-type", "content-length", "user-age
                              "x-user-id"})
 
 
-def binary_candidates() -> list[Path]:
-    """AGENTGATEWAY_BIN alone if set, else the shared build beside the repo (and /work)."""
-    override = os.environ.get("AGENTGATEWAY_BIN")
-    if override:
-        return [Path(override)]
-    return [upstream_dir().parent / "bin" / BINARY_NAME, Path("/work/shared/bin") / BINARY_NAME]
-
-
-def find_agentgateway() -> Path | None:
-    return next((p for p in binary_candidates() if p.is_file() and os.access(p, os.X_OK)), None)
 
 
 def agentgateway_binary() -> Path:
@@ -86,7 +75,7 @@ def agentgateway_binary() -> Path:
     found = find_agentgateway()
     if found is not None:
         return found
-    reason = (f"no agentgateway v1.3.1 binary at {', '.join(map(str, binary_candidates()))} "
+    reason = (f"no agentgateway v1.3.1 binary at {', '.join(map(str, agentgateway_candidates()))} "
               "(set AGENTGATEWAY_BIN)")
     if os.environ.get("AGENTGATEWAY_REQUIRED") == "0":
         pytest.skip(reason)
