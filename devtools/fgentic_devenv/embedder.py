@@ -3,9 +3,10 @@
 The embeddings provider is outside the system: this stands in for it with feature hashing,
 where each lowercase word adds to one of 768 dimensions and the sum is normalised. Texts that
 share words are near each other, so a question finds the chunk that answers it. It serves
-OpenAI's ``POST /v1/embeddings`` shape (float lists) on 127.0.0.1:
+OpenAI's ``POST /v1/embeddings`` shape (float lists) on 127.0.0.1, or on ``--host`` (the
+cluster tier binds it to the test bridge for pods):
 
-    python -m fgentic_devenv.embedder --port N
+    python -m fgentic_devenv.embedder --port N [--host ADDRESS]
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ async def _embeddings(request: web.Request) -> web.Response:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args()
     app = web.Application()
     app.router.add_post("/v1/embeddings", _embeddings)
-    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None)
+    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
 
 
 if __name__ == "__main__":

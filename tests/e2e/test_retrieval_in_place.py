@@ -48,7 +48,7 @@ from tests.support.kagent import (
     start_agent,
 )
 from tests.support.knowledge import TOOL, Chunk, HeaderTap, RunningServer, served_corpus
-from tests.support.projector import AGENT, ALICE, room_context
+from tests.support.projector import AGENT, ALICE, ceiling_room_context, room_context
 
 pytestmark = pytest.mark.e2e
 
@@ -106,15 +106,21 @@ async def in_place(postgres: LocalPostgres,
 
 async def bridge_turn(place: InPlace, text: str, *,
                       context: contract.RoomContext | None = None) -> tuple[int, dict[str, Any]]:
-    """One bridge request on the local route (A2A 0.3 message/send, a fresh context)."""
-    encoded = contract.encode_room_context(context or room_context())
-    headers = [("authorization", f"Bearer {BRIDGE_KEY}"), ("x-user-id", ALICE),
-               ("x-fgentic-room-context", encoded)]
+    """One bridge request on the local route (A2A 0.3 message/send, a fresh context), from
+    the room context's caller."""
+    context = context or room_context()
+    encoded = contract.encode_room_context(context)
+    headers = [("authorization", f"Bearer {BRIDGE_KEY}"),
+               ("x-user-id", context.caller.principal), ("x-fgentic-room-context", encoded)]
     body = send_message_body(A2aWire.V0_3, text)
     async with ClientSession() as http, \
             http.post(place.gateway.local_url, json=body, headers=headers,
                       timeout=90) as answer:
-        return answer.status, await answer.json(content_type=None)
+        text = await answer.text()
+    try:
+        return answer.status, json.loads(text)
+    except ValueError:  # a refusal before the runtime is the projector's plain code
+        return answer.status, {"text": text}
 
 
 def tool_results(chat: ChatStub, since: int) -> list[str]:
@@ -232,6 +238,33 @@ async def test_a_forged_carrier_from_the_bridge_is_replaced_before_the_runtime(
     for value in set(arrived):
         identity = contract.load_identity(contract.codec.header_bytes([value]))
         assert [a.model_dump() for a in identity.audience] == expected_audience  # type: ignore[union-attr]
+
+
+async def test_a_ceiling_sized_projection_crosses_both_hops_and_kagent_intact(
+    in_place: InPlace,
+) -> None:
+    """The exact header boundary across both pinned hops (ADR 0017 §5): a room context whose
+    projection is exactly 8,192 bytes crosses the A2A hop, the runtime and the MCP hop intact,
+    and the server decodes it (its audience names no chunk's readers: no chunks). One byte
+    more is refused where the projection is made: the bridge's request gets no answer."""
+    context = ceiling_room_context()
+    tapped = len(in_place.tap.requests)
+    in_place.chat.script(CallTool(TOOL, {"query": GROUNDED}, then="At the ceiling."))
+    status, reply = await bridge_turn(in_place, "Ceiling question.", context=context)
+    assert status == 200, reply
+    arrived = {r.header("x-fgentic-identity") for _, r in in_place.tap.mcp_requests(tapped)}
+    assert len(arrived) == 1
+    [value] = arrived
+    assert len(value.encode()) == 8192
+    identity = contract.decode_identity([value], now=int(time.time()), agent=AGENT)
+    assert value == contract.encode_identity(
+        contract.stamp_matrix(context, agent=AGENT, iat=identity.iat))
+    assert value in stored_identities(in_place.controller)
+    over = ceiling_room_context(extra=1)
+    tapped = len(in_place.tap.requests)
+    status, reply = await bridge_turn(in_place, "Over the ceiling.", context=over)
+    assert (status, reply) == (403, {"text": "PROJECTION_FAILED/DECODED_TOO_LARGE\n"})
+    assert in_place.tap.requests[tapped:] == []
 
 
 def test_the_runtime_log_holds_no_projection(in_place: InPlace) -> None:

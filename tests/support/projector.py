@@ -107,3 +107,22 @@ def _apply(headers: dict[str, list[str]],
         else:
             headers[name] = value
     return headers
+
+
+def ceiling_room_context(*, extra: int = 0) -> RoomContext:
+    """A room context whose stamped projection encodes to exactly 8,192 bytes (the carrier's
+    ceiling; ``extra`` bytes more of one MXID go over it): 16 bridged members (the audience's
+    maximum) with 63-character networks and long MXIDs. The caller is the first member."""
+    def member(index: int, length: int) -> dict[str, str]:
+        suffix = ":org-a.example"
+        head = f"@b{index:02d}"
+        return {"kind": "bridged_matrix", "network": "n" * 63,
+                "principal": head + "x" * (length - len(head) - len(suffix)) + suffix}
+
+    members = [member(i, 219) for i in range(15)] + [member(15, 221 + extra)]
+    return RoomContext.model_validate_json(json.dumps({
+        "allowed_classifications": ["public"], "audience": members, "caller": members[0],
+        "delegation_id": DELEGATION,
+        "room": {"event_id": "$event", "history_visibility": "joined",
+                 "id": "!room:org-a.example", "join_rule": "invite", "state_sha256": STATE},
+        "v": 1}))
