@@ -11,7 +11,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
@@ -174,37 +174,41 @@ async def test_k_bounds_the_answer(server: RunningServer, http: ClientSession) -
 # -- refusals before the SDK -------------------------------------------------------------------
 
 
-REFUSALS = [
-    ("no-carrier", body("tools/list"), headers(carriers=[]), 403, "HEADER_MISSING"),
-    ("two-carriers", body("tools/list"), "two", 403, "HEADER_DUPLICATE"),
-    ("other-agent", body("tools/list"), "other-agent", 403, "AGENT_MISMATCH"),
-    ("expired", body("tools/list"), "expired", 403, "EXPIRED"),
-    ("8193-bytes", body("tools/list"), headers(carriers=["A" * 8193]), 403, "HEADER_TOO_LARGE"),
+# (id, message, headers made when the test runs (a carrier stamped at collection may have
+# expired by then: a CI run collects, then spends minutes on the cluster tier), status, code)
+Headers = Callable[[], list[tuple[str, str]]]
+REFUSALS: list[tuple[str, Any, Headers, int, str]] = [
+    ("no-carrier", body("tools/list"), lambda: headers(carriers=[]), 403, "HEADER_MISSING"),
+    ("two-carriers", body("tools/list"), lambda: headers(carriers=[carrier(), carrier()]),
+     403, "HEADER_DUPLICATE"),
+    ("other-agent", body("tools/list"), lambda: headers(carriers=[carrier(
+        agent=contract.AgentRef(namespace=AGENT.namespace, name="other"))]),
+     403, "AGENT_MISMATCH"),
+    ("expired", body("tools/list"),
+     lambda: headers(carriers=[carrier(iat=int(time.time()) - 601)]), 403, "EXPIRED"),
+    ("8193-bytes", body("tools/list"), lambda: headers(carriers=["A" * 8193]), 403,
+     "HEADER_TOO_LARGE"),
     ("initialize-older", body("initialize", {**INIT_PARAMS, "protocolVersion": "2025-06-18"}),
-     headers(version=None), 400, "PROTOCOL_VERSION_REFUSED"),
+     lambda: headers(version=None), 400, "PROTOCOL_VERSION_REFUSED"),
     ("initialize-newer", body("initialize", {**INIT_PARAMS, "protocolVersion": "2026-07-28"}),
-     headers(version=None), 400, "PROTOCOL_VERSION_REFUSED"),
-    ("no-version", body("tools/list"), headers(version=None), 400, "PROTOCOL_VERSION_REFUSED"),
-    ("older-version", body("tools/list"), headers(version="2025-06-18"), 400,
+     lambda: headers(version=None), 400, "PROTOCOL_VERSION_REFUSED"),
+    ("no-version", body("tools/list"), lambda: headers(version=None), 400,
      "PROTOCOL_VERSION_REFUSED"),
-    ("modern-version", body("server/discover"), headers(version="2026-07-28"), 400,
+    ("older-version", body("tools/list"), lambda: headers(version="2025-06-18"), 400,
+     "PROTOCOL_VERSION_REFUSED"),
+    ("modern-version", body("server/discover"), lambda: headers(version="2026-07-28"), 400,
      "METHOD_REFUSED"),
-    ("resources", body("resources/list"), headers(), 400, "METHOD_REFUSED"),
-    ("prompts", body("prompts/list"), headers(), 400, "METHOD_REFUSED"),
-    ("batch", [body("tools/list")], headers(), 400, "REQUEST_MALFORMED"),
+    ("resources", body("resources/list"), headers, 400, "METHOD_REFUSED"),
+    ("prompts", body("prompts/list"), headers, 400, "METHOD_REFUSED"),
+    ("batch", [body("tools/list")], headers, 400, "REQUEST_MALFORMED"),
 ]
 
 
 @pytest.mark.parametrize("case", REFUSALS, ids=[r[0] for r in REFUSALS])
 async def test_refusals_before_the_sdk(server: RunningServer, http: ClientSession,
-                                       case: tuple[Any, ...]) -> None:
-    _, message, hdrs, status, code = case
-    named = {"two": headers(carriers=[carrier(), carrier()]),
-             "other-agent": headers(carriers=[carrier(
-                 agent=contract.AgentRef(namespace=AGENT.namespace, name="other"))]),
-             "expired": headers(carriers=[carrier(iat=int(time.time()) - 601)])}
-    got_status, reply = await post(http, server, message,
-                                   named[hdrs] if isinstance(hdrs, str) else hdrs)
+                                       case: tuple[str, Any, Headers, int, str]) -> None:
+    _, message, make_headers, status, code = case
+    got_status, reply = await post(http, server, message, make_headers())
     assert got_status == status
     assert reply is not None and reply["error"]["message"] == code
 
