@@ -65,21 +65,29 @@ while True:
     for a, b in ((client, upstream), (upstream, client)):
         threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 """
+# kube-router adds a new pod to the policies' source sets within seconds; until then it
+# rejects the pod's connections, so the client retries for ``seconds`` (bounded).
 MCP_CALL = """
-import json, sys, urllib.request
-url, carrier = sys.argv[1], sys.argv[2]
+import json, sys, time, urllib.request
+url, carrier, question, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "search_knowledge", "arguments": {"query": sys.argv[3], "k": 5}}}
+        "params": {"name": "search_knowledge", "arguments": {"query": question, "k": 5}}}
 request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
     "content-type": "application/json", "accept": "application/json, text/event-stream",
     "mcp-protocol-version": "2025-11-25", "x-fgentic-identity": carrier})
-try:
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        reply = json.loads(answer.read())
-        chunks = reply["result"]["structuredContent"]["chunks"]
-        print("status", answer.status, "chunks", ",".join(c["chunk_id"] for c in chunks))
-except OSError as exc:
-    print("unreachable", type(exc).__name__)
+deadline = time.monotonic() + seconds
+while True:
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            reply = json.loads(answer.read())
+            chunks = reply["result"]["structuredContent"]["chunks"]
+            print("status", answer.status, "chunks", ",".join(c["chunk_id"] for c in chunks))
+            break
+    except OSError as exc:
+        if time.monotonic() > deadline:
+            print("unreachable", type(exc).__name__)
+            break
+        time.sleep(1)
 """
 
 
@@ -123,7 +131,7 @@ def _relay(release: Release, image: str, where: tuple[str, str], labels: dict[st
 @pytest.fixture(scope="module")
 def served(release: Release, cluster_postgres: LocalPostgres,
            image: tuple[Any, str]) -> Iterator[str]:
-    """The chart's retrieval server up over the corpus; yields its Service's MCP URL."""
+    """The chart's retrieval server up over the corpus; yields one of its pods' MCP URL."""
     asyncio.run(cluster_postgres.create_database("knowledge", extensions=("vector",)))
     asyncio.run(load_corpus(cluster_postgres.dsn("knowledge"), CORPUS))
     port = free_port()
@@ -147,8 +155,12 @@ def served(release: Release, cluster_postgres: LocalPostgres,
             "corpusDsnSecret": {"name": "corpus-dsn"},
             "embeddings": {"url": f"http://{embeddings}:8443/v1/embeddings",
                            "model": "hashing"}})
-        service = release.json("get", "service", "-n", RETRIEVAL_NS, "fg-retrieval-server")
-        yield f"http://{service['spec']['clusterIP']}:8080/mcp"
+        assert release.json("get", "service", "-n", RETRIEVAL_NS, "fg-retrieval-server")
+        pods = release.json("get", "pods", "-n", RETRIEVAL_NS, "-l",
+                            "app.kubernetes.io/component=retrieval-server")["items"]
+        # A pod's own address, as test_network_policy.py probes: the binding's ingress rule is
+        # about the source pod, which a Service hop may rewrite on this node.
+        yield f"http://{pods[0]['status']['podIP']}:8080/mcp"
     finally:
         terminate(embedder)
         release.upgrade()  # the release as the other modules know it
@@ -180,13 +192,14 @@ def test_the_proxy_is_answered_from_the_prefilter_and_an_agent_pod_cannot_connec
     carrier = _carrier()
     question = "how long are chat logs kept"
     proxy = client_pod(PROXY_NS, "mcp-from-proxy", image[1], MCP_CALL,
-                       args=[served, carrier, question],
+                       args=[served, carrier, question, "60"],
                        labels={"app.kubernetes.io/name": "agentgateway-proxy"})
-    phase, log = run_pod(release.cluster, proxy)
+    phase, log = run_pod(release.cluster, proxy, timeout=120)
     assert phase == "Succeeded", log
     assert log.strip() == "status 200 chunks 1", log  # Alice's chunk only, not Bob's
+    # The server answered above, so a refusal here is the binding's ingress policy.
     agent = client_pod(AGENT_NS, "mcp-from-agent", image[1], MCP_CALL,
-                       args=[served, carrier, question],
+                       args=[served, carrier, question, "5"],
                        labels={"app": "kagent", "kagent": "docs-agent"})
     phase, log = run_pod(release.cluster, agent)
-    assert log.strip().startswith("unreachable"), log  # the binding's ingress policy
+    assert log.strip().startswith("unreachable"), log
