@@ -102,4 +102,4 @@ def run_retrieval_server(args: argparse.Namespace) -> int:
         await start(args, shell)
         log.info("knowledge retrieval server listening port=%d", args.port)
 
-    return process.run(setup)
+    return process.run(setup, fast_loop=True)
