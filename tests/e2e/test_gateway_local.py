@@ -198,8 +198,11 @@ async def test_cookie_and_proxy_credentials_are_not_forwarded_to_the_backend(
 
 
 async def test_task_references_are_refused(stack: Stack, session: ClientSession) -> None:
+    # a2a-sdk 0.3 reads the snake_case names too (its models validate by name), and so does
+    # protobuf JSON: each spelling is refused.
     references: list[dict[str, Any]] = [{"contextId": "c1"}, {"taskId": "t1"},
-                                        {"referenceTaskIds": []}]
+                                        {"referenceTaskIds": []}, {"context_id": "c1"},
+                                        {"task_id": "t1"}, {"reference_task_ids": ["r"]}]
     for field_ in references:
         status, _, received = await send(stack, session, bridge_headers(),
                                          send_message_body(stack.wire, **field_))

@@ -18,6 +18,7 @@ from aiohttp import ClientSession
 
 from fgentic_governance import contract
 from fgentic_governance.contract import OAuthClient, OAuthProjection
+from fgentic_governance.retrieval.names import WIRES
 from tests.support.gateway import (
     BACKEND_HEADERS,
     PARTNER_AZP,
@@ -167,5 +168,13 @@ async def test_public_route_has_no_task_read_or_cancel(
 
 async def test_non_blocking_send_is_refused(stack: Stack, session: ClientSession) -> None:
     body = non_blocking(stack.wire, send_message_body(stack.wire))
+    status, _, received = await send(stack, session, stack.issuer.token(), body=body)
+    assert (status, received) == (403, None)
+    (*_, other), value = WIRES[stack.wire].immediate  # the last spelling the runtime reads
+    body = send_message_body(stack.wire)
+    body["params"]["configuration"] = {other: value}
+    status, _, received = await send(stack, session, stack.issuer.token(), body=body)
+    assert (status, received) == (403, None)
+    body = send_message_body(stack.wire, context_id="someone-elses")
     status, _, received = await send(stack, session, stack.issuer.token(), body=body)
     assert (status, received) == (403, None)

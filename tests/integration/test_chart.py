@@ -361,6 +361,13 @@ def test_the_retrieval_server_runs_replicated_from_its_bindings_configuration() 
     pod = deployment["spec"]["template"]
     # The example binding's retrievalService.selector: its rendered policies select these Pods.
     assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "knowledge-retrieval"
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "retrieval-server"
+    text = _helm("template", "fg", str(CHART), "--namespace", NS, *SOURCES,
+                 *(a for v in RETRIEVAL for a in ("--set", v)))
+    block = text.split("kind: Deployment\nmetadata:\n  name: fg-retrieval-server")[1]
+    labels = block.split("labels:")[2].split("spec:")[0]  # the pod template's labels
+    keys = [line.split(":")[0].strip() for line in labels.splitlines() if ":" in line]
+    assert len(keys) == len(set(keys)), keys  # no key written twice (strict YAML refuses it)
     assert pod["spec"]["automountServiceAccountToken"] is False
     container = pod["spec"]["containers"][0]
     assert container["args"][:2] == ["retrieval-server",

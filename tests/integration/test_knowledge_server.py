@@ -213,6 +213,30 @@ async def test_refusals_before_the_sdk(server: RunningServer, http: ClientSessio
     assert reply is not None and reply["error"]["message"] == code
 
 
+async def test_what_the_sdk_would_echo_never_leaves_and_nesting_is_not_a_crash(
+    server: RunningServer, http: ClientSession,
+) -> None:
+    status, reply = await post(http, server, body("tools/call", f"{SENTINEL} as params"),
+                               headers())
+    assert status == 400 and reply is not None
+    assert reply["error"]["message"] == "REQUEST_MALFORMED"
+    assert SENTINEL not in json.dumps(reply)
+    async with http.post(server.url, data=b"[" * 60000, headers=headers()) as answer:
+        assert answer.status == 400  # refused, not a 500 from a second parser
+        assert (await answer.json())["error"]["message"] == "REQUEST_MALFORMED"
+
+
+async def test_an_embeddings_answer_in_many_pieces_is_read_whole(
+    server: RunningServer, http: ClientSession, embeddings: QueryEmbeddings,
+) -> None:
+    embeddings.trickle = True
+    try:
+        result = await call(http, server, {"query": CORPUS[0].text})
+    finally:
+        embeddings.trickle = False
+    assert result["structuredContent"]["chunks"][0]["chunk_id"] == "1"
+
+
 async def test_the_8192_byte_carrier_is_judged_by_the_contract_not_the_transport(
     server: RunningServer, http: ClientSession,
 ) -> None:

@@ -365,7 +365,7 @@ def version_headers(wire: A2aWire) -> list[tuple[str, str]]:
 
 def non_blocking(wire: A2aWire, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` asking to return before the task ends, in ``wire``'s spelling."""
-    field_name, value = WIRES[wire].immediate
+    (field_name, *_), value = WIRES[wire].immediate
     return {**body, "params": {**body["params"], "configuration": {field_name: value}}}
 
 

@@ -9,6 +9,7 @@ error may do). ``load_corpus`` writes chunks whose ACL metadata the caller choos
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import urllib.request
@@ -37,6 +38,8 @@ class QueryEmbeddings(LoopbackServer):
     def __init__(self) -> None:
         super().__init__()
         self.fail = False
+        self.trickle = False
+        """Answer in 512-byte pieces (a provider's answer arrives in many reads)."""
 
     @property
     def url(self) -> str:
@@ -51,9 +54,19 @@ class QueryEmbeddings(LoopbackServer):
         if self.fail:  # a provider error that quotes the input
             return web.json_response({"error": {"message": f"cannot embed {texts[0]!r}"}},
                                      status=500)
-        return web.json_response({"object": "list", "model": body.get("model"), "data": [
+        answer = web.json_response({"object": "list", "model": body.get("model"), "data": [
             {"object": "embedding", "index": i, "embedding": unit_vector(str(text))}
             for i, text in enumerate(texts)]})
+        if not self.trickle:
+            return answer
+        assert isinstance(answer.body, bytes)
+        stream = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await stream.prepare(request)
+        for start in range(0, len(answer.body), 512):
+            await stream.write(answer.body[start:start + 512])
+            await asyncio.sleep(0)
+        await stream.write_eof()
+        return stream  # type: ignore[return-value]
 
 
 class HeaderTap(LoopbackServer):

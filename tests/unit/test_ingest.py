@@ -56,6 +56,10 @@ def test_every_section_15_classification_is_storable(classification: str) -> Non
 @pytest.mark.parametrize(("raw", "code"), [
     ("not json", RowCode.NOT_JSON),
     ('{"id": NaN}', RowCode.NOT_JSON),
+    (line()[:-1] + ', "classification": "secret"}', RowCode.DUPLICATE_NAME),
+    ('{"id": 7, "text": "t", "source": "s", "classification": "public", "allowed_principals": '
+     '[{"kind": "matrix", "principal": "@a:b.example", "principal": "@c:b.example"}]}',
+     RowCode.DUPLICATE_NAME),
     ("[1, 2]", RowCode.NOT_OBJECT),
     (line(extra=1), RowCode.UNKNOWN_FIELD),
     (line(id=0), RowCode.ID_INVALID),
@@ -65,7 +69,7 @@ def test_every_section_15_classification_is_storable(classification: str) -> Non
     (line(text=""), RowCode.TEXT_INVALID),
     (line(text="  "), RowCode.TEXT_INVALID),
     (line(text="a\u0000b"), RowCode.TEXT_INVALID),
-    (line(text="\ud800 lone"), RowCode.TEXT_INVALID),
+    (line(text="\ud800 lone"), RowCode.NOT_JSON),  # strict JSON: no lone surrogate escape
     (line(text="x" * (16 * 1024 + 1)), RowCode.TEXT_TOO_LARGE),
     (line(source=_DROP), RowCode.SOURCE_INVALID),
     (line(source="s" * 2049), RowCode.SOURCE_INVALID),
@@ -90,7 +94,7 @@ def test_every_section_15_classification_is_storable(classification: str) -> Non
     (line(embedding=[0.5] * 767 + ["1"]), RowCode.EMBEDDING_INVALID),
     ('{"id": 7, "text": "t", "source": "s", "classification": "public", "allowed_groups": '
      '["partner/org-b/docs"], "embedding": [' + "0.5," * 767 + "1e400]}",
-     RowCode.EMBEDDING_INVALID),
+     RowCode.NOT_JSON),  # strict JSON: a number beyond a double
 ])
 def test_each_bad_field_is_refused_by_its_code(raw: str, code: RowCode) -> None:
     with pytest.raises(RowRefused) as caught:

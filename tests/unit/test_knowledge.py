@@ -128,6 +128,19 @@ def test_every_request_needs_exactly_one_valid_carrier_for_the_binding_agent(
         assert http_status(code) == 403
 
 
+@pytest.mark.parametrize("body", [
+    rpc("tools/call", "the query text itself"),
+    rpc("tools/list", [1, 2]),
+    rpc("tools/call", {"name": 7, "arguments": {"query": "x"}}),
+    rpc("tools/call", {"name": "search_knowledge", "arguments": "the query text itself"}),
+], ids=["params-string", "params-array", "name-number", "arguments-string"])
+def test_params_the_sdk_would_echo_are_malformed_here(body: bytes) -> None:
+    """The SDK answers these with a validation error that quotes the input: never sent on."""
+    decision = admit(body)
+    assert refused(decision) is KnowledgeReason.REQUEST_MALFORMED
+    assert isinstance(decision, guard.Refusal) and decision.method in guard.METHODS
+
+
 def test_a_refusal_keeps_the_request_id_and_no_input() -> None:
     decision = admit(rpc("resources/list", {"uri": "secret-sentinel"}, request_id="r-7"))
     assert isinstance(decision, guard.Refusal)
@@ -195,6 +208,9 @@ def test_one_vector_of_the_dimension_is_taken() -> None:
     _answer([{"embedding": [1, 2, True]}]), _answer([{"embedding": "AAAA"}]),
     b'{"data":[{"embedding":[1,2,NaN]}]}', b'{"data":[{"embedding":[1,2,1e999]}]}',
     b'{"data":[{"embedding":[1,2,3]}]}' + b" " * (1 << 20),
+    _answer([{"index": 0.0, "embedding": [1, 2, 3]}]),
+    _answer([{"index": True, "embedding": [1, 2, 3]}]),
+    _answer([{"index": "0", "embedding": [1, 2, 3]}]),
 ])
 def test_anything_else_is_embeddings_unavailable(raw: bytes) -> None:
     with pytest.raises(KnowledgeError) as caught:
@@ -236,7 +252,8 @@ def test_refusals_carry_no_library_error_as_context() -> None:
     """A codec or parser error quotes its input; ``from None`` would still keep it as
     ``__context__``, so every refusal is raised outside the handler."""
     for call in (lambda: tool.parse_arguments({"query": "\ud800 sentinel"}),
-                 lambda: vector_of(b"not json sentinel", 3)):
+                 lambda: vector_of(b"not json sentinel", 3),
+                 lambda: vector_of(_answer([{"index": "x", "embedding": [1]}, {}]), 1)):
         with pytest.raises(KnowledgeError) as caught:
             call()
         assert caught.value.__context__ is None and caught.value.__cause__ is None

@@ -200,7 +200,7 @@ WIRE_RULES = {
             '(request.headers.raw()["a2a-version"] == ["0.3"])'),
     "1.0": ('json(request.body).method in ["SendMessage", "GetTask", "CancelTask"]',
             'json(request.body).method == "SendMessage"',
-            "json(request.body).params.configuration.returnImmediately == false",
+            "json(request.body).params.configuration.return_immediately == false",
             '(request.headers.raw()["a2a-version"] == ["1.0"])'),
 }
 
@@ -210,7 +210,8 @@ def test_a2a_body_rules_reject_task_references_and_limit_methods(version: str) -
     routes = standalone_routes(rendered(kagent={"a2aVersion": version}))
     local = [r["require"] for r in routes["local"]["policies"]["authorization"]["rules"]]
     public = [r["require"] for r in routes["public"]["policies"]["authorization"]["rules"]]
-    for field in ("contextId", "taskId", "referenceTaskIds"):
+    for field in ("contextId", "taskId", "referenceTaskIds", "context_id", "task_id",
+                  "reference_task_ids"):
         assert any(f"!has(json(request.body).params.message.{field})" in r for r in local)
         assert any(f"!has(json(request.body).params.message.{field})" in r for r in public)
     methods, send, synchronous, a2a_version = WIRE_RULES[version]

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from fgentic_governance.retrieval.search.ingest import Row
 
 BATCH = 64
+BATCH_SECONDS = 120.0
+"""One embeddings call of a batch (a slow model on a large batch)."""
 INDEXES = ("chunks_embedding_hnsw", "chunks_acl_principals_gin", "chunks_acl_groups_gin")
 
 
@@ -158,8 +160,10 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
         embedder = None
         if args.embeddings_url:
             key = args.embeddings_key_file.read_text().strip() if args.embeddings_key_file else ""
+            # A batch is up to 2,048 texts: the server's 5 s for one query is too short.
             embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
-                                dimensions=corpus.EMBEDDING_DIMENSIONS, api_key=key)
+                                dimensions=corpus.EMBEDDING_DIMENSIONS, api_key=key,
+                                timeout=BATCH_SECONDS)
         fresh = await _prepare(conn)
         batch: list[Row] = []
         for _, row in _checked(args.file, outcome, can_embed=embedder is not None):

@@ -58,6 +58,9 @@ STATUS: Final = MappingProxyType({
     KnowledgeReason.METHOD_REFUSED: 400,
     KnowledgeReason.PROTOCOL_VERSION_REFUSED: 400,
     KnowledgeReason.BUSY: 503,
+    # Only when the whole answer outran its bound (a tool call's own failures are results).
+    KnowledgeReason.STORE_UNAVAILABLE: 503,
+    KnowledgeReason.EMBEDDINGS_UNAVAILABLE: 503,
 })
 
 

@@ -26,12 +26,14 @@ class Embedder:
     """POSTs ``{"input": [query], "model": ..., "encoding_format": "float"}`` to ``url``."""
 
     def __init__(self, session: aiohttp.ClientSession, url: str, model: str, *,
-                 dimensions: int, api_key: str = "") -> None:
+                 dimensions: int, api_key: str = "",
+                 timeout: float = TIMEOUT_SECONDS) -> None:
         self._session = session
         self._url = url
         self._model = model
         self._dimensions = dimensions
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
 
     async def embed(self, text: str) -> list[float]:
         return (await self.embed_many([text]))[0]
@@ -43,15 +45,25 @@ class Embedder:
         try:
             async with self._session.post(
                 self._url, json=body, headers=self._headers, allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS),
+                timeout=self._timeout,
             ) as response:
                 if response.status == 200:
-                    raw = await response.content.read(MAX_ANSWER_BYTES * len(texts) + 1)
+                    raw = await _read(response, MAX_ANSWER_BYTES * len(texts))
         except (aiohttp.ClientError, TimeoutError):
             pass
         if raw is None:  # raised outside the handler: no library error as its context
             raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
         return vectors_of(raw, self._dimensions, len(texts))
+
+
+async def _read(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The whole body (``read(n)`` returns only what is buffered), or None past ``limit``."""
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(65536):
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
 
 
 def vector_of(raw: bytes, dimensions: int) -> list[float]:
@@ -73,7 +85,7 @@ def vectors_of(raw: bytes, dimensions: int, count: int) -> list[list[float]]:
             or not all(isinstance(item, dict) for item in data)):
         raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
     indexes = [item.get("index", i) for i, item in enumerate(data)]
-    if sorted(indexes) != list(range(count)) or any(isinstance(i, bool) for i in indexes):
+    if not all(type(i) is int for i in indexes) or sorted(indexes) != list(range(count)):
         raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
     ordered: list[list[float]] = [[] for _ in range(count)]
     for index, item in zip(indexes, data, strict=True):

@@ -48,10 +48,12 @@ class Admitted:
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """Why a request is refused, and its id when one could be read (to answer JSON-RPC)."""
+    """Why a request is refused, its id and method when they could be read (to answer
+    JSON-RPC and to label the metric, which bounds the method to the table)."""
 
     error: KnowledgeError
     request_id: RequestId = None
+    method: object = None
 
 
 def _message(body: bytes) -> dict[str, Any]:
@@ -74,6 +76,18 @@ def _request_id(message: Mapping[str, Any]) -> RequestId:
     raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
 
 
+def _check_params(method: str, params: Any) -> None:
+    """``params`` absent or an object, and a tool call's name a string and its arguments an
+    object: the SDK answers anything else with a validation error that quotes the input."""
+    if params is None:
+        return
+    if not isinstance(params, dict):
+        raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
+    if method == "tools/call" and (not isinstance(params.get("name"), str)
+                                   or not isinstance(params.get("arguments", {}), dict)):
+        raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
+
+
 def _check_version(method: str, params: Any, versions: Sequence[str]) -> None:
     if method == INITIALIZE:
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
@@ -88,17 +102,19 @@ def admit(body: bytes, *, carriers: Sequence[str], versions: Sequence[str],
     """The decision for one POST: ``carriers`` and ``versions`` are every value of
     X-Fgentic-Identity and of MCP-Protocol-Version as received, repeats kept."""
     request_id: RequestId = None
+    method: object = None
     try:
         message = _message(body)
+        method = message["method"]
         request_id = _request_id(message)
         try:
             identity = decode(carriers, now=now, agent=agent)
         except ContractError as exc:
             raise KnowledgeError(exc.code) from None
-        method = message["method"]
         if method not in METHODS:
             raise KnowledgeError(KnowledgeReason.METHOD_REFUSED)
+        _check_params(method, message.get("params"))
         _check_version(method, message.get("params"), versions)
     except KnowledgeError as error:
-        return Refusal(error, request_id)
-    return Admitted(method, request_id, identity)
+        return Refusal(error, request_id, method)
+    return Admitted(str(method), request_id, identity)

@@ -23,7 +23,7 @@ from fgentic_governance.knowledge.codes import (
     http_status,
     rpc_code,
 )
-from fgentic_governance.knowledge.protocol import Protocol
+from fgentic_governance.knowledge.protocol import Answer, Protocol
 from fgentic_governance.serving import http as serving
 from fgentic_governance.serving.strict_json import Refusal, Refused
 
@@ -50,13 +50,18 @@ def _refusal(code: Code, request_id: guard.RequestId = None, *,
     return web.json_response(body, status=http_status(code))
 
 
-def _method_of(body: bytes) -> object:
-    """The method name for a metric label only (closed set; anything else is "other")."""
+def _clean(answer: Answer) -> bool:
+    """Whether the SDK's answer may go out as it is: a 202, or a 200 JSON-RPC result. Its
+    errors (a validation error, a parse error) can quote the request, so they never do."""
+    if answer.status == 202:
+        return True
+    if answer.status != 200:
+        return False
     try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    return message.get("method") if isinstance(message, dict) else None
+        doc = json.loads(answer.body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and "result" in doc and "error" not in doc
 
 
 def make_handler(protocol: Protocol, *, agent: AgentRef, path: str,
@@ -77,16 +82,26 @@ def make_handler(protocol: Protocol, *, agent: AgentRef, path: str,
             body, carriers=request.headers.getall(IDENTITY_HEADER, []),
             versions=request.headers.getall(guard.VERSION_HEADER, []), agent=agent, now=clock())
         if isinstance(decision, guard.Refusal):
-            return _refusal(decision.error.code, decision.request_id, method=_method_of(body))
+            return _refusal(decision.error.code, decision.request_id, method=decision.method)
         headers = [(k.lower(), v) for k, v in request.raw_headers if k.lower() in FORWARDED]
-        try:
-            async with asyncio.timeout(ANSWER_SECONDS):
-                answer = await protocol.answer(path, headers, body, decision.identity)
-        except TimeoutError:
-            return _refusal(KnowledgeReason.STORE_UNAVAILABLE, decision.request_id,
-                            method=decision.method)
-        metrics.REQUESTS.labels(metrics.method_label(decision.method), metrics.OK).inc()
-        kept = {k: v for k, v in answer.headers if k.lower() == "content-type"}
-        return web.Response(status=answer.status, body=bytes(answer.body), headers=kept)
+        return await _answer(protocol, path, headers, body, decision)
 
     return handle
+
+
+async def _answer(protocol: Protocol, path: str, headers: list[tuple[bytes, bytes]],
+                  body: bytes, decision: guard.Admitted) -> web.Response:
+    """The SDK's answer to an admitted request, bounded in time; an SDK error never goes
+    out as the SDK wrote it (``_clean``)."""
+    try:
+        async with asyncio.timeout(ANSWER_SECONDS):
+            answer = await protocol.answer(path, headers, body, decision.identity)
+    except TimeoutError:
+        return _refusal(KnowledgeReason.STORE_UNAVAILABLE, decision.request_id,
+                        method=decision.method)
+    if not _clean(answer):
+        return _refusal(KnowledgeReason.REQUEST_MALFORMED, decision.request_id,
+                        method=decision.method)
+    metrics.REQUESTS.labels(metrics.method_label(decision.method), metrics.OK).inc()
+    kept = {k: v for k, v in answer.headers if k.lower() == "content-type"}
+    return web.Response(status=answer.status, body=bytes(answer.body), headers=kept)

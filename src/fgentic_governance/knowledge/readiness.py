@@ -57,7 +57,10 @@ class Readiness:
 
     async def watch(self) -> None:
         while True:
-            problem = await self.probe()
+            try:
+                problem = await self.probe()
+            except Exception:  # a probe that fails another way: not ready, and keep watching
+                problem = KnowledgeReason.STORE_UNAVAILABLE
             if problem != self.problem:
                 log.info("readiness %s", "ready" if problem is None else problem.value)
                 self.problem = problem

@@ -40,8 +40,9 @@ class Wire:
     """Admitted values of A2A-Version (exactly one value, one of these)."""
     version_optional: bool
     """Whether A2A-Version may be absent (present, it must still be one of ``versions``)."""
-    immediate: tuple[str, bool]
-    """(field of params.configuration, the value that returns before the task ends)."""
+    immediate: tuple[tuple[str, ...], bool]
+    """(every spelling of the params.configuration field the runtime reads, the value that
+    returns before the task ends)."""
 
     @property
     def local_methods(self) -> tuple[str, str, str]:
@@ -53,10 +54,10 @@ WIRES: Final = MappingProxyType({
     # returns at once (absent: blocking).
     A2aWire.V0_3: Wire(A2aWire.V0_3, "message/send", "tasks/get", "tasks/cancel",
                        versions=("0.3",), version_optional=True,
-                       immediate=("blocking", False)),
+                       immediate=(("blocking",), False)),
     A2aWire.V1_0: Wire(A2aWire.V1_0, "SendMessage", "GetTask", "CancelTask",
                        versions=("1.0",), version_optional=False,
-                       immediate=("returnImmediately", True)),
+                       immediate=(("returnImmediately", "return_immediately"), True)),
 })
 
 # Headers the gateway computes for the projector's check request (never forwarded upstream).

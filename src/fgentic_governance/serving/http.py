@@ -81,9 +81,20 @@ DEFAULT_BOUNDS: Final = Bounds()
 
 
 class ContentFreeFilter(logging.Filter):
-    """Reduce a library's log record to its logger name and exception type."""
+    """Reduce a library's log record to its logger name and exception type; with
+    ``prefixes``, only the records of those loggers and their children."""
+
+    def __init__(self, prefixes: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.prefixes = prefixes
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.prefixes and not any(record.name == p or record.name.startswith(p + ".")
+                                     for p in self.prefixes):
+            return True
+        if getattr(record, "fgentic_scrubbed", False):  # another handler's filter did it
+            return True
+        record.fgentic_scrubbed = True
         exc = record.exc_info[1] if record.exc_info else None
         record.msg = "%s: details withheld (%s)"
         record.args = (record.name, type(exc).__name__ if exc else "-")
@@ -94,18 +105,25 @@ class ContentFreeFilter(logging.Filter):
 
 
 def scrub_library_logs() -> Callable[[], None]:
-    """Filter aiohttp's and asyncio's loggers (once); returns the undo (for tests)."""
-    installed = []
+    """Filter the libraries' loggers (once); returns the undo (for tests).
+
+    A logger's filter sees only the records that logger creates, not its children's (the
+    `mcp` SDK logs as ``mcp.shared.jsonrpc_dispatcher`` and the like), so every handler of
+    the root logger also gets a filter for those names and everything below them."""
+    installed: list[tuple[logging.Filterer, ContentFreeFilter]] = []
     for name in _LIBRARY_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, ContentFreeFilter) for f in logger.filters):
-            content_free = ContentFreeFilter()
-            logger.addFilter(content_free)
-            installed.append((logger, content_free))
+            installed.append((logger, ContentFreeFilter()))
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, ContentFreeFilter) for f in handler.filters):
+            installed.append((handler, ContentFreeFilter(_LIBRARY_LOGGERS)))
+    for target, content_free in installed:
+        target.addFilter(content_free)
 
     def undo() -> None:
-        for logger, content_free in installed:
-            logger.removeFilter(content_free)
+        for target, content_free in installed:
+            target.removeFilter(content_free)
 
     return undo
 

@@ -61,21 +61,28 @@ def body_method_in(methods: Iterable[str]) -> str:
     return f"{BODY}.method in {lit_list(methods)}"
 
 
+# Each field in every spelling a runtime reads: a2a-sdk 0.3's models validate by name as well
+# as by alias, and protobuf JSON (a2a-sdk 1.x) accepts the proto field name too.
+TASK_REFERENCES = ("contextId", "context_id", "taskId", "task_id", "referenceTaskIds",
+                   "reference_task_ids")
+
+
 def no_task_references() -> str:
-    """The message starts a fresh context: no contextId, taskId or referenceTaskIds at all
-    (an empty value is present too). A missing `params.message` is an error, so it fails."""
+    """The message starts a fresh context: no context id, task id or reference task ids at
+    all, in either spelling (an empty value is present too). A missing `params.message` is an
+    error, so it fails."""
     message = f"{BODY}.params.message"
-    return " && ".join(f"!has({message}.{field})"
-                       for field in ("contextId", "taskId", "referenceTaskIds"))
+    return " && ".join(f"!has({message}.{field})" for field in TASK_REFERENCES)
 
 
-def synchronous(field: str, immediate: bool) -> str:
+def synchronous(fields: Iterable[str], immediate: bool) -> str:
     """`params.configuration.<field>` absent or exactly the synchronous boolean (the opposite
-    of ``immediate``). Only that boolean: a runtime's lax parser may read "false" or 0 as
-    false, so no other value is let through."""
+    of ``immediate``), for each spelling in ``fields``. Only that boolean: a runtime's lax
+    parser may read "false" or 0 as false, so no other value is let through."""
     config = f"{BODY}.params.configuration"
     wait = "false" if immediate else "true"
-    return (f"!has({config}) || !has({config}.{field}) || {config}.{field} == {wait}")
+    each = [f"(!has({config}.{field}) || {config}.{field} == {wait})" for field in fields]
+    return f"!has({config}) || (" + " && ".join(each) + ")"
 
 
 def one_of(header: str, values: Iterable[str], *, optional: bool) -> str:

@@ -35,6 +35,8 @@ from pydantic import TypeAdapter, ValidationError
 from fgentic_governance.contract import Principal
 from fgentic_governance.contract.limits import PARTNER_GROUP
 from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS, TABLE, vector_text
+from fgentic_governance.serving import strict_json
+from fgentic_governance.serving.strict_json import Refusal, Refused
 
 CLASSIFICATIONS: Final = ("public", "approved_non_public", "restricted", "regulated", "secret",
                           "authentication")
@@ -50,6 +52,9 @@ _PRINCIPAL: Final = TypeAdapter(Principal)
 
 class RowCode(StrEnum):
     NOT_JSON = "NOT_JSON"
+    """Not strict JSON: bad syntax, NaN or Infinity, too deep."""
+    DUPLICATE_NAME = "DUPLICATE_NAME"
+    """A member named twice in one object (which one counts would be a parser's choice)."""
     NOT_OBJECT = "NOT_OBJECT"
     UNKNOWN_FIELD = "UNKNOWN_FIELD"
     ID_INVALID = "ID_INVALID"
@@ -140,12 +145,15 @@ def _embedding(value: Any) -> tuple[float, ...] | None:
 
 def parse_row(line: str | bytes) -> Row:
     """One checked chunk, or RowRefused with the first problem's code."""
+    raw = line.encode(errors="surrogateescape") if isinstance(line, str) else line
+    refusal: Refusal | None = None
     try:
-        doc = json.loads(line, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):
-        doc = _NOT_JSON
-    if doc is _NOT_JSON:
-        raise RowRefused(RowCode.NOT_JSON)
+        doc = strict_json.loads(raw)
+    except Refused as refused:
+        refusal = refused.code
+    if refusal is not None:  # duplicate names are ambiguous ACLs: never the last one wins
+        raise RowRefused(RowCode.DUPLICATE_NAME if refusal is Refusal.DUPLICATE_NAME
+                         else RowCode.NOT_JSON)
     if not isinstance(doc, dict):
         raise RowRefused(RowCode.NOT_OBJECT)
     if not set(doc) <= FIELDS:
@@ -164,13 +172,6 @@ def parse_row(line: str | bytes) -> Row:
     metadata = {"classification": doc["classification"], "allowed_principals": principals,
                 "allowed_groups": groups}
     return Row(chunk_id, text, source, metadata, _embedding(doc.get("embedding")))
-
-
-_NOT_JSON: Final = object()
-
-
-def _refuse_constant(_text: str) -> Any:
-    raise ValueError("NaN and Infinity are not JSON")
 
 
 # -- the load ------------------------------------------------------------------------------------
