@@ -385,6 +385,7 @@ def test_the_retrieval_server_runs_replicated_from_its_bindings_configuration() 
     args = keyed[("Deployment", "fg-retrieval-server")]["spec"]["template"]["spec"][
         "containers"][0]["args"]
     assert "--embeddings-key-file=/var/run/fgentic/embeddings/key" in args
+    assert "--dimensions=768" in container["args"]
 
 
 @pytest.mark.parametrize(("sets", "message"), [
@@ -392,6 +393,7 @@ def test_the_retrieval_server_runs_replicated_from_its_bindings_configuration() 
     ((*RETRIEVAL, "retrievalServer.corpusDsnSecret.name="), "needs corpusDsnSecret.name"),
     ((*RETRIEVAL, "retrievalServer.embeddings.model="), "needs embeddings.url and"),
     ((*RETRIEVAL, "retrievalServer.replicas=1"), "replicas must be at least 2"),
+    ((*RETRIEVAL, "retrievalServer.dimensions=512"), "dimensions must be 768 or 1024"),
 ])
 def test_the_retrieval_server_refuses_to_render_incomplete(sets: tuple[str, ...],
                                                            message: str) -> None:

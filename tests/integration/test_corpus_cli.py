@@ -21,7 +21,7 @@ import pytest
 
 from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance import contract
-from fgentic_governance.retrieval.search import prefilter
+from fgentic_governance.retrieval.search import corpus, prefilter
 from tests.support.knowledge import QueryEmbeddings
 from tests.support.projector import AGENT, ALICE, room_context
 from tests.support.vectors import unit_vector
@@ -217,3 +217,30 @@ async def test_missing_files_are_one_sentence_not_a_traceback(tmp_path: Path) ->
     unreachable = await cli("load", str(write(tmp_path / "c.jsonl", GOOD)), dsn_file=dsn)
     assert unreachable.returncode == 1
     assert "unavailable" in unreachable.stderr and "Traceback" not in unreachable.stderr
+
+
+async def test_a_1024_dimension_corpus_is_chosen_once_and_kept(
+    dsn_file: Path, tmp_path: Path,
+) -> None:
+    """ADR 0024's BGE-M3 embeds in 1,024 dimensions: the dimension is chosen when the corpus is
+    created, read back from the table after, and a load that disagrees changes nothing."""
+    async with QueryEmbeddings(dimensions=1024) as wide:
+        url = ["--embeddings-url", wide.url, "--embeddings-model", "bge-m3"]  # type: ignore[attr-defined]
+        data = write(tmp_path / "c.jsonl", GOOD[:1] + GOOD[2:])
+        done = await cli("load", str(data), *url, "--dimensions", "1024", dsn_file=dsn_file)
+        assert done.returncode == 0, done.stderr
+        again = await cli("load", str(data), *url, dsn_file=dsn_file)  # the table's: 1024
+        assert again.returncode == 0, again.stderr
+    conn = await asyncpg.connect(dsn_file.read_text())
+    try:
+        assert await corpus.table_dimensions(conn) == 1024
+    finally:
+        await conn.close()
+    narrow = await cli("load", str(data), "--dimensions", "768", dsn_file=dsn_file)
+    assert narrow.returncode == 1
+    assert "the corpus has 1024 dimensions, not 768" in narrow.stderr
+    assert "chunks loaded" not in narrow.stdout
+    # A row's own vector must have the corpus's dimension.
+    own = write(tmp_path / "own.jsonl", [row(9, "own vector", embedding=unit_vector("x"))])
+    refused = await cli("load", str(own), dsn_file=dsn_file)
+    assert refused.returncode == 2 and "line 1: EMBEDDING_INVALID" in refused.stderr

@@ -355,3 +355,29 @@ async def test_the_server_takes_its_binding_from_the_rendered_configuration(
             assert status == 404
     finally:
         await postgres.drop_database(name)
+
+
+async def test_a_1024_dimension_corpus_is_served_and_a_mismatch_is_not_ready(
+    postgres: LocalPostgres, http: ClientSession, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``--dimensions 1024`` serves a 1,024-dimension corpus; a server whose dimension differs
+    from the table's never becomes ready (every search would fail)."""
+    name = f"t_knowledge_1024_{uuid.uuid4().hex[:8]}"
+    dsn = await postgres.create_database(name, extensions=("vector",))
+    await load_corpus(dsn, CORPUS, dimensions=1024)
+    try:
+        async with QueryEmbeddings(dimensions=1024) as wide:
+            work = tmp_path_factory.mktemp("knowledge-1024")
+            async with retrieval_server(work, dsn, wide.url,  # type: ignore[attr-defined]
+                                        agent=f"{AGENT.namespace}/{AGENT.name}",
+                                        dimensions=1024) as served:
+                result = await call(http, served, {"query": CORPUS[0].text})
+                assert result["structuredContent"]["chunks"][0]["chunk_id"] == "1"
+            other = tmp_path_factory.mktemp("knowledge-768")
+            async with retrieval_server(other, dsn, wide.url,  # type: ignore[attr-defined]
+                                        agent=f"{AGENT.namespace}/{AGENT.name}") as mismatched:
+                await asyncio.sleep(1.0)  # past the first probe
+                assert mismatched.get("/readyz")[0] == 503
+                assert "readiness ready" not in mismatched.log_text()
+    finally:
+        await postgres.drop_database(name)

@@ -29,14 +29,15 @@ from fgentic_devenv.postgres import LocalPostgres
 from fgentic_devenv.up import spawn_cli
 from fgentic_governance.retrieval.search import corpus
 from tests.support.stubs import LoopbackServer
-from tests.support.vectors import unit_vector
+from tests.support.vectors import DIMENSIONS, unit_vector
 
 TOOL = "search_knowledge"
 
 
 class QueryEmbeddings(LoopbackServer):
-    def __init__(self) -> None:
+    def __init__(self, dimensions: int = DIMENSIONS) -> None:
         super().__init__()
+        self.dimensions = dimensions
         self.fail = False
         self.trickle = False
         """Answer in 512-byte pieces (a provider's answer arrives in many reads)."""
@@ -55,7 +56,8 @@ class QueryEmbeddings(LoopbackServer):
             return web.json_response({"error": {"message": f"cannot embed {texts[0]!r}"}},
                                      status=500)
         answer = web.json_response({"object": "list", "model": body.get("model"), "data": [
-            {"object": "embedding", "index": i, "embedding": unit_vector(str(text))}
+            {"object": "embedding", "index": i,
+             "embedding": unit_vector(str(text), self.dimensions)}
             for i, text in enumerate(texts)]})
         if not self.trickle:
             return answer
@@ -121,14 +123,16 @@ class Chunk:
     metadata: Mapping[str, Any]
 
 
-async def load_corpus(dsn: str, chunks: Sequence[Chunk]) -> None:
+async def load_corpus(dsn: str, chunks: Sequence[Chunk], *,
+                      dimensions: int = DIMENSIONS) -> None:
     conn = await asyncpg.connect(dsn)
     try:
-        await corpus.create_chunks_table(conn)
+        await corpus.create_chunks_table(conn, dimensions=dimensions)
         await conn.executemany(
             "INSERT INTO chunks (id, content, source, embedding, metadata)"
             " VALUES ($1, $2, $3, $4::text::vector, $5::jsonb)",
-            [(c.id, c.text, c.source, corpus.vector_text(unit_vector(c.text)),
+            [(c.id, c.text, c.source,
+              corpus.vector_text(unit_vector(c.text, dimensions), dimensions),
               json.dumps(c.metadata)) for c in chunks])
         await conn.execute("ANALYZE chunks")
     finally:
@@ -170,7 +174,7 @@ def _healthy(port: int) -> bool:
 @asynccontextmanager
 async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agent: str = "",
                            tool: str = TOOL, config: Path | None = None,
-                           ) -> AsyncIterator[RunningServer]:
+                           dimensions: int = DIMENSIONS) -> AsyncIterator[RunningServer]:
     """The server process, configured by ``config`` (the file the operator renders from a
     binding) or else by ``agent`` (NAMESPACE/NAME) and ``tool``."""
     dsn_file = workdir / "corpus.dsn"
@@ -179,7 +183,7 @@ async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agen
     log = workdir / "retrieval-server.log"
     binding = (["--config", str(config)] if config is not None
                else ["--agent", agent, "--tool", tool])
-    process = spawn_cli(["retrieval-server", *binding,
+    process = spawn_cli(["retrieval-server", *binding, "--dimensions", str(dimensions),
                          "--store-dsn-file", str(dsn_file), "--embeddings-url", embeddings_url,
                          "--embeddings-model", "stub-embedding", "--host", "127.0.0.1",
                          "--port", str(port), "--metrics-port", str(metrics_port)], log)

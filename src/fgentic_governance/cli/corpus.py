@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 BATCH = 64
 BATCH_SECONDS = 120.0
+REPORTED = -1
+"""_load's answer when it has already said why nothing was loaded (exit 1, no summary)."""
 """One embeddings call of a batch (a slow model on a large batch)."""
 INDEXES = ("chunks_embedding_hnsw", "chunks_acl_principals_gin", "chunks_acl_groups_gin")
 
@@ -50,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "per upsert (default: %(default)s)")
     load.add_argument("--strict", action="store_true",
                       help="load nothing if any row is refused")
+    load.add_argument("--dimensions", type=int, choices=(768, 1024), default=None,
+                      help="the corpus's dimension: chosen when the corpus is created "
+                           "(default 768), and it must match an existing corpus's")
     load.set_defaults(func=run_load)
     stats = sub.add_parser("stats", help="content-free counts of the corpus")
     stats.add_argument("--store-dsn-file", type=Path, required=True)
@@ -76,7 +81,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield number, line
 
 
-def _checked(path: Path, outcome: Outcome, *, can_embed: bool) -> Iterator[tuple[int, Row]]:
+def _checked(path: Path, outcome: Outcome, *, can_embed: bool,
+             dimensions: int) -> Iterator[tuple[int, Row]]:
     """The good rows with their line numbers; refusals (a repeated id, a row without an
     embedding when nothing can make one) go to ``outcome``."""
     from fgentic_governance.retrieval.search.ingest import RowCode, RowRefused, parse_row
@@ -85,7 +91,7 @@ def _checked(path: Path, outcome: Outcome, *, can_embed: bool) -> Iterator[tuple
     for number, line in _lines(path):
         outcome.total += 1
         try:
-            row = parse_row(line)
+            row = parse_row(line, dimensions)
         except RowRefused as refused:
             outcome.refused.append((number, refused.code.value))
             continue
@@ -135,12 +141,12 @@ async def _embed(rows: list[Row], embedder: Embedder | None) -> list[list[float]
     return [list(r.embedding) if r.embedding is not None else next(produced) for r in rows]
 
 
-async def _prepare(conn: asyncpg.Connection) -> bool:
+async def _prepare(conn: asyncpg.Connection, dimensions: int) -> bool:
     """The table and functions in place; True when the corpus is empty (indexes come after)."""
     from fgentic_governance.retrieval.search import corpus, ingest
 
     fresh = await ingest.is_empty(conn)
-    await corpus.create_chunks_table(conn, indexes=not fresh)
+    await corpus.create_chunks_table(conn, indexes=not fresh, dimensions=dimensions)
     if fresh:  # an empty table that already had indexes: load first, build them after
         await conn.execute("DROP INDEX IF EXISTS " + ", ".join(INDEXES))
     return fresh
@@ -157,22 +163,29 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
     conn = await asyncpg.connect(args.store_dsn_file.read_text().strip(), timeout=10)
     session = aiohttp.ClientSession()
     try:
+        existing = await corpus.table_dimensions(conn)
+        dimensions = args.dimensions or existing or corpus.EMBEDDING_DIMENSIONS
+        if existing is not None and existing != dimensions:
+            _fail(f"the corpus has {existing} dimensions, not {dimensions}")
+            return REPORTED
+        if args.strict and _refused_any(args, dimensions):
+            return REPORTED
         embedder = None
         if args.embeddings_url:
             key = args.embeddings_key_file.read_text().strip() if args.embeddings_key_file else ""
             # A batch is up to 2,048 texts: the server's 5 s for one query is too short.
             embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
-                                dimensions=corpus.EMBEDDING_DIMENSIONS, api_key=key,
-                                timeout=BATCH_SECONDS)
-        fresh = await _prepare(conn)
+                                dimensions=dimensions, api_key=key, timeout=BATCH_SECONDS)
+        fresh = await _prepare(conn, dimensions)
         batch: list[Row] = []
-        for _, row in _checked(args.file, outcome, can_embed=embedder is not None):
+        for _, row in _checked(args.file, outcome, can_embed=embedder is not None,
+                               dimensions=dimensions):
             batch.append(row)
             if len(batch) >= args.batch:
-                await _flush(conn, batch, embedder, outcome)
+                await _flush(conn, batch, embedder, outcome, dimensions)
                 batch = []
                 progress.show(outcome.loaded, len(outcome.refused))
-        await _flush(conn, batch, embedder, outcome)
+        await _flush(conn, batch, embedder, outcome, dimensions)
         if fresh:
             await corpus.create_chunk_indexes(conn)
         await conn.execute("ANALYZE " + corpus.TABLE)
@@ -187,11 +200,24 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
 
 
 async def _flush(conn: asyncpg.Connection, rows: list[Row], embedder: Embedder | None,
-                 outcome: Outcome) -> None:
+                 outcome: Outcome, dimensions: int) -> None:
     from fgentic_governance.retrieval.search import ingest
 
     if rows:
-        outcome.loaded += await ingest.load(conn, rows, await _embed(rows, embedder))
+        vectors = await _embed(rows, embedder)
+        outcome.loaded += await ingest.load(conn, rows, vectors, dimensions=dimensions)
+
+
+def _refused_any(args: argparse.Namespace, dimensions: int) -> bool:
+    """--strict's first pass: every row checked, the refusals reported, nothing loaded."""
+    checked = Outcome()
+    for _ in _checked(args.file, checked, can_embed=bool(args.embeddings_url),
+                      dimensions=dimensions):
+        pass
+    if checked.refused:
+        _report(checked)
+        _fail("--strict: nothing loaded")
+    return bool(checked.refused)
 
 
 def _report(outcome: Outcome) -> None:
@@ -221,13 +247,6 @@ def run_load(args: argparse.Namespace) -> int:
     problem = _unusable(args)
     if problem is not None:
         return _fail(problem)
-    if args.strict:
-        checked = Outcome()
-        for _ in _checked(args.file, checked, can_embed=bool(args.embeddings_url)):
-            pass
-        if checked.refused:
-            _report(checked)
-            return _fail("--strict: nothing loaded")
     outcome = Outcome()
     progress = Progress(_count(args.file), sys.stderr)
     try:
@@ -238,6 +257,8 @@ def run_load(args: argparse.Namespace) -> int:
         if type(exc).__module__.startswith("asyncpg"):
             return _fail(f"the corpus database refused the load ({type(exc).__name__})")
         raise
+    if code == REPORTED:
+        return 1
     progress.show(outcome.loaded, len(outcome.refused), final=True)
     _report(outcome)
     if code:

@@ -20,6 +20,8 @@ log = logging.getLogger("fgentic_governance.knowledge")
 PROBE_SECONDS: Final = 5.0
 PROBE_TIMEOUT: Final = 2.0
 _CURRENT: Final = ("SELECT bool_and(to_regprocedure(f) IS NOT NULL) FROM unnest($1::text[]) AS f")
+_DIMENSIONS: Final = ("SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass($1)"
+                      " AND attname = 'embedding' AND NOT attisdropped")
 
 
 def _signatures() -> list[str]:
@@ -28,8 +30,10 @@ def _signatures() -> list[str]:
 
 
 class Readiness:
-    def __init__(self, pool: asyncpg.Pool, embeddings_url: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, embeddings_url: str, *,
+                 dimensions: int = corpus.EMBEDDING_DIMENSIONS) -> None:
         self._pool = pool
+        self._dimensions = dimensions
         parts = urlsplit(embeddings_url)
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -43,9 +47,12 @@ class Readiness:
             async with asyncio.timeout(PROBE_TIMEOUT):
                 async with self._pool.acquire() as conn:
                     current = await conn.fetchval(_CURRENT, _signatures())
+                    dimensions = await conn.fetchval(_DIMENSIONS, corpus.TABLE)
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
             return KnowledgeReason.STORE_UNAVAILABLE
-        if not current:  # no corpus, or functions of another release: every search would fail
+        # No corpus, functions of another release, or a corpus of another dimension than the
+        # embeddings this server asks for: every search would fail.
+        if not current or dimensions != self._dimensions:
             return KnowledgeReason.STORE_UNAVAILABLE
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):

@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embeddings-model", required=True)
     parser.add_argument("--embeddings-key-file", type=Path, default=None,
                         help="file holding the Bearer key for the embeddings endpoint")
+    parser.add_argument("--dimensions", type=int, choices=(768, 1024), default=768,
+                        help="the corpus's and the embeddings' dimension (the server is not "
+                             "ready while the corpus table has another)")
     add_serving_flags(parser, port=8080, metrics=True)
 
 
@@ -70,7 +73,6 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     from fgentic_governance.knowledge.protocol import Protocol, build_server
     from fgentic_governance.knowledge.readiness import Readiness
     from fgentic_governance.knowledge.service import KnowledgeSearch
-    from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS
     from fgentic_governance.serving import http as serving
 
     namespace, name, tool, path = _binding(args)
@@ -82,12 +84,13 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=32))
     shell.on_stop(session.close)
     embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
-                        dimensions=EMBEDDING_DIMENSIONS, api_key=key)
-    protocol = Protocol(build_server(tool, KnowledgeSearch(pool, embedder)))
+                        dimensions=args.dimensions, api_key=key)
+    search = KnowledgeSearch(pool, embedder, dimensions=args.dimensions)
+    protocol = Protocol(build_server(tool, search))
     running = protocol.running()
     await running.__aenter__()
     shell.on_stop(lambda: running.__aexit__(None, None, None))
-    readiness = Readiness(pool, args.embeddings_url)
+    readiness = Readiness(pool, args.embeddings_url, dimensions=args.dimensions)
     shell.background(readiness.watch())
     if args.metrics_port:
         await shell.serve(serving.health_handler(readiness.ready), args.host, args.metrics_port)

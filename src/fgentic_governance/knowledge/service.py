@@ -15,6 +15,7 @@ from fgentic_governance.contract import ContractError, VerifiedIdentity
 from fgentic_governance.knowledge import tool
 from fgentic_governance.knowledge.codes import Code, KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval.search import prefilter
+from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS
 
 Clock = Callable[[], int]
 
@@ -28,8 +29,10 @@ class KnowledgeSearch:
 
     def __init__(self, pool: asyncpg.Pool, embedder: Embeds, *,
                  clock: Clock = lambda: int(time.time()),
-                 acquire_seconds: float = 2.0) -> None:
+                 acquire_seconds: float = 2.0,
+                 dimensions: int = EMBEDDING_DIMENSIONS) -> None:
         self._pool = pool
+        self._dimensions = dimensions
         self._embedder = embedder
         self._clock = clock
         self._acquire = acquire_seconds
@@ -44,7 +47,7 @@ class KnowledgeSearch:
         try:
             async with self._pool.acquire(timeout=self._acquire) as conn:
                 hits = await prefilter.search(conn, identity, vector, query.k,
-                                              now=self._clock())
+                                              now=self._clock(), dimensions=self._dimensions)
         except ContractError as exc:  # expired between the embedding and the statement
             failure = exc.code
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):

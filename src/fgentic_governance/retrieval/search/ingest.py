@@ -133,18 +133,19 @@ def _groups(value: Any) -> list[str]:
     return list(value)
 
 
-def _embedding(value: Any) -> tuple[float, ...] | None:
+def _embedding(value: Any, dimensions: int) -> tuple[float, ...] | None:
     if value is None:
         return None
-    if (not isinstance(value, list) or len(value) != EMBEDDING_DIMENSIONS
+    if (not isinstance(value, list) or len(value) != dimensions
             or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
             or not all(math.isfinite(x) for x in value)):
         raise RowRefused(RowCode.EMBEDDING_INVALID)
     return tuple(float(x) for x in value)
 
 
-def parse_row(line: str | bytes) -> Row:
-    """One checked chunk, or RowRefused with the first problem's code."""
+def parse_row(line: str | bytes, dimensions: int = EMBEDDING_DIMENSIONS) -> Row:
+    """One checked chunk (an ``embedding`` of ``dimensions`` numbers, the corpus's), or
+    RowRefused with the first problem's code."""
     raw = line.encode(errors="surrogateescape") if isinstance(line, str) else line
     refusal: Refusal | None = None
     try:
@@ -171,7 +172,7 @@ def parse_row(line: str | bytes) -> Row:
         raise RowRefused(RowCode.ACL_EMPTY)
     metadata = {"classification": doc["classification"], "allowed_principals": principals,
                 "allowed_groups": groups}
-    return Row(chunk_id, text, source, metadata, _embedding(doc.get("embedding")))
+    return Row(chunk_id, text, source, metadata, _embedding(doc.get("embedding"), dimensions))
 
 
 # -- the load ------------------------------------------------------------------------------------
@@ -189,11 +190,13 @@ _UPSERT: Final = (
 
 
 async def load(conn: asyncpg.Connection, rows: Sequence[Row],
-               vectors: Sequence[Sequence[float]]) -> int:
-    """Upsert ``rows`` with their ``vectors`` (one per row) in one transaction; the count."""
+               vectors: Sequence[Sequence[float]], *,
+               dimensions: int = EMBEDDING_DIMENSIONS) -> int:
+    """Upsert ``rows`` with their ``vectors`` (one per row, ``dimensions`` numbers each) in
+    one transaction; the count."""
     if len(rows) != len(vectors):
         raise ValueError("one vector per row")
-    records = [(r.id, r.text, r.source, vector_text(v), json.dumps(r.metadata))
+    records = [(r.id, r.text, r.source, vector_text(v, dimensions), json.dumps(r.metadata))
                for r, v in zip(rows, vectors, strict=True)]
     async with conn.transaction():
         await conn.execute(_STAGE)

@@ -124,15 +124,16 @@ def predicate(identity: VerifiedIdentity, *, now: int | None = None, first: int 
     return Predicate(clause(Rule.PRINCIPALS, first=first), (classes, keys), Rule.PRINCIPALS)
 
 
-def query_vector(embedding: Sequence[float]) -> list[float]:
+def query_vector(embedding: Sequence[float],
+                 dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
     """A query embedding as a checked ``real[]`` parameter.
 
     asyncpg encodes a float list in binary, in C; pgvector's text form costs ~0.55 ms per query
     here (768 ``repr`` calls), about a sixth of the whole unfiltered ANN query.
     """
     values = list(map(float, embedding))
-    if len(values) != EMBEDDING_DIMENSIONS:
-        raise ValueError(f"embedding must have {EMBEDDING_DIMENSIONS} dimensions")
+    if len(values) != dimensions:
+        raise ValueError(f"embedding must have {dimensions} dimensions")
     if not all(map(math.isfinite, values)):
         raise ValueError("embedding components must be finite")
     return values
@@ -140,7 +141,7 @@ def query_vector(embedding: Sequence[float]) -> list[float]:
 
 async def search(
     conn: asyncpg.Connection, identity: VerifiedIdentity, embedding: Sequence[float], k: int,
-    *, now: int | None = None,
+    *, now: int | None = None, dimensions: int = EMBEDDING_DIMENSIONS,
 ) -> list[Hit]:
     """The ``k`` nearest chunks (cosine) that ``identity`` may read, nearest first.
 
@@ -149,7 +150,7 @@ async def search(
     """
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValueError(f"k must be an integer in 1..{MAX_K}")
-    query = query_vector(embedding)
+    query = query_vector(embedding, dimensions)
     where = predicate(identity, now=now)
     # The function name is derived from constants (corpus.search_function); values are bound.
     function = search_function(where.rule)
