@@ -977,15 +977,19 @@ async def test_the_log_check_would_catch_aiohttps_echo_without_the_filter(
     """A control for the sentinel test: unfiltered, aiohttp logs the offending bytes."""
     from fgentic_governance.serving.http import ContentFreeFilter
 
-    removed = [(logger, f) for logger in (logging.getLogger("aiohttp.server"),)
-               for f in logger.filters if isinstance(f, ContentFreeFilter)]
-    for logger, content_free in removed:
-        logger.removeFilter(content_free)
+    # Both places the filter sits: aiohttp's logger, and every root handler (which catches
+    # the libraries' child loggers; log_capture's handler included).
+    targets: list[logging.Filterer] = [logging.getLogger("aiohttp.server"),
+                                       *logging.getLogger().handlers]
+    removed = [(target, f) for target in targets
+               for f in target.filters if isinstance(f, ContentFreeFilter)]
+    for target, content_free in removed:
+        target.removeFilter(content_free)
     try:
         answer = await _raw(env, f"{REQUEST_SENTINEL} / HTTP/1.1\r\n\r\n".encode())
     finally:
-        for logger, content_free in removed:
-            logger.addFilter(content_free)
+        for target, content_free in removed:
+            target.addFilter(content_free)
     assert removed and REQUEST_SENTINEL in log_capture.text
     # The answer is still content-free: that part is the server's, not the filter's.
     assert REQUEST_SENTINEL not in answer.decode("latin-1")
