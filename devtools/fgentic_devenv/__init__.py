@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +27,24 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_open(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def http_ok(url: str) -> bool:
+    """Whether a GET of ``url`` (a local server's health or readiness path) answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=0.5) as answer:  # noqa: S310 (our http URL)
+            return bool(answer.status == 200)
+    except OSError:  # refused, timed out, or an HTTP error status
+        return False
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

@@ -16,11 +16,9 @@ import asyncio
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from fgentic_devenv import free_port, paths, wait_until
+from fgentic_devenv import free_port, http_ok, paths, port_open, wait_until
 from fgentic_devenv.binaries import find_agentgateway
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
@@ -61,14 +59,6 @@ def _projection(spec: RetrievalBindingSpec, who: str) -> str:
     agent = contract.AgentRef(namespace=spec.agent.namespace, name=spec.agent.name)
     return contract.encode_identity(contract.stamp_matrix(context, agent=agent,
                                                           iat=int(time.time())))
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=0.5) as answer:  # noqa: S310 (our http URL)
-            return bool(answer.status == 200)
-    except OSError:
-        return False
 
 
 class RetrievalDemo:
@@ -104,7 +94,7 @@ class RetrievalDemo:
         port = free_port()
         self._start("embedder", [sys.executable, "-m", "fgentic_devenv.embedder",
                                  "--port", str(port)],
-                    lambda: _port_open(port))
+                    lambda: port_open(port))
         return f"http://127.0.0.1:{port}/v1/embeddings"
 
     def _load(self, dsn_file: Path, embeddings: str) -> str:
@@ -126,7 +116,7 @@ class RetrievalDemo:
             "retrieval-server", "--config", str(config), "--store-dsn-file", str(dsn_file),
             "--embeddings-url", embeddings, "--embeddings-model", "hashing",
             "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics)],
-            lambda: _ready(f"http://127.0.0.1:{metrics}/readyz"))
+            lambda: http_ok(f"http://127.0.0.1:{metrics}/readyz"))
         print(f"retrieval server ready on 127.0.0.1:{port}")
         return f"127.0.0.1:{port}"
 
@@ -149,8 +139,8 @@ class RetrievalDemo:
         env = {**os.environ, n.ENV_AGENT_MCP_API_KEY: key,
                n.ENV_BRIDGE_API_KEY: secrets.token_urlsafe(24)}
         self._start("agentgateway", [str(binary), "-f", str(path)],
-                    lambda: _ready(f"http://127.0.0.1:{ports['ready']}/healthz/ready")
-                    and _port_open(ports["mcp"]), env=env)
+                    lambda: http_ok(f"http://127.0.0.1:{ports['ready']}/healthz/ready")
+                    and port_open(ports["mcp"]), env=env)
         url = f"http://127.0.0.1:{ports['mcp']}{spec.mcp_server.path}"
         print(f"agentgateway v1.3.1 serving the binding's MCP route on {url}")
         return url, key
@@ -168,14 +158,6 @@ class RetrievalDemo:
             status, _ = await _call(http, url, key, session, tool=spec.mcp_server.tool,
                                     arguments=question, carriers=[])
             print(f"search without a projection:      {status} (refused by the gateway)")
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _headers(key: str, carriers: list[str], *, version: bool = True) -> list[tuple[str, str]]:

@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fgentic_devenv import free_port, memory_demo, paths, retrieval_demo, terminate, wait_until
+from fgentic_devenv import (
+    free_port,
+    memory_demo,
+    paths,
+    port_open,
+    retrieval_demo,
+    terminate,
+    wait_until,
+)
 from fgentic_devenv.binaries import upstream_crds
 from fgentic_devenv.controlplane import KubectlError, LocalControlPlane
 from fgentic_devenv.postgres import LocalPostgres
@@ -50,14 +57,6 @@ def spawn_cli(args: Sequence[str], log: Path,
             stdout=sink, stderr=subprocess.STDOUT, env=environ,
             start_new_session=True,
         )
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class DevStack:

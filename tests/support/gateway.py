@@ -43,7 +43,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from fgentic_devenv import free_port, log_tail, terminate, wait_until
+from fgentic_devenv import free_port, http_ok, log_tail, terminate, wait_until
 from fgentic_devenv.binaries import agentgateway_candidates, find_agentgateway
 from fgentic_devenv.up import port_open, spawn_cli
 from fgentic_governance import contract
@@ -193,14 +193,6 @@ def gateway_config(spec: RetrievalBindingSpec, jwks: str, hosts: dict[str, str],
     return config
 
 
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=0.5) as response:  # loopback only
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
 @dataclass
 class Stack:
     workdir: Path
@@ -238,7 +230,7 @@ class Stack:
         proc = spawn_cli(["projector", "--config", str(self.workdir / "projector.json"),
                           "--host", "127.0.0.1", "--port", str(port)], self.log("projector"))
         self.processes["projector"] = proc
-        wait_until(lambda: _ready(f"http://127.0.0.1:{port}/healthz"), proc, what="projector",
+        wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), proc, what="projector",
                    log=self.log("projector"), timeout=30)
 
     def stop_projector(self) -> None:
@@ -278,7 +270,7 @@ class Stack:
         listeners = [self.ports[k] for k in ("local", "public", "mcp")
                      if k in self.ports]
         self._spawn("agentgateway", [str(binary), "-f", str(path)], env,
-                    lambda: _ready(ready) and all(port_open(p) for p in listeners))
+                    lambda: http_ok(ready) and all(port_open(p) for p in listeners))
 
     def stop(self) -> None:
         for name in reversed(list(self.processes)):

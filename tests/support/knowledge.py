@@ -24,7 +24,7 @@ import asyncpg
 from aiohttp import ClientSession, ClientTimeout, DummyCookieJar, web
 from multidict import CIMultiDict
 
-from fgentic_devenv import free_port, log_tail, terminate, wait_until
+from fgentic_devenv import free_port, http_ok, log_tail, terminate, wait_until
 from fgentic_devenv.postgres import LocalPostgres
 from fgentic_devenv.up import spawn_cli
 from fgentic_governance.retrieval.search import corpus
@@ -163,14 +163,6 @@ class RunningServer:
             return int(exc.code), exc.read().decode()
 
 
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 @asynccontextmanager
 async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agent: str = "",
                            tool: str = TOOL, config: Path | None = None,
@@ -188,8 +180,8 @@ async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agen
                          "--embeddings-model", "stub-embedding", "--host", "127.0.0.1",
                          "--port", str(port), "--metrics-port", str(metrics_port)], log)
     try:
-        wait_until(lambda: _healthy(metrics_port), process, what="retrieval-server", log=log,
-                   timeout=30)
+        wait_until(lambda: http_ok(f"http://127.0.0.1:{metrics_port}/healthz"), process,
+                   what="retrieval-server", log=log, timeout=30)
         yield RunningServer(process, port, metrics_port, log)
     finally:
         terminate(process)

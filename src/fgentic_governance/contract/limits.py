@@ -11,6 +11,19 @@ from __future__ import annotations
 
 from typing import Final
 
+
+def utf8_bytes(text: str) -> int | None:
+    """The UTF-8 size of ``text``, or None for text with a lone surrogate (not storable).
+
+    None rather than an exception: a refusal raised in a ``UnicodeEncodeError`` handler would
+    keep the codec's error, which quotes the text, as its ``__context__``; callers refuse
+    outside any handler.
+    """
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError:
+        return None
+
 # Carrier ceilings ("Projection contract"): they bound kagent's persisted session metadata.
 MAX_ENCODED_BYTES: Final = 8192
 MAX_DECODED_BYTES: Final = 6144

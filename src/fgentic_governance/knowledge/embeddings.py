@@ -9,12 +9,12 @@ EMBEDDINGS_UNAVAILABLE.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Final
 
 import aiohttp
 
 from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
+from fgentic_governance.retrieval.search.corpus import is_vector
 from fgentic_governance.serving.strict_json import Refused, loads
 
 TIMEOUT_SECONDS: Final = 5.0
@@ -90,15 +90,11 @@ def vectors_of(raw: bytes, dimensions: int, count: int) -> list[list[float]]:
     ordered: list[list[float]] = [[] for _ in range(count)]
     for index, item in zip(indexes, data, strict=True):
         vector = item.get("embedding")
-        if not isinstance(vector, list) or not _is_vector(vector, dimensions):
+        if not is_vector(vector, dimensions):
             raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
         ordered[index] = [float(x) for x in vector]
     return ordered
 
 
-def _is_vector(value: list[Any], dimensions: int) -> bool:
-    return (len(value) == dimensions
-            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
-            and all(math.isfinite(x) for x in value))
 
 

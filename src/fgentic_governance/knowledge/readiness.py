@@ -20,8 +20,6 @@ log = logging.getLogger("fgentic_governance.knowledge")
 PROBE_SECONDS: Final = 5.0
 PROBE_TIMEOUT: Final = 2.0
 _CURRENT: Final = ("SELECT bool_and(to_regprocedure(f) IS NOT NULL) FROM unnest($1::text[]) AS f")
-_DIMENSIONS: Final = ("SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass($1)"
-                      " AND attname = 'embedding' AND NOT attisdropped")
 
 
 def _signatures() -> list[str]:
@@ -47,7 +45,7 @@ class Readiness:
             async with asyncio.timeout(PROBE_TIMEOUT):
                 async with self._pool.acquire() as conn:
                     current = await conn.fetchval(_CURRENT, _signatures())
-                    dimensions = await conn.fetchval(_DIMENSIONS, corpus.TABLE)
+                    dimensions = await corpus.table_dimensions(conn)
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
             return KnowledgeReason.STORE_UNAVAILABLE
         # No corpus, functions of another release, or a corpus of another dimension than the

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from fgentic_governance.contract.limits import utf8_bytes
 from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval.search.prefilter import Hit
 
@@ -73,7 +74,7 @@ def parse_arguments(arguments: Mapping[str, Any] | None) -> Query:
     text = arguments.get("query")
     if not isinstance(text, str):
         raise KnowledgeError(KnowledgeReason.ARGUMENTS_INVALID)
-    size = _utf8_size(text)
+    size = utf8_bytes(text)
     if size is None or size == 0 or not text.strip():
         raise KnowledgeError(KnowledgeReason.QUERY_INVALID)
     if size > MAX_QUERY_BYTES:
@@ -82,15 +83,6 @@ def parse_arguments(arguments: Mapping[str, Any] | None) -> Query:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise KnowledgeError(KnowledgeReason.K_INVALID)
     return Query(text, k)
-
-
-def _utf8_size(text: str) -> int | None:
-    """None for text with a lone surrogate: the refusal is raised by the caller, outside this
-    handler, so the codec's error (which quotes the text) never becomes its ``__context__``."""
-    try:
-        return len(text.encode())
-    except UnicodeEncodeError:
-        return None
 
 
 def result(hits: Sequence[Hit]) -> dict[str, Any]:

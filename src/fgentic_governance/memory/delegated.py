@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
+from fgentic_governance.contract.limits import utf8_bytes
 from fgentic_governance.memory import write_policy
 from fgentic_governance.memory.bounds import (
     ACQUIRE_SECONDS,
@@ -97,15 +98,11 @@ CheckedFact = tuple[str, str, int | None]
 
 
 def utf8_size(text: str) -> int:
-    """UTF-8 bytes of ``text``; a lone surrogate is not storable text (INVALID_SPEC, and the
-    codec's error would quote it)."""
-    try:
-        return len(text.encode())
-    except UnicodeEncodeError:
-        pass
-    # Raised outside the handler: ``from None`` would still keep the codec's error (which
-    # quotes the text) as ``__context__``.
-    raise StoreRefusal(Reason.INVALID_SPEC)
+    """UTF-8 bytes of ``text``; a lone surrogate is not storable text (INVALID_SPEC)."""
+    size = utf8_bytes(text)
+    if size is None:
+        raise StoreRefusal(Reason.INVALID_SPEC)
+    return size
 
 
 def check_content(content: str, metadata: Mapping[str, MetadataValue] | None = None) -> None:

@@ -312,6 +312,14 @@ async def create_chunk_indexes(conn: asyncpg.Connection) -> None:
     await conn.execute(_INDEXES)
 
 
+def is_vector(value: object, dimensions: int) -> bool:
+    """Whether ``value`` (decoded JSON) is a list of exactly ``dimensions`` finite numbers
+    (no booleans): what an embedding must be before it is used or stored."""
+    return (isinstance(value, list) and len(value) == dimensions
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
+            and all(math.isfinite(x) for x in value))
+
+
 def vector_text(embedding: Sequence[float], dimensions: int = EMBEDDING_DIMENSIONS) -> str:
     """pgvector's text form of an embedding (for writes); refuses a wrong dimension or NaN."""
     if len(embedding) != dimensions:
@@ -340,6 +348,7 @@ __all__ = [
     "create_chunks_table",
     "ddl",
     "index_ddl",
+    "is_vector",
     "search_function",
     "search_sql",
     "set_local_search_settings",

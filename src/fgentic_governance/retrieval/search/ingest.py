@@ -22,7 +22,6 @@ nothing.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,8 +32,13 @@ import asyncpg
 from pydantic import TypeAdapter, ValidationError
 
 from fgentic_governance.contract import Principal
-from fgentic_governance.contract.limits import PARTNER_GROUP
-from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS, TABLE, vector_text
+from fgentic_governance.contract.limits import PARTNER_GROUP, utf8_bytes
+from fgentic_governance.retrieval.search.corpus import (
+    EMBEDDING_DIMENSIONS,
+    TABLE,
+    is_vector,
+    vector_text,
+)
 from fgentic_governance.serving import strict_json
 from fgentic_governance.serving.strict_json import Refusal, Refused
 
@@ -48,6 +52,7 @@ MAX_ID: Final = (1 << 63) - 1
 FIELDS: Final = frozenset({"id", "text", "source", "classification", "allowed_principals",
                            "allowed_groups", "embedding"})
 _PRINCIPAL: Final = TypeAdapter(Principal)
+_GROUP: Final = re.compile(PARTNER_GROUP)
 
 
 class RowCode(StrEnum):
@@ -90,17 +95,10 @@ class Row:
     embedding: tuple[float, ...] | None
 
 
-def _utf8_size(text: str) -> int | None:
-    try:
-        return len(text.encode())
-    except UnicodeEncodeError:  # a lone surrogate; the caller refuses, outside this handler
-        return None
-
-
 def _text(value: Any, code: RowCode, limit: int) -> str:
     if not isinstance(value, str) or not value.strip():
         raise RowRefused(code)
-    size = _utf8_size(value)
+    size = utf8_bytes(value)
     if size is None or "\x00" in value:  # PostgreSQL text cannot hold NUL
         raise RowRefused(code)
     if size > limit:
@@ -125,10 +123,9 @@ def _principals(value: Any) -> list[dict[str, str]]:
 
 
 def _groups(value: Any) -> list[str]:
-    pattern = re.compile(PARTNER_GROUP)
     if not isinstance(value, list) or len(value) > MAX_READERS:
         raise RowRefused(RowCode.GROUP_INVALID)
-    if not all(isinstance(g, str) and pattern.fullmatch(g) for g in value):
+    if not all(isinstance(g, str) and _GROUP.fullmatch(g) for g in value):
         raise RowRefused(RowCode.GROUP_INVALID)
     return list(value)
 
@@ -136,9 +133,7 @@ def _groups(value: Any) -> list[str]:
 def _embedding(value: Any, dimensions: int) -> tuple[float, ...] | None:
     if value is None:
         return None
-    if (not isinstance(value, list) or len(value) != dimensions
-            or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
-            or not all(math.isfinite(x) for x in value)):
+    if not is_vector(value, dimensions):
         raise RowRefused(RowCode.EMBEDDING_INVALID)
     return tuple(float(x) for x in value)
 
