@@ -35,7 +35,6 @@ BATCH_SECONDS = 120.0
 REPORTED = -1
 """_load's answer when it has already said why nothing was loaded (exit 1, no summary)."""
 """One embeddings call of a batch (a slow model on a large batch)."""
-INDEXES = ("chunks_embedding_hnsw", "chunks_acl_principals_gin", "chunks_acl_groups_gin")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -148,7 +147,7 @@ async def _prepare(conn: asyncpg.Connection, dimensions: int) -> bool:
     fresh = await ingest.is_empty(conn)
     await corpus.create_chunks_table(conn, indexes=not fresh, dimensions=dimensions)
     if fresh:  # an empty table that already had indexes: load first, build them after
-        await conn.execute("DROP INDEX IF EXISTS " + ", ".join(INDEXES))
+        await corpus.drop_chunk_indexes(conn)
     return fresh
 
 
