@@ -42,7 +42,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import asyncpg
 
@@ -158,6 +158,43 @@ def _random_vector(rng: random.Random) -> list[float]:
     return [rng.uniform(-1.0, 1.0) for _ in range(DIM)]
 
 
+@dataclass(frozen=True)
+class Space:
+    """Where the corpus and the queries are drawn from.
+
+    ``uniform``: every coordinate uniform in [-1, 1), HNSW's worst case (no structure at all).
+    ``clustered``: a Gaussian mixture, as real embeddings cluster by topic: ``TOPICS`` centres
+    with N(0, 1) coordinates, each point a centre plus N(0, ``SPREAD``) noise, so two chunks of
+    one topic have a cosine similarity of about 1 / (1 + SPREAD**2) = 0.64 and two of different
+    topics about 0. Queries come from the same mixture. ACLs are drawn independently of the
+    topic: a group's documents are spread over every topic, the case where a filter cannot
+    lean on locality.
+    """
+
+    kind: str
+    centres: tuple[tuple[float, ...], ...] = ()
+
+    TOPICS: ClassVar[int] = 100
+    SPREAD: ClassVar[float] = 0.75
+
+    @classmethod
+    def of(cls, kind: str, seed: int) -> Space:
+        if kind == "uniform":
+            return cls(kind)
+        rng = random.Random(seed + 3)
+        return cls(kind, tuple(tuple(rng.gauss(0.0, 1.0) for _ in range(DIM))
+                               for _ in range(cls.TOPICS)))
+
+    def vector(self, rng: random.Random) -> list[float]:
+        if not self.centres:
+            return _random_vector(rng)
+        centre = rng.choice(self.centres)
+        return [c + rng.gauss(0.0, self.SPREAD) for c in centre]
+
+    def marker(self, seed: int) -> str:
+        return f"bench_prefilter seed={seed} corpus={self.kind}"
+
+
 # -- load ------------------------------------------------------------------------------------------
 
 
@@ -166,12 +203,12 @@ def generate_metadata(rows: int, seed: int) -> list[Any]:
     return [metadata(rng) for _ in range(rows)]
 
 
-async def load(conn: asyncpg.Connection, metas: list[Any], seed: int) -> None:
+async def load(conn: asyncpg.Connection, metas: list[Any], seed: int, space: Space) -> None:
     rows = len(metas)
     if await conn.fetchval("SELECT to_regclass('chunks') IS NOT NULL"):
         loaded = await conn.fetchval("SELECT count(*) FROM chunks")
         marker = await conn.fetchval("SELECT obj_description('chunks'::regclass)")
-        if loaded == rows and marker == f"bench_prefilter seed={seed}":
+        if loaded == rows and marker == space.marker(seed):
             print(f"reusing the loaded corpus of {rows} rows", flush=True)
             await corpus.create_chunks_table(conn, indexes=False)  # current search functions
             return
@@ -182,7 +219,7 @@ async def load(conn: asyncpg.Connection, metas: list[Any], seed: int) -> None:
     rng = random.Random(seed + 1)
     start = time.perf_counter()
     for offset in range(0, rows, BATCH):
-        batch = [(i + 1, f"chunk {i + 1}", _random_vector(rng),
+        batch = [(i + 1, f"chunk {i + 1}", space.vector(rng),
                   None if metas[i] is None else json.dumps(metas[i]))
                  for i in range(offset, min(rows, offset + BATCH))]
         await conn.copy_records_to_table(
@@ -194,7 +231,7 @@ async def load(conn: asyncpg.Connection, metas: list[Any], seed: int) -> None:
     await conn.execute("SET max_parallel_maintenance_workers = 2")
     await corpus.create_chunk_indexes(conn)
     await conn.execute("ANALYZE chunks")
-    await conn.execute(f"COMMENT ON TABLE chunks IS 'bench_prefilter seed={seed}'")
+    await conn.execute(f"COMMENT ON TABLE chunks IS '{space.marker(seed)}'")
     print(f"indexes + ANALYZE in {time.perf_counter() - start:.1f} s", flush=True)
 
 
@@ -351,8 +388,8 @@ async def _run(conn: asyncpg.Connection, variant: Variant, embedding: list[float
     return [row["id"] for row in await conn.fetch(_PLAIN, prefilter.query_vector(embedding))]
 
 
-async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed: int,
-                  recall: bool) -> tuple[Variant, list[Variant]]:
+async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed: int, *,
+                  recall: bool, space: Space) -> tuple[Variant, list[Variant]]:
     now = int(time.time())
     plain = Variant("no predicate (plain fetch): baseline", None)
     variants = [Variant(f"{kind} {_pct(tier)} %", make(tier, now))
@@ -364,7 +401,7 @@ async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed
         variant.visible = {i + 1 for i, m in enumerate(metas) if admits(projection, m)}
         variant.counted = await prefilter.count(conn, variant.projection)
     rng = random.Random(seed + 2)
-    floats = [_random_vector(rng) for _ in range(queries + 1)]
+    floats = [space.vector(rng) for _ in range(queries + 1)]
     everything = [plain, *variants]
     for variant in everything:
         variant.plan = await _plan(conn, variant, floats[0])
@@ -446,13 +483,15 @@ class TunedPostgres(LocalPostgres):
 
 async def run(dsn: str, args: argparse.Namespace) -> None:
     metas = generate_metadata(args.rows, args.seed)
+    space = Space.of(args.corpus, args.seed)
     conn = await asyncpg.connect(dsn)
     try:
-        print(f"shared_buffers: {await conn.fetchval('SHOW shared_buffers')}", flush=True)
-        await load(conn, metas, args.seed)
+        print(f"shared_buffers: {await conn.fetchval('SHOW shared_buffers')}; corpus:"
+              f" {space.kind}", flush=True)
+        await load(conn, metas, args.seed, space)
         await prewarm(conn)
         plain, variants = await measure(conn, metas, args.queries, args.seed,
-                                                 not args.no_recall)
+                                        recall=not args.no_recall, space=space)
     finally:
         await conn.close()
     report(args.rows, plain, variants)
@@ -463,6 +502,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--corpus", choices=("clustered", "uniform"), default="clustered",
+                        help="a Gaussian mixture of topics (as real embeddings) or uniform noise")
     parser.add_argument("--no-recall", action="store_true",
                         help="skip the exact (index-free) reference runs")
     parser.add_argument("--dsn", help="use this database instead of a private server")

@@ -16,6 +16,7 @@ provider, and kagent's session and task store.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -30,6 +31,7 @@ from fgentic_devenv import free_port
 from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import A2aWire
+from fgentic_governance.contract import limits as contract_limits
 from fgentic_governance.retrieval import names as n
 from tests.support.gateway import (
     AGENT_MCP_KEY,
@@ -56,13 +58,19 @@ ALICE_KEY = {"kind": "matrix", "principal": ALICE}
 CAROL_KEY = {"kind": "matrix", "principal": "@carol:org-a.example"}
 GROUNDED = "the retention policy keeps chat logs for thirty days"
 BOB_ONLY = "the partner contract renews every spring"
+PARTNER_DOC = "the onboarding guide for partners has three steps"
 CORPUS = [
     Chunk(1, GROUNDED, "docs/retention.md",
           {"classification": "public", "allowed_principals": [ALICE_KEY]}),
     Chunk(2, BOB_ONLY, "docs/partner.md",
           {"classification": "public",
            "allowed_principals": [{"kind": "matrix", "principal": "@bob:org-a.example"}]}),
+    Chunk(3, PARTNER_DOC, "docs/onboarding.md",  # the example binding's org-b partner group
+          {"classification": "public", "allowed_groups": ["partner/org-b/docs"]}),
 ]
+# The public route's timeout here: a partner token then needs only 1 + 30 s (clock skew) + a
+# margin of lifetime, so a projection can expire within a test's patience.
+PUBLIC_TIMEOUT = 1
 ALLOWED = frozenset({"x-fgentic-identity"})  # the Agent tool's allowedHeaders
 
 
@@ -88,7 +96,8 @@ async def in_place(postgres: LocalPostgres,
         async with served_corpus(postgres, work, CORPUS,
                                  agent=f"{AGENT.namespace}/{AGENT.name}") as served, \
                 gateway_stack(work, wire=A2aWire.V0_3, kagent=f"127.0.0.1:{agent_port}",
-                              retrieval=served.tap.address) as gateway:
+                              retrieval=served.tap.address,
+                              public_timeout=PUBLIC_TIMEOUT) as gateway:
             config = retrieval_agent_config(chat.url, gateway.mcp_url, api_key=AGENT_MCP_KEY,
                                             tool=TOOL)
             agent = await start_agent(work / "runtime", kagent_url=controller.base_url,
@@ -265,6 +274,47 @@ async def test_a_ceiling_sized_projection_crosses_both_hops_and_kagent_intact(
     status, reply = await bridge_turn(in_place, "Over the ceiling.", context=over)
     assert (status, reply) == (403, {"text": "PROJECTION_FAILED/DECODED_TOO_LARGE\n"})
     assert in_place.tap.requests[tapped:] == []
+
+
+async def test_a_projection_that_expires_mid_session_fails_the_next_call(
+    in_place: InPlace,
+) -> None:
+    """ADR 0017: every retrieval call after expiry fails, whatever the session. A partner's
+    request is projected for as long as its token lives (here 34 s). The gateway answers the
+    partner when its route times out, but the runtime goes on with the task. Its slow model
+    calls the tool once in time, then again after the projection expired. The runtime's MCP
+    session sends the same carrier both times: the first call is answered from the prefilter,
+    the second is refused (EXPIRED) and hands the model nothing."""
+    lifetime = PUBLIC_TIMEOUT + contract_limits.CLOCK_SKEW_SECONDS + 3
+    token = in_place.gateway.issuer.token(lifetime=lifetime)
+    expires = int(time.time()) + lifetime  # the token's exp, and so the projection's
+
+    async def until_expired() -> None:
+        await asyncio.sleep(max(0.0, expires + 1 - time.time()))
+
+    query = {"query": PARTNER_DOC}
+    late = CallTool(TOOL, query, then="Second answer.", after=until_expired)
+    in_place.chat.script(CallTool(TOOL, query, then=late))
+    answered = len(in_place.tap.answers)
+    headers = [("authorization", f"Bearer {token}")]
+    async with ClientSession() as http, \
+            http.post(in_place.gateway.public_url, json=send_message_body(A2aWire.V0_3),
+                      headers=headers, ssl=in_place.gateway.ssl_context(),
+                      timeout=30) as answer:
+        assert answer.status == 504  # the route's timeout; the runtime's task goes on
+    deadline = expires + 30
+    while len(tool_results(in_place.chat, len(in_place.chat.requests) - 1)) < 2 \
+            and time.time() < deadline:
+        await asyncio.sleep(0.5)
+    # The model's last request holds the whole turn: both tool results, in order.
+    first, second = tool_results(in_place.chat, len(in_place.chat.requests) - 1)
+    assert PARTNER_DOC in first and "docs/onboarding.md" in first
+    assert PARTNER_DOC not in second
+
+    calls = [(status, body) for method, status, body in in_place.tap.answers[answered:]
+             if method == "tools/call"]
+    assert [status for status, _ in calls] == [200, 403], calls
+    assert b"EXPIRED" in calls[1][1] and PARTNER_DOC.encode() not in calls[1][1]
 
 
 def test_the_runtime_log_holds_no_projection(in_place: InPlace) -> None:

@@ -174,8 +174,11 @@ class EchoBackend(LoopbackServer):
 
 
 def binding_spec(ports: dict[str, int], *, public: bool = True,
-                 wire: A2aWire = A2aWire.V0_3) -> RetrievalBindingSpec:
+                 wire: A2aWire = A2aWire.V0_3,
+                 public_timeout: int | None = None) -> RetrievalBindingSpec:
     doc = example("RetrievalBinding")["spec"]
+    if public_timeout is not None:
+        doc["publicRoute"]["publicRetrievalTimeoutSeconds"] = public_timeout
     doc["kagent"] = {"a2aVersion": wire.value}
     doc["proxy"]["port"] = ports["local"]
     doc["gateway"] = {"mcpPort": ports["mcp"], "publicPort": ports["public"]}
@@ -290,16 +293,18 @@ async def gateway_stack(workdir: Path, *,
                         binary: Path | None = None,
                         wire: A2aWire = A2aWire.V0_3,
                         kagent: str | None = None,
-                        retrieval: str | None = None) -> AsyncIterator[Stack]:
+                        retrieval: str | None = None,
+                        public_timeout: int | None = None) -> AsyncIterator[Stack]:
     """Everything running; `edit` may change the rendered config (the benchmark adds a
     baseline listener) before the gateway starts. Without `binary`, skip or fail as
     `agentgateway_binary` says. ``kagent`` and ``retrieval`` (host:port) replace the echo
-    backend and the MCP stub as the A2A and MCP upstreams (the real runtime and server)."""
+    backend and the MCP stub as the A2A and MCP upstreams (the real runtime and server).
+    ``public_timeout`` replaces the example binding's publicRetrievalTimeoutSeconds."""
     binary = binary or agentgateway_binary()
     ports = {name: free_port() for name in PORT_NAMES}
     backend = EchoBackend()
     await backend.start()
-    spec = binding_spec(ports, wire=wire)
+    spec = binding_spec(ports, wire=wire, public_timeout=public_timeout)
     issuer = PartnerIssuer()
     cert, key = self_signed(workdir)
     stack = Stack(workdir, ports, issuer, backend, spec, cert)

@@ -39,9 +39,9 @@ import struct
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -131,11 +131,14 @@ class Say:
 
 @dataclass(frozen=True)
 class CallTool:
-    """The model calls ``name(**arguments)``; once the tool result comes back it says ``then``."""
+    """The model calls ``name(**arguments)``; once the tool result comes back it says ``then``
+    (text) or makes ``then``'s call. With ``after`` set, the model answers only once that
+    coroutine returns: a slow model, e.g. one still working when a projection expires."""
 
     name: str
     arguments: Mapping[str, Any]
-    then: str = "Done."
+    then: str | CallTool = "Done."
+    after: Callable[[], Awaitable[None]] | None = field(default=None, compare=False)
 
 
 Step = Say | CallTool
@@ -154,7 +157,7 @@ class ChatStub(LoopbackServer):
         self.summary: list[str] | str = ["The user talked about the weather."]
         self.summary_gate: asyncio.Event | None = None
         self._steps: list[Step] = []
-        self._pending: dict[str, str] = {}  # tool call id -> the text after its result
+        self._pending: dict[str, str | CallTool] = {}  # tool call id -> what follows its result
 
     @property
     def url(self) -> str:
@@ -181,25 +184,31 @@ class ChatStub(LoopbackServer):
                 await self.summary_gate.wait()
             message: dict[str, Any] = {"role": "assistant", "content": (
                 self.summary if isinstance(self.summary, str) else json.dumps(self.summary))}
-        elif last.get("role") == "tool":
-            message = {"role": "assistant",
-                       "content": self._pending.pop(last.get("tool_call_id", ""), "Done.")}
         else:
-            step = self._steps.pop(0) if self._steps else Say("OK.")
-            if isinstance(step, Say):
-                message = {"role": "assistant", "content": step.text}
+            step: Step
+            if last.get("role") == "tool":
+                follow = self._pending.pop(last.get("tool_call_id", ""), "Done.")
+                step = follow if isinstance(follow, CallTool) else Say(follow)
             else:
-                call_id = "call_" + uuid.uuid4().hex[:12]
-                self._pending[call_id] = step.then
-                message = {"role": "assistant", "content": None, "tool_calls": [{
-                    "id": call_id, "type": "function",
-                    "function": {"name": step.name, "arguments": json.dumps(step.arguments)}}]}
+                step = self._steps.pop(0) if self._steps else Say("OK.")
+            message = await self._answer(step)
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         return web.json_response({
             "id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion",
             "created": int(time.time()), "model": body.get("model", "stub"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    async def _answer(self, step: Step) -> dict[str, Any]:
+        if isinstance(step, Say):
+            return {"role": "assistant", "content": step.text}
+        if step.after is not None:
+            await step.after()
+        call_id = "call_" + uuid.uuid4().hex[:12]
+        self._pending[call_id] = step.then
+        return {"role": "assistant", "content": None, "tool_calls": [{
+            "id": call_id, "type": "function",
+            "function": {"name": step.name, "arguments": json.dumps(step.arguments)}}]}
 
 
 def _is_summariser(body: Any) -> bool:

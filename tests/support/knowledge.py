@@ -71,6 +71,14 @@ class QueryEmbeddings(LoopbackServer):
         return stream  # type: ignore[return-value]
 
 
+def _method(body: bytes) -> str | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    return message.get("method") if isinstance(message, dict) else None
+
+
 class HeaderTap(LoopbackServer):
     """A recording hop in front of the real server, for tests only: every request it receives
     (every header line, repeats kept) is recorded, then sent on unchanged (hop-by-hop headers
@@ -85,6 +93,7 @@ class HeaderTap(LoopbackServer):
     def __init__(self, target: str) -> None:
         super().__init__()
         self.target = target
+        self.answers: list[tuple[str | None, int, bytes]] = []  # (JSON-RPC method, status, body)
 
     @property
     def address(self) -> str:
@@ -102,6 +111,7 @@ class HeaderTap(LoopbackServer):
                              data=await request.read(), skip_auto_headers=["User-Agent"],
                              allow_redirects=False) as answer:
             body = await answer.read()
+            self.answers.append((_method(await request.read()), answer.status, body))
             kept = {k: v for k, v in answer.headers.items() if k.lower() == "content-type"}
             return web.Response(status=answer.status, body=body, headers=kept)
 
