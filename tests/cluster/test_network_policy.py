@@ -47,6 +47,9 @@ STAND_INS = [
     ("agentgateway-system", "model", {"app.kubernetes.io/name": "model-stub"}, 9000),
     ("fgentic-demo", "agent", {"app": "kagent", "kagent": "docs-agent"}, 8080),
     ("matrix", "bridge", {"app.kubernetes.io/name": "matrix-a2a-bridge"}, 8080),
+    # kagent's controller, labelled as kagent's chart labels it; 8083 serves its /api/a2a.
+    ("kagent", "controller",
+     {"app.kubernetes.io/name": "kagent", "app.kubernetes.io/component": "controller"}, 8083),
 ]
 # (from, to, port, allowed)
 PATHS = [
@@ -58,6 +61,9 @@ PATHS = [
     # /api/a2a hop has no projector, or another Agent calling it as a sub-agent).
     ("proxy", "agent", 8080, True),
     ("bridge", "agent", 8080, False),
+    ("controller", "agent", 8080, False),  # the bypass: /api/a2a/<ns>/<agent> → the pod
+    ("controller", "retrieval", 8080, False),
+    ("controller", "database", 5432, False),
     ("model", "agent", 8080, False),
     ("agent", "retrieval", 8080, False),
     ("agent", "database", 5432, False),
@@ -135,5 +141,7 @@ def test_rendered_and_chart_policies_allow_only_the_declared_paths(
 def test_without_the_binding_policies_the_same_paths_are_open(
         release: Release, stand_ins: dict[str, tuple[str, str]]) -> None:
     """The negative control: the denials above come from the rendered policies, not from the
-    node. A namespace without policies lets the agent stand-in reach the model stand-in."""
+    node. A namespace without policies lets the agent stand-in reach the model stand-in, and
+    the bridge reach kagent's controller (whose own ingress is kagent's to decide)."""
     assert probe(release, stand_ins, "agent", "model", 9000) == "open"
+    assert probe(release, stand_ins, "bridge", "controller", 8083) == "open"
