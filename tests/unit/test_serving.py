@@ -62,6 +62,18 @@ def test_valid_json_is_returned(raw: bytes, value: object) -> None:
     assert strict_json.loads(raw) == value
 
 
+def test_unchecked_floats_overflow_to_inf_but_constants_are_still_refused() -> None:
+    """``finite_floats=False`` leaves the finite check to the caller (module docstring)."""
+    assert strict_json.loads(b'[1e999, 0.5]', finite_floats=False) == [float("inf"), 0.5]
+    for raw in (b'[NaN]', b'[Infinity]', b'[-Infinity]'):
+        with pytest.raises(Refused) as info:
+            strict_json.loads(raw, finite_floats=False)
+        assert info.value.code is Refusal.NUMBER_INVALID
+    with pytest.raises(Refused) as info:
+        strict_json.loads(b'{"a": 1, "a": 2}', finite_floats=False)
+    assert info.value.code is Refusal.DUPLICATE_NAME
+
+
 def test_the_depth_bound_is_inclusive_and_a_parameter() -> None:
     depth_max = strict_json.MAX_JSON_DEPTH
     parsed = strict_json.loads(b'[' * depth_max + b']' * depth_max)

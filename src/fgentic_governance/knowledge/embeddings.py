@@ -77,7 +77,8 @@ def vectors_of(raw: bytes, dimensions: int, count: int) -> list[list[float]]:
     if len(raw) > MAX_ANSWER_BYTES * count:
         raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
     try:
-        answer: Any = loads(raw)
+        # Floats in C: the only ones used are the embeddings', and is_vector checks each.
+        answer: Any = loads(raw, finite_floats=False)
     except Refused:
         answer = None
     data = answer.get("data") if isinstance(answer, dict) else None
@@ -92,7 +93,7 @@ def vectors_of(raw: bytes, dimensions: int, count: int) -> list[list[float]]:
         vector = item.get("embedding")
         if not is_vector(vector, dimensions):
             raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
-        ordered[index] = [float(x) for x in vector]
+        ordered[index] = list(map(float, vector))
     return ordered
 
 

@@ -319,12 +319,16 @@ async def drop_chunk_indexes(conn: asyncpg.Connection) -> None:
     await conn.execute("DROP INDEX IF EXISTS " + ", ".join(INDEXES))
 
 
+_NUMBER_TYPES: Final = frozenset({int, float})  # exact types: neither bool nor a subclass
+
+
 def is_vector(value: object, dimensions: int) -> bool:
     """Whether ``value`` (decoded JSON) is a list of exactly ``dimensions`` finite numbers
     (no booleans): what an embedding must be before it is used or stored."""
+    # map/set/all loop in C: a Python-level check per component cost ~0.3 ms per query.
     return (isinstance(value, list) and len(value) == dimensions
-            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value)
-            and all(math.isfinite(x) for x in value))
+            and set(map(type, value)) <= _NUMBER_TYPES
+            and all(map(math.isfinite, value)))
 
 
 def vector_text(embedding: Sequence[float], dimensions: int = EMBEDDING_DIMENSIONS) -> str:
