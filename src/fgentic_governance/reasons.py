@@ -29,6 +29,9 @@ class Reason(StrEnum):
     LEASE_MISSING = "LEASE_MISSING"
     SCOPE_AMBIGUOUS = "SCOPE_AMBIGUOUS"
     LEASE_LIMIT_REACHED = "LEASE_LIMIT_REACHED"
+    # Per-delegation bounds (ADR 0023 §43): searches per lease, facts per automatic summary.
+    RECALL_LIMIT_REACHED = "RECALL_LIMIT_REACHED"
+    SUMMARY_TOO_LARGE = "SUMMARY_TOO_LARGE"
     # Content-store fence.
     SCOPE_MISSING = "SCOPE_MISSING"
     SCOPE_DISABLED = "SCOPE_DISABLED"

@@ -225,6 +225,9 @@ async def test_kagent_input_rules_and_our_bounds_hold(env: Env) -> None:
         ("/api/memories/sessions/batch", {"items": [env.item(str(i)) for i in range(51)]}, 400,
          "REQUEST_MALFORMED"),
         ("/api/memories/sessions/batch", {"items": []}, 400, "REQUEST_MALFORMED"),
+        # ADR 0023 §43: an automatic save carries at most ten facts, refused before any cost.
+        ("/api/memories/sessions/batch", {"items": [env.item(f"fact {i}") for i in range(11)]},
+         400, "SUMMARY_TOO_LARGE"),
         ("/api/memories/sessions", env.item("x" * 513), 400, "FACT_TOO_LARGE"),
         ("/api/memories/sessions", env.item("my password: hunter2hunter2"), 403,
          "CREDENTIAL_CONTENT"),
@@ -239,6 +242,18 @@ async def test_kagent_input_rules_and_our_bounds_hold(env: Env) -> None:
     for path, body, status, code in cases:
         assert await env.call(path, body) == (status, {"error": code}), code
     assert await rows(env) == 0
+    assert await env.pool.fetchval("SELECT count(*) FROM fgentic_memory.op_ledger") == 0
+    batch = {"items": [env.item(f"fact {i}") for i in range(10)]}  # ten facts are fine
+    assert await env.call("/api/memories/sessions/batch", batch) == (201, {"count": 10})
+
+
+async def test_a_lease_admits_eight_searches(env: Env) -> None:
+    """ADR 0023 §43: a lease is one turn, and one turn's prefetch issues at most eight
+    searches; load_memory in the same turn takes one of them (429 RECALL_LIMIT_REACHED)."""
+    await scope(env)
+    answers = [await env.call("/api/memories/search", env.query(f"q{i}")) for i in range(9)]
+    assert [status for status, _ in answers] == [200] * 8 + [429]
+    assert answers[-1][1] == {"error": "RECALL_LIMIT_REACHED"}
 
 
 async def test_cost_is_admitted_before_the_write_and_the_ceilings_are_hard(env: Env) -> None:

@@ -11,6 +11,7 @@ ended delegation is not reopened), and the live leases of one (subject, Agent) a
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -128,3 +129,79 @@ async def test_live_leases_of_one_subject_and_agent_are_capped(
     assert await store.close_lease(access.scope_key, leases[1].id) is True
     await store.open_lease(access, 60)
     assert await refused(store.open_lease(access, 60)) is Reason.LEASE_LIMIT_REACHED
+
+
+# -- ADR 0023 §43: at most eight recalls per lease (sql/0011) ------------------------------------
+
+RECALLS = ("SELECT lease_id::text, recalls FROM fgentic_memory.delegation_lease"
+           " WHERE scope_key = $1 ORDER BY opened_at, lease_id")
+
+
+async def _search_admitted(api: DelegatedStore) -> Reason:
+    """What the memory API admits for one search: one load and one embedding."""
+    try:
+        await api.admit(ALICE_HELPER, {Operation.LOAD: 1, Operation.EMBEDDING: 1})
+    except StoreRefusal as refusal:
+        return refusal.reason
+    return Reason.OK
+
+
+async def test_a_lease_admits_at_most_eight_recalls_and_a_new_lease_eight_more(
+        store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool) -> None:
+    access = await enabled(store)
+    api = DelegatedStore(delegate_pool)
+    first = await store.open_lease(access, 120)
+    outcomes = [await _search_admitted(api) for _ in range(model.MAX_RECALLS_PER_LEASE + 3)]
+    assert outcomes == [Reason.OK] * model.MAX_RECALLS_PER_LEASE + \
+        [Reason.RECALL_LIMIT_REACHED] * 3
+    assert await pool.fetchval("SELECT fgentic_memory.max_recalls_per_lease()") == \
+        model.MAX_RECALLS_PER_LEASE
+    # A refused search charged nothing: two units per admitted search, none after.
+    assert await pool.fetchval(LEDGER, access.scope_key) == 2 * model.MAX_RECALLS_PER_LEASE
+    # Saves are not recalls: the used-up lease still admits capture.
+    await api.admit(ALICE_HELPER, {Operation.SAVE: 1, Operation.EMBEDDING: 1}, explicit=True)
+    # The next turn's lease brings eight more; the oldest lease is charged first.
+    second = await store.open_lease(access, 120)
+    assert [await _search_admitted(api) for _ in range(model.MAX_RECALLS_PER_LEASE + 1)] == \
+        [Reason.OK] * model.MAX_RECALLS_PER_LEASE + [Reason.RECALL_LIMIT_REACHED]
+    assert [tuple(r) for r in await pool.fetch(RECALLS, access.scope_key)] == [
+        (first.id, 8), (second.id, 8)]
+    # A closed lease's unused recalls are gone with it.
+    assert await store.close_lease(access.scope_key, second.id) is True
+    assert await _search_admitted(api) is Reason.RECALL_LIMIT_REACHED
+
+
+async def test_parallel_searches_of_one_prefetch_never_exceed_the_bound(
+        store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool) -> None:
+    """kagent's prefetch runs one search per sentence at once (asyncio.gather): twenty
+    concurrent admissions against one lease admit exactly eight."""
+    access = await enabled(store)
+    api = DelegatedStore(delegate_pool)
+    await store.open_lease(access, 120)
+    outcomes = await asyncio.gather(*(_search_admitted(api) for _ in range(20)))
+    assert outcomes.count(Reason.OK) == model.MAX_RECALLS_PER_LEASE
+    assert set(outcomes) == {Reason.OK, Reason.RECALL_LIMIT_REACHED}
+    [(_, recalls)] = await pool.fetch(RECALLS, access.scope_key)
+    assert recalls == model.MAX_RECALLS_PER_LEASE
+
+
+async def test_only_the_delegating_role_charges_and_only_its_claimed_scope(
+        store: MemoryStore, pool: asyncpg.Pool, runtime_login: asyncpg.Pool,
+        delegate_pool: asyncpg.Pool) -> None:
+    access = await enabled(store)
+    await store.open_lease(access, 120)
+    async with runtime_login.acquire() as conn:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetchval("SELECT charge_recall()")
+    async with delegate_pool.acquire() as conn, conn.transaction():
+        with pytest.raises(asyncpg.PostgresError) as info:  # no claim: nothing to charge
+            await conn.fetchval("SELECT fgentic_memory.charge_recall()")
+        assert info.value.sqlstate == "FG017"
+    async with delegate_pool.acquire() as conn, conn.transaction():
+        await conn.fetchrow("SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3,"
+                            " 'capture')", *ALICE_HELPER.params())
+        with pytest.raises(asyncpg.PostgresError) as info:  # a capture claim is no recall
+            await conn.fetchval("SELECT fgentic_memory.charge_recall()")
+        assert info.value.sqlstate == "FG017"
+    [(_, recalls)] = await pool.fetch(RECALLS, access.scope_key)
+    assert recalls == 0

@@ -53,6 +53,9 @@ MAX_LIST_LIMIT: Final = 100
 """Most entries one ``!memory inspect`` page returns."""
 MAX_BATCH: Final = 50
 """Most facts one save carries (kagent's controller refuses a larger batch too)."""
+MAX_SUMMARY_FACTS: Final = 10
+"""ADR 0023 §43: most facts one automatic save (the runtime's summary of a session) may carry;
+a larger one is refused whole, before any cost (SUMMARY_TOO_LARGE)."""
 MAX_TTL_DAYS: Final = 36500
 """Largest ``ttl_days`` a save may name (it can only shorten the scope's retention)."""
 MAX_ADMIT_UNITS: Final = 60

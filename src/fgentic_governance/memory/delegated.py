@@ -35,6 +35,7 @@ from fgentic_governance.reasons import Reason
 T = TypeVar("T")
 
 _ENTER: Final = "SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, $4)"
+_CHARGE_RECALL: Final = "SELECT fgentic_memory.charge_recall()"
 _ADMIT: Final = "SELECT fgentic_memory.admit($1, $2, $3)"
 # One statement: enter the leased scope, then insert every fact under its claim. The CTE is
 # materialised, so the claim exists before the first row reaches the write gate.
@@ -139,7 +140,10 @@ class DelegatedStore:
 
     async def admit(self, caller: Caller, items: Mapping[Operation, int], *,
                     explicit: bool = False) -> None:
-        """Consume ``items`` against the leased scope's ceilings, committed on its own."""
+        """Consume ``items`` against the leased scope's ceilings, committed on its own. A load
+        (a search: the first turn's prefetch or load_memory) is first charged to a live lease
+        of the scope, at most ``MAX_RECALLS_PER_LEASE`` per lease (RECALL_LIMIT_REACHED), in
+        the same transaction: a refused admission charges nothing."""
         if not items or any(not 1 <= units <= MAX_ADMIT_UNITS for units in items.values()):
             raise StoreRefusal(Reason.INVALID_SPEC)
         mode = "capture" if {Operation.SAVE, Operation.SUMMARIZE} & set(items) else "recall"
@@ -147,6 +151,8 @@ class DelegatedStore:
         async def work() -> None:
             async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn, conn.transaction():
                 await conn.fetchrow(_ENTER, *caller.params(), mode)
+                if Operation.LOAD in items:
+                    await conn.fetchval(_CHARGE_RECALL)
                 take_token = explicit
                 for operation, units in items.items():
                     await conn.fetchval(_ADMIT, operation.value, units, take_token)

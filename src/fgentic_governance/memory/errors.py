@@ -18,7 +18,7 @@ from fgentic_governance.reasons import Coded, Reason
 
 T = TypeVar("T")
 
-# Mirrors fgentic_memory.refuse() (sql/0001, redefined by sql/0008 and sql/0010); a test
+# Mirrors fgentic_memory.refuse() (sql/0001, redefined by sql/0008, 0010 and 0011); a test
 # asserts they agree.
 SQLSTATE_REASONS: Final = MappingProxyType({
     "FG001": Reason.SCOPE_MISSING,
@@ -41,6 +41,7 @@ SQLSTATE_REASONS: Final = MappingProxyType({
     "FG018": Reason.SCOPE_AMBIGUOUS,
     "FG019": Reason.ISOLATION_REFUSED,
     "FG020": Reason.LEASE_LIMIT_REACHED,
+    "FG021": Reason.RECALL_LIMIT_REACHED,
     "FG999": Reason.INTERNAL_ERROR,
 })
 

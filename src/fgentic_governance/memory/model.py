@@ -211,6 +211,10 @@ MAX_LEASE_SECONDS: Final = 540
 MAX_LIVE_LEASES: Final = 8
 """Leases of one (subject, Agent) alive at once; the database's ``max_live_leases()`` (sql/0010)
 refuses another with LEASE_LIMIT_REACHED (a test holds the two equal)."""
+MAX_RECALLS_PER_LEASE: Final = 8
+"""Searches one lease admits (ADR 0023 §43: at most eight prefetch subqueries per new session,
+and a lease is one turn); the database's ``max_recalls_per_lease()`` (sql/0011) refuses the
+next with RECALL_LIMIT_REACHED (a test holds the two equal)."""
 
 
 @dataclass(frozen=True, slots=True)

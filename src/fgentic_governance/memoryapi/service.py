@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from fgentic_governance.api.kagent import AgentRef
 from fgentic_governance.contract import limits
+from fgentic_governance.memory.bounds import MAX_SUMMARY_FACTS
 from fgentic_governance.memory.delegated import Caller, CheckedFact, Fact, Found, check_fact
 from fgentic_governance.memory.errors import StoreRefusal
 from fgentic_governance.memory.model import (
@@ -109,6 +110,8 @@ class MemoryApi:
     async def save_batch(self, request: Request, items: Sequence[SaveItem]) -> Reply:
         """The automatic save: one summarisation and one save and embedding per item."""
         caller = self.caller(request, items)
+        if len(items) > MAX_SUMMARY_FACTS:  # ADR 0023 §43, before any cost
+            raise ApiError(Reason.SUMMARY_TOO_LARGE)
         facts = [_fact(item) for item in items]
         n = len(facts)
         await _store(self.store.admit(
@@ -118,7 +121,8 @@ class MemoryApi:
 
     async def search(self, request: Request, query: Search) -> Reply:
         """``load_memory`` and the first turn's prefetch (the request cannot tell them apart:
-        both are admitted as one load and one embedding against the hourly ceiling)."""
+        both are admitted as one load and one embedding against the hourly ceiling, and each
+        takes one of the lease's eight recalls)."""
         caller = self.caller(request, [query])
         await _store(self.store.admit(caller, {Operation.LOAD: 1, Operation.EMBEDDING: 1}))
         found = await _store(self.store.search(caller, query.embedding, limit=query.limit,

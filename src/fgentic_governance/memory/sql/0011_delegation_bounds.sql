@@ -1,0 +1,104 @@
+-- 0011: per-delegation bounds (ADR 0023 §43, issue 26).
+--
+-- A delegation lease is one turn of one (subject, Agent): the bridge opens one before it hands a
+-- turn to a memory-enabled Agent. kagent-adk 0.9.11 prefetches on a session's first turn with
+-- one search per sentence of at least 30 characters, all in parallel and without a cap, and its
+-- load_memory tool searches the same way; the two requests look alike. So the bound is on what
+-- a lease admits: at most max_recalls_per_lease() = 8 searches are charged to one lease, which
+-- makes eight the most a new session can issue, and an explicit load in the same turn takes one
+-- of the eight. A search is charged to the oldest live lease of the scope with a recall left;
+-- with none left it is refused (RECALL_LIMIT_REACHED), before any cost is admitted (the charge
+-- and the admission are one transaction, so a refused search charges nothing).
+
+-- 1. One more refusal code.
+CREATE OR REPLACE FUNCTION fgentic_memory.refuse(p_reason text) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_state text := CASE p_reason
+        WHEN 'SCOPE_MISSING' THEN 'FG001'
+        WHEN 'SCOPE_DISABLED' THEN 'FG002'
+        WHEN 'CAPTURE_DISABLED' THEN 'FG003'
+        WHEN 'STALE_GENERATION' THEN 'FG004'
+        WHEN 'ENTRY_CAP_REACHED' THEN 'FG005'
+        WHEN 'FACT_TOO_LARGE' THEN 'FG006'
+        WHEN 'RETENTION_EXCEEDED' THEN 'FG007'
+        WHEN 'EXPIRY_EXTENSION_DENIED' THEN 'FG008'
+        WHEN 'CONSENT_SUBJECT_MISMATCH' THEN 'FG009'
+        WHEN 'FEDERATION_DENIED' THEN 'FG010'
+        WHEN 'BINDING_CONFLICT' THEN 'FG011'
+        WHEN 'INVALID_SPEC' THEN 'FG012'
+        WHEN 'COST_CEILING_REACHED' THEN 'FG013'
+        WHEN 'RATE_LIMITED' THEN 'FG014'
+        WHEN 'CREDENTIAL_CONTENT' THEN 'FG015'
+        WHEN 'HIGH_RISK_INSTRUCTION_CONTENT' THEN 'FG016'
+        WHEN 'LEASE_MISSING' THEN 'FG017'
+        WHEN 'SCOPE_AMBIGUOUS' THEN 'FG018'
+        WHEN 'ISOLATION_REFUSED' THEN 'FG019'
+        WHEN 'LEASE_LIMIT_REACHED' THEN 'FG020'
+        WHEN 'RECALL_LIMIT_REACHED' THEN 'FG021'
+        ELSE 'FG999'
+    END;
+BEGIN
+    IF v_state = 'FG999' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FG999', MESSAGE = 'INTERNAL_ERROR';
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = p_reason;
+END
+$$;
+
+-- 2. The recalls a lease has admitted. Mirrored by
+-- fgentic_governance.memory.model.MAX_RECALLS_PER_LEASE (a test holds them equal).
+ALTER TABLE fgentic_memory.delegation_lease
+    ADD COLUMN recalls integer NOT NULL DEFAULT 0 CHECK (recalls >= 0);
+
+CREATE FUNCTION fgentic_memory.max_recalls_per_lease() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT 8 $$;
+
+-- 3. Charge one search to a live lease of the scope this transaction entered for recall. Only
+-- the claim names the scope (a caller cannot pick another), and only the delegating role may
+-- call it. FOR UPDATE serialises the parallel searches of one prefetch: a second charge waits
+-- for the first and then re-reads the row, so two can never take the last recall; one that
+-- finds the lease used up after the wait is refused rather than moved to another lease (fail
+-- closed; the bridge's next turn opens a fresh lease).
+CREATE FUNCTION fgentic_memory.charge_recall() RETURNS uuid
+LANGUAGE plpgsql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_scope text;
+    v_generation bigint;
+    v_lease uuid;
+BEGIN
+    SELECT c.scope_key, c.generation INTO v_scope, v_generation
+      FROM fgentic_memory.current_claim() c
+     WHERE c.mode = 'recall';
+    IF v_scope IS NULL THEN
+        PERFORM fgentic_memory.refuse('LEASE_MISSING');
+    END IF;
+    SELECT l.lease_id INTO v_lease
+      FROM fgentic_memory.delegation_lease l
+     WHERE l.scope_key = v_scope
+       AND l.consent_generation = v_generation
+       AND l.closed_at IS NULL
+       AND l.expires_at > statement_timestamp()
+       AND l.recalls < fgentic_memory.max_recalls_per_lease()
+     ORDER BY l.opened_at, l.lease_id
+     LIMIT 1
+       FOR UPDATE;
+    IF v_lease IS NULL THEN
+        PERFORM fgentic_memory.refuse('RECALL_LIMIT_REACHED');
+    END IF;
+    UPDATE fgentic_memory.delegation_lease SET recalls = recalls + 1 WHERE lease_id = v_lease;
+    RETURN v_lease;
+END
+$$;
+
+-- 4. Privileges: the owner reads the constant; only the delegating role charges.
+REVOKE EXECUTE ON FUNCTION fgentic_memory.max_recalls_per_lease(),
+    fgentic_memory.charge_recall()
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fgentic_memory.charge_recall() TO fgentic_memory_delegate;
