@@ -869,6 +869,46 @@ async def test_a_prompt_to_ignore_the_rules_changes_nothing(w: World) -> None:
     assert await w.rows(user=leased.subject) == []
 
 
+async def test_a_runaway_model_meets_every_bound_and_each_reply_still_arrives(
+        w: World) -> None:
+    """ADR 0023 §43-44 through the real runtime. A first message of twelve long sentences
+    makes kagent prefetch twelve times at once: eight searches are answered, four refused
+    (RECALL_LIMIT_REACHED). A summary of eleven facts is refused whole before any cost
+    (SUMMARY_TOO_LARGE). A model that keeps loading meets the hourly ceiling
+    (COST_CEILING_REACHED). The user gets every reply."""
+    many = await w.scope("pia")
+    opening = " ".join(f"Sentence {i} of my rather long opening message is right here."
+                       for i in range(12))
+    w.chat.script(Say("Hello, Pia."))
+    assert await w.turn(opening, many.subject) == "Hello, Pia."
+    searches = w.of(many.subject, SEARCH)
+    assert len(searches) == 12
+    assert sorted(e.status for e in searches) == [200] * 8 + [429] * 4
+    assert {e.refusal() for e in searches if e.status == 429} == {
+        (429, "RECALL_LIMIT_REACHED")}
+
+    wordy = await w.scope("quinn")
+    w.chat.summary = [f"Quinn fact {i} is about gardening {tag()}" for i in range(11)]
+    await five_turns(w, wordy.subject, "Good morning.", Say("Morning, Quinn."))
+    await eventually(lambda: w.of(wordy.subject, BATCH), what="the automatic save")
+    [batch] = w.of(wordy.subject, BATCH)
+    assert batch.refusal() == (400, "SUMMARY_TOO_LARGE")
+    assert await w.rows(user=wordy.subject) == []
+    assert await w.pool.fetchval(
+        "SELECT count(*) FROM fgentic_memory.op_ledger WHERE scope_key = $1"
+        " AND operation IN ('summarize', 'save')", wordy.key) == 0
+
+    # One load is two units (load + embedding): the first turn's prefetch and load_memory
+    # spend four; the next turn's load_memory is refused, and the reply still comes.
+    thrifty = await w.scope("rosa", hourlyOperationCeiling=4)
+    context = uuid.uuid4().hex
+    await w.load_turn(thrifty.subject, "first lookup", context)
+    await w.load_turn(thrifty.subject, "second lookup", context)
+    searches = w.of(thrifty.subject, SEARCH)
+    assert [e.status for e in searches] == [200, 200, 429]
+    assert searches[-1].refusal() == (429, "COST_CEILING_REACHED")
+
+
 # -- 10. sessions and tasks pass through byte for byte ------------------------------------------
 
 

@@ -205,3 +205,27 @@ async def test_only_the_delegating_role_charges_and_only_its_claimed_scope(
         assert info.value.sqlstate == "FG017"
     [(_, recalls)] = await pool.fetch(RECALLS, access.scope_key)
     assert recalls == 0
+
+
+async def test_a_scope_may_lower_its_recalls_and_summary_facts(
+        store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool) -> None:
+    """policy.prefetch.maxSubqueries and policy.automaticSave.maxFacts, copied into the scope
+    record: two recalls per lease, summaries of at most three facts, checked before cost."""
+    access = await enabled(store, scope_record(max_recalls=2, max_summary_facts=3))
+    api = DelegatedStore(delegate_pool)
+    await store.open_lease(access, 120)
+    assert [await _search_admitted(api) for _ in range(3)] == [
+        Reason.OK, Reason.OK, Reason.RECALL_LIMIT_REACHED]
+    summary = {Operation.SUMMARIZE: 1, Operation.SAVE: 4, Operation.EMBEDDING: 4}
+    assert await refused(api.admit(ALICE_HELPER, summary)) is Reason.SUMMARY_TOO_LARGE
+    assert await pool.fetchval(LEDGER, access.scope_key) == 4  # the two searches only
+    await api.admit(ALICE_HELPER, {**summary, Operation.SAVE: 3, Operation.EMBEDDING: 3})
+    assert await pool.fetchval(LEDGER, access.scope_key) == 4 + 7
+    # An explicit save is no summary: not bounded by maxFacts.
+    await api.admit(ALICE_HELPER, {Operation.SAVE: 1, Operation.EMBEDDING: 1}, explicit=True)
+    # maxSubqueries 0: kagent's prefetch and load_memory are one request, so no recall at all.
+    await store.open_lease(access, 120)  # a fresh lease: two more recalls
+    assert await _search_admitted(api) is Reason.OK
+    await store.ensure_scope(scope_record(max_recalls=0, max_summary_facts=3))
+    await store.open_lease(access, 120)
+    assert await _search_admitted(api) is Reason.RECALL_LIMIT_REACHED

@@ -12,7 +12,14 @@ import pytest
 from pydantic.fields import FieldInfo
 
 from fgentic_governance.api.common import DNS1123_LABEL, MXID_PATTERN, ROOM_ID_PATTERN
-from fgentic_governance.api.memory import ExplicitOperationsPolicy, MemoryPolicy
+from fgentic_governance.api.memory import (
+    AutomaticSavePolicy,
+    ExplicitOperationsPolicy,
+    MemoryPolicy,
+    PrefetchPolicy,
+)
+from fgentic_governance.memory.bounds import MAX_SUMMARY_FACTS
+from fgentic_governance.memory.model import MAX_RECALLS_PER_LEASE
 
 FENCE = resources.files("fgentic_governance.memory").joinpath("sql/0002_fence.sql").read_text()
 SCOPE_GUARD = FENCE[FENCE.index("scope_guard()"):FENCE.index("IF TG_OP = 'INSERT'")]
@@ -54,3 +61,20 @@ def test_sql_bounds_equal_the_model_bounds(column: str, model: Any, field: str) 
 def test_sql_spellings_equal_the_model_patterns(column: str, pattern: str) -> None:
     spelled = re.findall(rf"NEW\.{column} !~ '([^']+)'", SCOPE_GUARD)
     assert spelled == [pattern]
+
+
+BOUNDS_0011 = resources.files("fgentic_governance.memory").joinpath(
+    "sql/0011_delegation_bounds.sql").read_text()
+
+
+@pytest.mark.parametrize(("column", "model", "field", "ceiling"), [
+    ("max_recalls", PrefetchPolicy, "max_subqueries", MAX_RECALLS_PER_LEASE),
+    ("max_summary_facts", AutomaticSavePolicy, "max_facts", MAX_SUMMARY_FACTS),
+])
+def test_per_delegation_bounds_equal_the_model_bounds(column: str, model: Any, field: str,
+                                                      ceiling: int) -> None:
+    """sql/0011's scope columns, the models' policy fields and the ADR ceilings the memory
+    API and the store name (eight recalls per lease, ten facts per summary)."""
+    match = re.search(rf"CHECK \({column} BETWEEN (\d+) AND (\d+)\)", BOUNDS_0011)
+    assert match, f"no CHECK for {column} in sql/0011"
+    assert (int(match[1]), int(match[2])) == _range(model.model_fields[field]) == (0, ceiling)

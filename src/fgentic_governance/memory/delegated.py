@@ -36,6 +36,7 @@ T = TypeVar("T")
 
 _ENTER: Final = "SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, $4)"
 _CHARGE_RECALL: Final = "SELECT fgentic_memory.charge_recall()"
+_CHECK_SUMMARY: Final = "SELECT fgentic_memory.check_summary($1)"
 _ADMIT: Final = "SELECT fgentic_memory.admit($1, $2, $3)"
 # One statement: enter the leased scope, then insert every fact under its claim. The CTE is
 # materialised, so the claim exists before the first row reaches the write gate.
@@ -142,8 +143,10 @@ class DelegatedStore:
                     explicit: bool = False) -> None:
         """Consume ``items`` against the leased scope's ceilings, committed on its own. A load
         (a search: the first turn's prefetch or load_memory) is first charged to a live lease
-        of the scope, at most ``MAX_RECALLS_PER_LEASE`` per lease (RECALL_LIMIT_REACHED), in
-        the same transaction: a refused admission charges nothing."""
+        of the scope, at most ``MAX_RECALLS_PER_LEASE`` (or the scope's lower bound) per lease
+        (RECALL_LIMIT_REACHED); a summary (the automatic save) may carry at most the scope's
+        ``max_summary_facts`` saves (SUMMARY_TOO_LARGE). Both in the same transaction as the
+        admission: a refused one charges nothing."""
         if not items or any(not 1 <= units <= MAX_ADMIT_UNITS for units in items.values()):
             raise StoreRefusal(Reason.INVALID_SPEC)
         mode = "capture" if {Operation.SAVE, Operation.SUMMARIZE} & set(items) else "recall"
@@ -153,6 +156,8 @@ class DelegatedStore:
                 await conn.fetchrow(_ENTER, *caller.params(), mode)
                 if Operation.LOAD in items:
                     await conn.fetchval(_CHARGE_RECALL)
+                if Operation.SUMMARIZE in items:  # the automatic save: its facts are its saves
+                    await conn.execute(_CHECK_SUMMARY, items.get(Operation.SAVE, 0))
                 take_token = explicit
                 for operation, units in items.items():
                     await conn.fetchval(_ADMIT, operation.value, units, take_token)

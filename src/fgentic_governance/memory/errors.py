@@ -42,6 +42,7 @@ SQLSTATE_REASONS: Final = MappingProxyType({
     "FG019": Reason.ISOLATION_REFUSED,
     "FG020": Reason.LEASE_LIMIT_REACHED,
     "FG021": Reason.RECALL_LIMIT_REACHED,
+    "FG022": Reason.SUMMARY_TOO_LARGE,
     "FG999": Reason.INTERNAL_ERROR,
 })
 

@@ -126,6 +126,10 @@ class ScopeRecord:
     hourly_operation_ceiling: int = 60
     explicit_per_minute: int = 6
     explicit_burst: int = 3
+    max_recalls: int = 8
+    """Searches one lease admits (policy.prefetch.maxSubqueries; sql/0011)."""
+    max_summary_facts: int = 10
+    """Facts one automatic save may carry (policy.automaticSave.maxFacts; sql/0011)."""
     store_agent_name: str = ""
     """agent_name spelling of this Agent's rows in the store; empty means ``<ns>/<name>``."""
 
@@ -149,6 +153,8 @@ class ScopeRecord:
             hourly_operation_ceiling=policy.hourly_operation_ceiling,
             explicit_per_minute=policy.explicit_operations.per_minute,
             explicit_burst=policy.explicit_operations.burst,
+            max_recalls=policy.prefetch.max_subqueries,
+            max_summary_facts=policy.automatic_save.max_facts,
         )
 
 

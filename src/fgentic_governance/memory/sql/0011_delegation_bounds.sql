@@ -8,7 +8,13 @@
 -- makes eight the most a new session can issue, and an explicit load in the same turn takes one
 -- of the eight. A search is charged to the oldest live lease of the scope with a recall left;
 -- with none left it is refused (RECALL_LIMIT_REACHED), before any cost is admitted (the charge
--- and the admission are one transaction, so a refused search charges nothing).
+-- and the admission are one transaction, so a refused search charges nothing). A scope may
+-- lower the bound (its policy's prefetch.maxSubqueries, 0-8; 0 leaves kagent no recall at
+-- all, since its prefetch and load_memory are the same request).
+--
+-- The runtime's automatic save is one summary of the session: at most ten facts (ADR 0023 §43),
+-- or fewer by the scope's automaticSave.maxFacts (0-10). check_summary() refuses a larger one
+-- (SUMMARY_TOO_LARGE) before its summarisation, saves and embeddings are admitted.
 
 -- 1. One more refusal code.
 CREATE OR REPLACE FUNCTION fgentic_memory.refuse(p_reason text) RETURNS void
@@ -38,6 +44,7 @@ DECLARE
         WHEN 'ISOLATION_REFUSED' THEN 'FG019'
         WHEN 'LEASE_LIMIT_REACHED' THEN 'FG020'
         WHEN 'RECALL_LIMIT_REACHED' THEN 'FG021'
+        WHEN 'SUMMARY_TOO_LARGE' THEN 'FG022'
         ELSE 'FG999'
     END;
 BEGIN
@@ -48,7 +55,13 @@ BEGIN
 END
 $$;
 
--- 2. The recalls a lease has admitted. Mirrored by
+-- 2. The scope's own bounds (the operator copies them from the MemoryScope's policy).
+ALTER TABLE fgentic_memory.scope
+    ADD COLUMN max_recalls integer NOT NULL DEFAULT 8 CHECK (max_recalls BETWEEN 0 AND 8),
+    ADD COLUMN max_summary_facts integer NOT NULL DEFAULT 10
+        CHECK (max_summary_facts BETWEEN 0 AND 10);
+
+-- The recalls a lease has admitted. Mirrored by
 -- fgentic_governance.memory.model.MAX_RECALLS_PER_LEASE (a test holds them equal).
 ALTER TABLE fgentic_memory.delegation_lease
     ADD COLUMN recalls integer NOT NULL DEFAULT 0 CHECK (recalls >= 0);
@@ -81,14 +94,15 @@ BEGIN
     END IF;
     SELECT l.lease_id INTO v_lease
       FROM fgentic_memory.delegation_lease l
+      JOIN fgentic_memory.scope s ON s.scope_key = l.scope_key
      WHERE l.scope_key = v_scope
        AND l.consent_generation = v_generation
        AND l.closed_at IS NULL
        AND l.expires_at > statement_timestamp()
-       AND l.recalls < fgentic_memory.max_recalls_per_lease()
+       AND l.recalls < least(fgentic_memory.max_recalls_per_lease(), s.max_recalls)
      ORDER BY l.opened_at, l.lease_id
      LIMIT 1
-       FOR UPDATE;
+       FOR UPDATE OF l;
     IF v_lease IS NULL THEN
         PERFORM fgentic_memory.refuse('RECALL_LIMIT_REACHED');
     END IF;
@@ -97,8 +111,32 @@ BEGIN
 END
 $$;
 
--- 4. Privileges: the owner reads the constant; only the delegating role charges.
+-- 4. An automatic save of p_facts facts into the scope this transaction entered for capture.
+CREATE FUNCTION fgentic_memory.check_summary(p_facts integer) RETURNS void
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_scope text;
+    v_most integer;
+BEGIN
+    SELECT c.scope_key INTO v_scope FROM fgentic_memory.current_claim() c
+     WHERE c.mode = 'capture';
+    IF v_scope IS NULL THEN
+        PERFORM fgentic_memory.refuse('LEASE_MISSING');
+    END IF;
+    SELECT least(10, s.max_summary_facts) INTO v_most
+      FROM fgentic_memory.scope s WHERE s.scope_key = v_scope;
+    IF p_facts IS NULL OR p_facts < 1 OR v_most IS NULL OR p_facts > v_most THEN
+        PERFORM fgentic_memory.refuse('SUMMARY_TOO_LARGE');
+    END IF;
+END
+$$;
+
+-- 5. Privileges: the owner reads the constant; only the delegating role charges and checks.
 REVOKE EXECUTE ON FUNCTION fgentic_memory.max_recalls_per_lease(),
-    fgentic_memory.charge_recall()
+    fgentic_memory.charge_recall(), fgentic_memory.check_summary(integer)
     FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION fgentic_memory.charge_recall() TO fgentic_memory_delegate;
+GRANT EXECUTE ON FUNCTION fgentic_memory.charge_recall(), fgentic_memory.check_summary(integer)
+    TO fgentic_memory_delegate;
