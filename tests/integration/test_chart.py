@@ -109,7 +109,29 @@ def test_control_api_is_reachable_only_from_the_bridge() -> None:
                  and d["kind"] == "Deployment"]
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--token-file=/var/run/fgentic/token/token" in args
-    assert deploy["spec"]["replicas"] == 1
+    # Confirmations live in the store: two replicas by default, spread, with a PDB; one
+    # replica has neither; none is refused at render time.
+    assert deploy["spec"]["replicas"] == 2
+    assert "strategy" not in deploy["spec"]  # rolling: a confirmation survives an upgrade
+    spread = deploy["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert spread["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"][
+        "topologyKey"] == "kubernetes.io/hostname"
+    (budget,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"
+                 and d["metadata"]["name"] == "fg-control-api"]
+    assert budget["spec"]["minAvailable"] == 1
+    single = _render("controlApi.enabled=true", "store.dsnSecret.name=store",
+                     "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org",
+                     "controlApi.replicas=1")
+    (deploy,) = [d for d in single if d["metadata"]["name"] == "fg-control-api"
+                 and d["kind"] == "Deployment"]
+    assert deploy["spec"]["replicas"] == 1 and "affinity" not in deploy["spec"]["template"][
+        "spec"]
+    assert not [d for d in single if d["kind"] == "PodDisruptionBudget"
+                and d["metadata"]["name"] == "fg-control-api"]
+    with pytest.raises(AssertionError, match="controlApi.replicas must be at least 1"):
+        _render("controlApi.enabled=true", "store.dsnSecret.name=store",
+                "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org",
+                "controlApi.replicas=0")
 
 
 def _webhook_policy(docs: list[dict[str, Any]]) -> dict[str, Any]:

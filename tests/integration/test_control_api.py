@@ -11,6 +11,7 @@ filters installed and every log record of the process captured.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -38,6 +39,7 @@ from fgentic_governance.control.http import make_handler
 from fgentic_governance.control.room import RoomPolicy
 from fgentic_governance.control.service import ControlService
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds
+from fgentic_governance.memory.confirmations import StoreLedger
 from fgentic_governance.serving.http import scrub_library_logs, serve
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, Check, until_status
@@ -106,7 +108,7 @@ async def env(control_plane: Any, k8s_client: client.ApiClient, pool: Any, token
     store = MemoryStore(pool)
     service = ControlService(store, KubeDirectory(k8s_client, [ns]),
                              RoomPolicy(LOCAL, BOT, GHOST_TEMPLATE),
-                             ConfirmationBook(ttl=120, clock=clock))
+                             ConfirmationBook(StoreLedger(pool), ttl=120, clock=clock))
     port = processes.free_port()
     runner = await serve(make_handler(service, BearerTokenFile(token_file)), "127.0.0.1", port)
     async with aiohttp.ClientSession() as http:
@@ -396,6 +398,45 @@ async def test_confirmation_expires(env: Env) -> None:
     assert (status, body) == (409, {"reason": "CONFIRMATION_EXPIRED"})
     state = await env.store.scope_state(access.scope_key)
     assert state.enabled and state.entry_count == 1
+
+
+async def test_a_confirmation_started_on_one_replica_completes_on_the_other(
+    env: Env, control_plane: Any, pg_dsn: str, tmp_path: Path, token_file: Path,
+) -> None:
+    """Two control API processes on one store (the chart's two replicas behind one Service):
+    a token issued by one is redeemed by the other, once; only its digest is stored."""
+    alice, bob = await make_scope(env, "alice"), await make_scope(env, "bob", subject=BOB)
+    await save(env, alice, "Alice likes jazz")
+    await save(env, bob, "Bob likes folk")
+    replicas = []
+    try:
+        for index in range(2):
+            work = tmp_path / f"replica-{index}"
+            work.mkdir()
+            replicas.append(_spawn_api(env, pg_dsn, token_file, work,
+                                       control_plane.kubeconfig))
+        (_, one), (_, two) = replicas
+        status, first = await post(one, "forget-all", command(env, "alice"))
+        assert status == 202
+        token = first["confirmation"]["token"]
+        stored = await env.pool.fetch("SELECT digest FROM fgentic_memory.confirmation")
+        assert [bytes(r["digest"]) for r in stored] == [hashlib.sha256(token.encode()).digest()]
+        status, done = await post(two, "forget-all", command(
+            env, "alice", confirmationToken=token))
+        assert status == 200 and done["receipt"]["deleted"] == 1
+        for api in (one, two):  # spent on its first presentation, on any replica
+            assert await post(api, "forget-all", command(
+                env, "alice", confirmationToken=token)) == (
+                409, {"reason": "CONFIRMATION_INVALID"})
+        # The other way round, and for the other action.
+        _, first = await post(two, "off", command(env, "bob", subject=BOB))
+        status, done = await post(one, "off", command(
+            env, "bob", subject=BOB, confirmationToken=first["confirmation"]["token"]))
+        assert status == 200 and done["receipt"]["kind"] == "withdrawal"
+        assert await env.pool.fetchval("SELECT count(*) FROM fgentic_memory.confirmation") == 0
+    finally:
+        for proc, _ in replicas:
+            processes.stop(proc)
 
 
 async def test_off_withdraws_consent_then_clears(env: Env) -> None:

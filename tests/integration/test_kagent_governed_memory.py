@@ -420,7 +420,7 @@ async def world(control_plane: Any, k8s_client: client.ApiClient, postgres: Loca
             started.append(stub)
         async with memory_api(runtime_pool, k8s_client, controller.base_url,
                               local_server=CONTROL_SERVER) as memory_url, \
-                control_api(store, k8s_client, [ns], workdir) as control, \
+                control_api(store, pool, k8s_client, [ns], workdir) as control, \
                 aiohttp.ClientSession() as http:
             tap = Tap(urlsplit(memory_url).port or 0)
             await tap.start()

@@ -25,6 +25,7 @@ from fgentic_governance.control.http import make_handler
 from fgentic_governance.control.room import RoomPolicy
 from fgentic_governance.control.service import ControlService
 from fgentic_governance.memory import MemoryStore
+from fgentic_governance.memory.confirmations import StoreLedger
 from fgentic_governance.serving.http import serve
 
 CONTROL_SERVER = "fgentic.local"
@@ -80,16 +81,16 @@ class ControlClient:
 
 
 @asynccontextmanager
-async def control_api(store: MemoryStore, api: client.ApiClient, namespaces: Sequence[str],
-                      workdir: Path) -> AsyncIterator[ControlClient]:
+async def control_api(store: MemoryStore, pool: Any, api: client.ApiClient,
+                      namespaces: Sequence[str], workdir: Path) -> AsyncIterator[ControlClient]:
     """The control API for the scopes of ``namespaces`` on 127.0.0.1, with a fresh bearer
-    token in ``workdir``."""
+    token in ``workdir``; ``pool`` (the owner's) keeps its pending confirmations."""
     token = secrets.token_urlsafe(32)
     token_file = workdir / "control-api-token"
     token_file.write_text(token)
     service = ControlService(store, KubeDirectory(api, namespaces),
                              RoomPolicy(CONTROL_SERVER, BRIDGE_BOT, GHOST_TEMPLATE),
-                             ConfirmationBook(ttl=120))
+                             ConfirmationBook(StoreLedger(pool), ttl=120))
     port = free_port()
     runner = await serve(make_handler(service, BearerTokenFile(token_file)), "127.0.0.1", port)
     try:

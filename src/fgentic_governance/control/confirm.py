@@ -5,9 +5,10 @@ subject, Agent, control room and the consent generation the user was shown. The 
 must present it within the lifetime; presenting it - successfully or not - consumes it, so a
 replay, a token used for the other action, or one raced by a second caller never runs twice.
 
-Tokens live in this process only (the API runs as a single replica): a restart drops every
-pending confirmation, which fails safe - the user simply confirms again. Only a SHA-256 of each
-token is kept, so a memory dump does not hand out usable tokens.
+Pending tokens are kept in the store (``memory.confirmations``, sql/0012), so the two calls may
+reach different replicas of the control API. Only a SHA-256 of each token is kept: a database
+dump hands out no usable token. Expiry is wall-clock time (``time.time``) of the replica
+that issued or redeems, so replicas' clocks should agree to well within the lifetime (NTP).
 """
 
 from __future__ import annotations
@@ -17,31 +18,25 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Final
+from typing import Final, Protocol
 
 from fgentic_governance.control.codes import ControlError, ControlReason
+from fgentic_governance.memory.confirmations import Action, Binding
 from fgentic_governance.reasons import Reason
 
 DEFAULT_TTL: Final = 120.0
 MAX_PENDING: Final = 1024
 
-
-class Action(StrEnum):
-    FORGET_ALL = "forget_all"
-    OFF = "off"
+__all__ = ["DEFAULT_TTL", "MAX_PENDING", "Action", "Binding", "ConfirmationBook", "Issued",
+           "Ledger"]
 
 
-@dataclass(frozen=True, slots=True)
-class Binding:
-    """What a token authorizes; equality of every field is required to redeem it."""
+class Ledger(Protocol):
+    """Where pending tokens live (``memory.confirmations.StoreLedger`` in the product)."""
 
-    scope_key: str
-    action: Action
-    subject: str
-    agent: str
-    room: str
-    generation: int
+    async def put(self, digest: bytes, binding: Binding, expires: float, *, now: float,
+                  most: int) -> bool: ...
+    async def take(self, digest: bytes) -> tuple[Binding, float] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,35 +50,30 @@ def _digest(token: str) -> bytes:
 
 
 class ConfirmationBook:
-    """Pending confirmations; ``clock`` is monotonic seconds (injectable for tests)."""
+    """Issues and redeems tokens; ``clock`` is wall-clock seconds (injectable for tests)."""
 
-    def __init__(self, ttl: float = DEFAULT_TTL, clock: Callable[[], float] | None = None,
-                 max_pending: int = MAX_PENDING) -> None:
+    def __init__(self, ledger: Ledger, ttl: float = DEFAULT_TTL,
+                 clock: Callable[[], float] = time.time, max_pending: int = MAX_PENDING) -> None:
         if not 0 < ttl <= 600:
             raise ValueError("confirmation lifetime must be within (0, 600] seconds")
         self.ttl = ttl
-        self._clock = clock or time.monotonic
+        self._ledger = ledger
+        self._clock = clock
         self._max = max_pending
-        self._pending: dict[bytes, tuple[Binding, float]] = {}
 
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def issue(self, binding: Binding) -> Issued:
+    async def issue(self, binding: Binding) -> Issued:
         """A fresh token for ``binding``; an older pending one for the same binding is void."""
         now = self._clock()
-        self._pending = {k: v for k, v in self._pending.items()
-                         if v[1] > now and v[0] != binding}
-        if len(self._pending) >= self._max:
-            raise ControlError(Reason.RATE_LIMITED)
         token = secrets.token_urlsafe(32)
         expires = now + self.ttl
-        self._pending[_digest(token)] = (binding, expires)
+        if not await self._ledger.put(_digest(token), binding, expires, now=now,
+                                      most=self._max):
+            raise ControlError(Reason.RATE_LIMITED)
         return Issued(token, expires)
 
-    def redeem(self, token: str, binding: Binding) -> None:
+    async def redeem(self, token: str, binding: Binding) -> None:
         """Consume ``token``; raises unless it is pending, unexpired and bound to ``binding``."""
-        entry = self._pending.pop(_digest(token), None)
+        entry = await self._ledger.take(_digest(token))
         if entry is None:
             raise ControlError(ControlReason.CONFIRMATION_INVALID)
         bound, expires = entry

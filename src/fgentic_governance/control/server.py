@@ -57,6 +57,7 @@ async def start(args: argparse.Namespace, shell: Shell,
     from fgentic_governance.control.service import ControlService
     from fgentic_governance.kube.client import api_client
     from fgentic_governance.memory import MemoryStore, bounds
+    from fgentic_governance.memory.confirmations import StoreLedger
     from fgentic_governance.memory.readiness import StoreReadiness
 
     policy = RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template,
@@ -70,7 +71,8 @@ async def start(args: argparse.Namespace, shell: Shell,
     # Erasures may wait on their fence (bounds.POOL); they never take the whole pool, so
     # other users' status and inspect calls keep a connection.
     store = MemoryStore(pool, erasure_slots=POOL_SIZE // 2)
-    service = ControlService(store, directory, policy, ConfirmationBook(args.confirm_seconds))
+    confirmations = ConfirmationBook(StoreLedger(pool), args.confirm_seconds)
+    service = ControlService(store, directory, policy, confirmations)
     await shell.serve(make_handler(service, BearerTokenFile(args.token_file),
                                    store_ready=StoreReadiness(pool, log)),
                       args.host, args.port)

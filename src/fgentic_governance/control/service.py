@@ -108,14 +108,13 @@ async def _store(work: Awaitable[T]) -> T:
 class ControlService:
     def __init__(
         self, store: ControlStore, directory: ScopeDirectory, policy: RoomPolicy,
-        confirmations: ConfirmationBook | None = None,
+        confirmations: ConfirmationBook,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.directory = directory
         self.policy = policy
-        # Not `or`: an empty book has len() 0 and is falsy.
-        self.confirmations = ConfirmationBook() if confirmations is None else confirmations
+        self.confirmations = confirmations
         self._now = wall_clock
 
     async def admit(self, command: Command) -> Admitted:
@@ -211,11 +210,11 @@ class ControlService:
                           f"{command.agent.namespace}/{command.agent.name}",
                           command.room.room_id, adm.state.consent_generation)
         if command.confirmation_token is None:
-            issued = self.confirmations.issue(binding)
+            issued = await _store(self.confirmations.issue(binding))
             return Reply(202, {"reason": ControlReason.CONFIRMATION_REQUIRED.value,
                                "confirmation": {"action": action.value, "token": issued.token,
                                                 "expiresInSeconds": self.confirmations.ttl}})
-        self.confirmations.redeem(command.confirmation_token, binding)
+        await _store(self.confirmations.redeem(command.confirmation_token, binding))
         if action is Action.OFF:
             # Durable first: the operator obeys the ConsentRecord, so withdrawing only in the
             # store would be undone by its next reconcile. Then fence, delete and verify now.
