@@ -35,6 +35,7 @@ from tests.support.objects import api_message, example
 
 pytestmark = pytest.mark.integration
 NS = "admission"
+PLAIN_NS = "admission-plain"  # not labelled for routing
 GOVERNED_URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
 CONTROLLER_URL = "http://kagent-controller.kagent.svc:8083"
 BOUND = {"apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": NS,
@@ -76,6 +77,7 @@ def stack(control_plane: Any, postgres: Any, tmp_path_factory: pytest.TempPathFa
           k8s_client: client.ApiClient) -> Iterator[dict[str, Any]]:
     work = tmp_path_factory.mktemp("admission")
     control_plane.ensure_namespace(NS)
+    control_plane.ensure_namespace(PLAIN_NS)
     dsn = asyncio.run(postgres.create_database(f"admission_{uuid.uuid4().hex[:8]}", ("vector",)))
     (work / "dsn").write_text(dsn)
     operator = processes.spawn_operator(control_plane.kubeconfig, work / "dsn", [NS],
@@ -89,10 +91,12 @@ def stack(control_plane: Any, postgres: Any, tmp_path_factory: pytest.TempPathFa
     config = webhook_configuration(f"admission-{suffix}", f"https://127.0.0.1:{port}", ca,
                                    memory_routing=True)
     mutating = mutating_configuration(f"admission-{suffix}", f"https://127.0.0.1:{port}", ca)
-    for hook in config["webhooks"] + mutating["webhooks"]:
-        labels = hook["namespaceSelector"].get("matchLabels", {})
-        hook["namespaceSelector"] = {"matchLabels": {**labels,
-                                                     "kubernetes.io/metadata.name": NS}}
+    for hook in config["webhooks"] + mutating["webhooks"]:  # only this test's namespaces
+        selector = hook["namespaceSelector"]
+        selector["matchExpressions"] = [
+            *(e for e in selector.get("matchExpressions", [])
+              if e["key"] != "kubernetes.io/metadata.name"),
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NS, PLAIN_NS]}]
     control_plane.kubectl("label", "namespace", NS, f"{ROUTED_NAMESPACE_LABEL}=enabled",
                           "--overwrite")
     control_plane.kubectl("apply", "-f", "-", input=json.dumps(config))
@@ -393,6 +397,10 @@ def test_a_memory_agents_pods_are_routed_to_the_memory_api(stack: dict[str, Any]
     verdict, by_account = _create_pod(stack, _pod("by-account", RENDERED_ENV))
     assert verdict == "allow", verdict
     assert _env(by_account) == governed and by_account["metadata"]["labels"] == ROUTED
+    # Labelled app=kagent without kagent's Agent label, under the Agent's account: still
+    # routed (a namespace labelled for routing sends every Pod).
+    verdict, half = _create_pod(stack, _pod("app-only", RENDERED_ENV, labels={"app": "kagent"}))
+    assert verdict == "allow" and _env(half) == governed, verdict
     # Any other Pod is left exactly as it was.
     verdict, other = _create_pod(stack, _pod("other", RENDERED_ENV, account="default"))
     assert verdict == "allow" and _env(other) == RENDERED_ENV, verdict
@@ -541,9 +549,29 @@ def test_slow_uploads_do_not_refuse_the_api_servers_reviews(stack: dict[str, Any
 
 
 def test_stopped_webhook_fails_closed(stack: dict[str, Any]) -> None:
+    """What the Pod hooks' failurePolicy Fail means for kagent (docs/memory.md §11): while the
+    webhook is down no kagent Agent Pod (memory-enabled or not) is created in a namespace the
+    hooks cover, nor any Pod at all in a namespace labelled for routing; other Pods, also ones
+    labelled only ``app: kagent``, are created as usual."""
     processes.stop(stack["webhook"])
     verdict = _apply(stack["cp"], agent("after-stop"), stack["tmp"])
     assert "failed calling webhook" in verdict, verdict
+    other_agent = {"app": "kagent", "kagent": "plain-agent"}
+    outcomes = {}
+    for ns, labels, account in ((PLAIN_NS, other_agent, "default"),
+                                (PLAIN_NS, {"app": "kagent"}, "default"),
+                                (PLAIN_NS, {"app": "web"}, "default"),
+                                (NS, {"app": "web"}, "default")):
+        pod = _pod("down", [], labels=labels, account=account)
+        pod["metadata"]["namespace"] = ns
+        verdict, _ = _create_pod(stack, pod)
+        outcomes[(ns, tuple(labels.values()))] = "failed calling webhook" in verdict or verdict
+    assert outcomes == {
+        (PLAIN_NS, ("kagent", "plain-agent")): True,  # an Agent's Pod: refused
+        (PLAIN_NS, ("kagent",)): "allow",  # not an Agent's Pod: not the hooks' business
+        (PLAIN_NS, ("web",)): "allow",
+        (NS, ("web",)): True,  # a namespace labelled for routing: every Pod
+    }
 
 
 def test_admission_policy_alone_blocks_authorization(control_plane: Any, tmp_path: Path) -> None:

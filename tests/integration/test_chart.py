@@ -128,7 +128,7 @@ def test_control_api_is_reachable_only_from_the_bridge() -> None:
         "spec"]
     assert not [d for d in single if d["kind"] == "PodDisruptionBudget"
                 and d["metadata"]["name"] == "fg-control-api"]
-    with pytest.raises(AssertionError, match="controlApi.replicas must be at least 1"):
+    with pytest.raises(AssertionError, match=r"controlApi\.replicas must be at least 1"):
         _render("controlApi.enabled=true", "store.dsnSecret.name=store",
                 "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org",
                 "controlApi.replicas=0")
@@ -219,6 +219,11 @@ def test_memory_routing_equals_the_python_renderers() -> None:
             assert chart_hook.get("reinvocationPolicy") == python_hook.get("reinvocationPolicy")
             assert chart_hook["namespaceSelector"].get("matchLabels") == \
                 python_hook["namespaceSelector"].get("matchLabels")
+            # The same namespace rules, apart from the excluded names (the chart adds its own).
+            assert [e for e in chart_hook["namespaceSelector"]["matchExpressions"]
+                    if e["key"] != "kubernetes.io/metadata.name"] == \
+                [e for e in python_hook["namespaceSelector"]["matchExpressions"]
+                 if e["key"] != "kubernetes.io/metadata.name"]
             assert chart_hook["clientConfig"]["service"]["path"] == \
                 python_hook["clientConfig"]["url"].removeprefix("https://h")
     # Without the memory API there is no Pod routing at all (and memory Agents are refused).

@@ -38,16 +38,25 @@ Arguments: ctx, names (two), path, operations, ca, mutating. */ -}}
       operations: {{ toJson $.operations }}
       resources: [pods]
       scope: Namespaced
+  {{- if eq $i 0 }}
+  # kagent's Agent Pods (both labels; kagent's controller and UI carry neither) where the
+  # namespace is not labelled for routing.
   objectSelector:
     matchExpressions:
-      - {key: app, operator: {{ if eq $i 0 }}In{{ else }}NotIn{{ end }}, values: [kagent]}
+      - {key: app, operator: In, values: [kagent]}
+      - {key: kagent, operator: Exists}
+  {{- end }}
   namespaceSelector:
     {{- if ne $i 0 }}
+    # Every Pod where the namespace is labelled for routing (service-account routing).
     matchLabels: {fgentic.dev/memory-routing: enabled}
     {{- end }}
     matchExpressions:
       - key: kubernetes.io/metadata.name
         operator: NotIn
         values: {{- toYaml (concat $ctx.Values.webhook.excludedNamespaces (list $ctx.Release.Namespace)) | nindent 10 }}
+      {{- if eq $i 0 }}
+      - {key: fgentic.dev/memory-routing, operator: NotIn, values: [enabled]}
+      {{- end }}
 {{- end }}
 {{- end -}}

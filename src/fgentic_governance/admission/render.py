@@ -29,7 +29,8 @@ old or the new object matches)."""
 ROUTED_NAMESPACE_LABEL = "fgentic.dev/memory-routing"
 """Namespaces with this label set to ``enabled`` also send Pods *without* kagent's labels, so
 that a Pod running under a memory-enabled Agent's service account is routed too. Only these
-namespaces depend on the webhook for every Pod; elsewhere only kagent's Pods do."""
+namespaces depend on the webhook for every Pod; elsewhere only kagent's Agent Pods do."""
+_NOT_ROUTED_NAMESPACE = {"key": ROUTED_NAMESPACE_LABEL, "operator": "NotIn", "values": ["enabled"]}
 POLICY_NAME = "fgentic-governance-agent-headers"
 
 _GOVERNANCE_RULES = [
@@ -54,8 +55,10 @@ _ROUTED_POD_RULES = [
     {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
      "resources": ["pods", "pods/status", "pods/ephemeralcontainers"], "scope": "Namespaced"},
 ]
-_KAGENT_POD = {"key": "app", "operator": "In", "values": ["kagent"]}
-_OTHER_POD = {"key": "app", "operator": "NotIn", "values": ["kagent"]}
+# kagent v0.9.11 labels every Agent's Pods with both (its Deployment selects on them, so an
+# Agent's deployment.labels cannot drop them); kagent's own controller and UI carry neither.
+_KAGENT_POD = [{"key": "app", "operator": "In", "values": ["kagent"]},
+               {"key": "kagent", "operator": "Exists"}]
 _ROUTED_POD = {"key": ROUTED_LABEL, "operator": "Exists"}
 
 
@@ -67,13 +70,17 @@ def namespace_selector(excluded: Sequence[str]) -> dict[str, Any]:
 def _pod_webhooks(names: tuple[str, str], client_config: dict[str, Any],
                   excluded: Sequence[str], timeout: int,
                   operations: Sequence[str] = ("CREATE",)) -> list[dict[str, Any]]:
-    """kagent's Agent Pods (label ``app: kagent``) everywhere; any other Pod only in
-    namespaces labelled for routing. Both fail closed."""
+    """kagent's Agent Pods (labels ``app: kagent`` and ``kagent``) in namespaces not labelled
+    for routing; every Pod in namespaces labelled for routing (a Pod under a memory-enabled
+    Agent's service account is routed whatever its labels). Each Pod meets exactly one of the
+    two. Both fail closed: while the webhook is down no Agent Pod (memory-enabled or not) is
+    created outside the excluded namespaces, and no Pod at all in a namespace labelled for
+    routing."""
     rules = [{**_POD_RULES[0], "operations": list(operations)}]
     by_label = _webhook(names[0], client_config, rules, excluded, timeout)
-    by_label["objectSelector"] = {"matchExpressions": [_KAGENT_POD]}
+    by_label["objectSelector"] = {"matchExpressions": list(_KAGENT_POD)}
+    by_label["namespaceSelector"]["matchExpressions"].append(_NOT_ROUTED_NAMESPACE)
     by_account = _webhook(names[1], client_config, rules, excluded, timeout)
-    by_account["objectSelector"] = {"matchExpressions": [_OTHER_POD]}
     by_account["namespaceSelector"]["matchLabels"] = {ROUTED_NAMESPACE_LABEL: "enabled"}
     return [by_label, by_account]
 
