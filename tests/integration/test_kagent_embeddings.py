@@ -19,6 +19,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 from kubernetes import client
+from prometheus_client import REGISTRY, generate_latest
 
 from fgentic_governance.memory import Access, MemoryStore
 from tests.support.kagent import (
@@ -106,6 +107,22 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
             assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
             # Each embedding was charged to Alice's scope before it was made.
             assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) >= embedded
+
+            # A failing provider whose error quotes a sentinel (ADR 0023 §44): the route
+            # relays no failed body, so the runtime logs (at ERROR, which LOG_LEVEL keeps)
+            # our bounded code, and no sink of ours sees the sentinel.
+            sentinel = f"sentinel-provider-{uuid.uuid4().hex[:8]}"
+            provider.failure = sentinel
+            chat.script(CallTool("save_memory", {"content": "Alice cycles to work."}))
+            await turn()
+            assert len(provider.requests) > embedded  # it was asked, and failed
+            runtime_log = agent.log_text()
+            assert "UPSTREAM_UNAVAILABLE" in runtime_log  # what the runtime was answered
+            metrics = generate_latest(REGISTRY).decode()
+            for sink in (runtime_log, "\n".join(api_lines(caplog)), caplog.text, metrics):
+                assert sentinel not in sink
+            assert 'fgentic_memory_api_passthrough_total{status="replaced"}' in metrics
+            assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
     finally:
         if agent is not None:
             agent.stop()

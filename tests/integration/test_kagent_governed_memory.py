@@ -18,6 +18,7 @@ module (each start of the runtime takes seconds); every test uses subjects of it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -452,6 +453,7 @@ async def w(world: World) -> AsyncIterator[World]:
     world.chat.summary = ["The user talked about the weather."]
     world.chat.summary_gate = None
     world.embeddings.aliases.clear()
+    world.chat.failure = world.controller.failure = world.embeddings.failure = None
     yield world
     if world.chat.summary_gate is not None:
         world.chat.summary_gate.set()  # never leave the runtime's background save hanging
@@ -837,6 +839,46 @@ async def test_sentinels_reach_no_sink(w: World, caplog: pytest.LogCaptureFixtur
             assert sentinel not in metrics, "content reached a metric"
             assert sentinel not in errors, "content reached an error body"
             assert sentinel not in runtime_log, "content reached the runtime's log"
+            assert sentinel not in "".join(w.control.responses), "content in a control reply"
+    finally:
+        undo()
+
+
+async def test_failed_model_and_controller_bodies_reach_no_sink(
+        w: World, caplog: pytest.LogCaptureFixture) -> None:
+    """ADR 0023 §44: a model that fails with a body quoting a sentinel, and kagent's
+    controller failing a session write likewise. The runtime carries both through the memory
+    API (its task and session traffic passes through); neither reaches a log record of ours,
+    a metric, an error body of the memory API or a control reply. Negative controls: the
+    sentinels did cross our process."""
+    undo = scrub_library_logs()
+    caplog.set_level(logging.DEBUG)
+    try:
+        scope = await w.scope("uma")
+        s_model, s_controller = f"sentinel-model-{tag()}", f"sentinel-controller-{tag()}"
+        exchanges = len(w.tap.exchanges())
+        w.chat.failure = s_model
+        with pytest.raises(RuntimeError):  # the turn fails with the model
+            await w.turn("Hello, are you there today?", scope.subject)
+        w.chat.failure = None
+        w.controller.failure = s_controller
+        with contextlib.suppress(RuntimeError):
+            await w.turn("Hello again, are you there now?", scope.subject)
+        w.controller.failure = None
+        crossed = [e for e in w.tap.exchanges()[exchanges:]
+                   if not e.path.startswith("/api/memories")]
+        sent = "".join(e.body.decode(errors="replace") for e in crossed)
+        answered = "".join(e.answer_body.decode(errors="replace") for e in crossed)
+        assert s_model in sent  # the runtime reported the model's failure to the controller
+        assert s_controller in answered  # and got the controller's failure back, through us
+
+        logged = caplog.text + "".join(logging.Formatter().format(r) for r in caplog.records)
+        metrics = generate_latest(REGISTRY).decode()
+        errors = "".join(e.answer_body.decode() for e in w.governed(lambda e: e.status >= 400))
+        for sentinel in (s_model, s_controller):
+            assert sentinel not in logged, "content reached a log record"
+            assert sentinel not in metrics, "content reached a metric"
+            assert sentinel not in errors, "content reached an error body of ours"
             assert sentinel not in "".join(w.control.responses), "content in a control reply"
     finally:
         undo()

@@ -97,6 +97,8 @@ class EmbeddingStub(LoopbackServer):
     def __init__(self) -> None:
         super().__init__()
         self.aliases: dict[str, str] = {}
+        self.failure: str | None = None
+        """When set: every answer is a 500 whose body quotes it (a provider's error)."""
 
     @property
     def url(self) -> str:
@@ -107,6 +109,9 @@ class EmbeddingStub(LoopbackServer):
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if self.failure is not None:
+            return web.json_response({"error": {"message": f"cannot embed: {self.failure}"}},
+                                     status=500)
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         as_base64 = body.get("encoding_format") == "base64"
         data = []
@@ -156,6 +161,8 @@ class ChatStub(LoopbackServer):
         super().__init__()
         self.summary: list[str] | str = ["The user talked about the weather."]
         self.summary_gate: asyncio.Event | None = None
+        self.failure: str | None = None
+        """When set: every chat request is answered 500 with a body quoting it."""
         self._steps: list[Step] = []
         self._pending: dict[str, str | CallTool] = {}  # tool call id -> what follows its result
 
@@ -179,6 +186,9 @@ class ChatStub(LoopbackServer):
             return web.json_response({"error": {"message": "the stub does not stream"}},
                                      status=400)
         last = body["messages"][-1]
+        if self.failure is not None:
+            return web.json_response({"error": {"message": f"model failed: {self.failure}",
+                                                "type": "server_error"}}, status=500)
         if _is_summariser(body):
             if self.summary_gate is not None:
                 await self.summary_gate.wait()
@@ -241,6 +251,8 @@ class ControllerStub(LoopbackServer):
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.tasks: dict[str, Any] = {}
         self.memories: list[dict[str, Any]] = []
+        self.failure: str | None = None
+        """When set: appending a session event is answered 500 with a body quoting it."""
 
     def calls(self, method: str, path: str) -> list[Recorded]:
         """The recorded requests with this method and exact path."""
@@ -293,6 +305,8 @@ class ControllerStub(LoopbackServer):
         return _envelope(None)
 
     async def _append_event(self, request: web.Request) -> web.Response:
+        if self.failure is not None:
+            return _error(f"cannot store the event: {self.failure}", 500)
         sid = request.match_info["sid"]
         if sid not in self.sessions:
             return _error("session not found", 404)

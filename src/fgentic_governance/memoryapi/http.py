@@ -179,7 +179,8 @@ class _Handler:
             EMBEDDINGS.labels(outcome=code.value).inc()
             return _answer(Reply(status_of(code), {"error": code.value}))
         EMBEDDINGS.labels(outcome="charged" if charged else "unattributed").inc()
-        return await self._forward(request, target)
+        return await proxy.forward(request, self._upstream, target, self._in_flight,
+                                   self._body_timeout, failures_replaced=True)
 
     async def _admit_embedding(self, request: web.BaseRequest) -> bool:
         if request.method != "POST" or self._identify_address is None:

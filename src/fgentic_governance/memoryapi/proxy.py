@@ -138,19 +138,23 @@ def refusal(code: Code) -> web.Response:
 
 
 async def forward(request: web.BaseRequest, upstream: aiohttp.ClientSession, url: URL,
-                  in_flight: InFlight, body_seconds: float) -> web.StreamResponse:
+                  in_flight: InFlight, body_seconds: float, *,
+                  failures_replaced: bool = False) -> web.StreamResponse:
     """Relay ``request`` to exactly ``url``: its body within ``body_seconds``, within its
-    client's share of the pool; 502 when the upstream cannot be reached."""
+    client's share of the pool; 502 when the upstream cannot be reached. With
+    ``failures_replaced``, an upstream answer that is not 2xx is not relayed either: its body
+    may quote the request (an embeddings provider's error echoing the text), and the runtime
+    logs error bodies at ERROR, so the caller gets 502 UPSTREAM_UNAVAILABLE instead."""
     try:
         with in_flight.hold(request.remote or ""):
-            return await _relay(request, upstream, url, body_seconds)
+            return await _relay(request, upstream, url, body_seconds, failures_replaced)
     except ApiError as refused:
         PASSED.labels(status="refused").inc()
         return refusal(refused.code)
 
 
 async def _relay(request: web.BaseRequest, upstream: aiohttp.ClientSession, url: URL,
-                 body_seconds: float) -> web.StreamResponse:
+                 body_seconds: float, failures_replaced: bool) -> web.StreamResponse:
     body = _ClientBody(request.content, body_seconds) if request.body_exists else None
     try:
         answer = await upstream.request(
@@ -162,6 +166,9 @@ async def _relay(request: web.BaseRequest, upstream: aiohttp.ClientSession, url:
         PASSED.labels(status="unreachable").inc()
         return refusal(ApiReason.UPSTREAM_UNAVAILABLE)
     async with answer:
+        if failures_replaced and not 200 <= answer.status < 300:
+            PASSED.labels(status="replaced").inc()
+            return refusal(ApiReason.UPSTREAM_UNAVAILABLE)
         response = web.StreamResponse(status=answer.status, reason=answer.reason,
                                       headers=_end_to_end(answer.headers))
         await response.prepare(request)
