@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from tests.support.memory_api import agent_token, headers, memory_api
 from tests.support.objects import consent_obj, scope_obj
 from tests.support.store import DELEGATE_SETTINGS, migrated_pool
 from tests.support.stubs import LoopbackServer, Recorded
+from tests.support.vectors import DIMENSIONS, unit_vector
 
 pytestmark = pytest.mark.integration
 
@@ -454,6 +456,7 @@ async def w(world: World) -> AsyncIterator[World]:
     world.chat.summary_gate = None
     world.embeddings.aliases.clear()
     world.chat.failure = world.controller.failure = world.embeddings.failure = None
+    world.embeddings.dimensions = DIMENSIONS
     yield world
     if world.chat.summary_gate is not None:
         world.chat.summary_gate.set()  # never leave the runtime's background save hanging
@@ -882,6 +885,29 @@ async def test_failed_model_and_controller_bodies_reach_no_sink(
             assert sentinel not in "".join(w.control.responses), "content in a control reply"
     finally:
         undo()
+
+
+async def test_a_1024_dimension_model_reaches_the_store_as_768(w: World) -> None:
+    """ADR 0024's BGE-M3 embeds in 1,024 dimensions. kagent-adk 0.9.11 keeps the first 768
+    of every embedding and normalises them again (KAgentEmbedding.TARGET_DIMENSION, its
+    Matryoshka truncation; shorter ones it refuses), so the store's vector(768) is what the
+    pinned runtime sends whatever the model: the save and the search arrive as 768 numbers
+    and the fact is found again."""
+    w.embeddings.dimensions = 1024
+    scope = await w.scope("vera")
+    fact = f"Vera plays the cello on Sundays {tag()}"
+    await w.save_turn(scope.subject, fact)
+    saved = w.saved(scope.subject, fact)
+    assert saved.status == 201
+    full = unit_vector(fact, 1024)
+    kept = full[:DIMENSIONS]
+    norm = math.sqrt(sum(x * x for x in kept))
+    assert _close(saved.json()["vector"], [x / norm for x in kept])
+    w.embeddings.aliases["what does Vera play"] = fact
+    await w.load_turn(scope.subject, "what does Vera play")
+    [*_, search] = w.of(scope.subject, SEARCH)
+    assert len(search.json()["vector"]) == DIMENSIONS
+    assert search.status == 200 and [f["content"] for f in search.answer()] == [fact]
 
 
 # -- 9. a prompt asking to ignore the rules -----------------------------------------------------

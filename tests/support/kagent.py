@@ -99,6 +99,8 @@ class EmbeddingStub(LoopbackServer):
         self.aliases: dict[str, str] = {}
         self.failure: str | None = None
         """When set: every answer is a 500 whose body quotes it (a provider's error)."""
+        self.dimensions = DIMENSIONS
+        """The model's dimension (1,024: BGE-M3, ADR 0024)."""
 
     @property
     def url(self) -> str:
@@ -116,8 +118,8 @@ class EmbeddingStub(LoopbackServer):
         as_base64 = body.get("encoding_format") == "base64"
         data = []
         for index, text in enumerate(inputs):
-            vector = embed(self.aliases.get(str(text), str(text)))
-            encoded: Any = (base64.b64encode(struct.pack(f"<{DIMENSIONS}f", *vector)).decode()
+            vector = unit_vector(self.aliases.get(str(text), str(text)), self.dimensions)
+            encoded: Any = (base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
                             if as_base64 else vector)
             data.append({"object": "embedding", "index": index, "embedding": encoded})
         return web.json_response({"object": "list", "data": data, "model": body.get("model"),
