@@ -36,7 +36,7 @@ BOT = "@fgentic:fgentic.local"
 
 
 @pytest.mark.parametrize(("component", "replicas"),
-                         [("operator", 1), ("webhook", 2), ("control-api", 1),
+                         [("operator", 1), ("webhook", 2), ("control-api", 2),
                           ("memory-api", 2)])
 def test_every_component_runs_ready_non_root_on_a_read_only_root(
         release: Release, component: str, replicas: int) -> None:

@@ -48,7 +48,8 @@ STAND_INS = [
     ("fgentic-demo", "agent", {"app": "kagent", "kagent": "docs-agent"}, 8080),
     ("matrix", "bridge", {"app.kubernetes.io/name": "matrix-a2a-bridge"}, 8080),
     # kagent's controller, labelled as kagent's chart labels it; 8083 serves its /api/a2a.
-    ("kagent", "controller",
+    # (test_memory_routing's "controller" in the same namespace is its echo stand-in.)
+    ("kagent", "kagent-controller",
      {"app.kubernetes.io/name": "kagent", "app.kubernetes.io/component": "controller"}, 8083),
 ]
 # (from, to, port, allowed)
@@ -61,9 +62,9 @@ PATHS = [
     # /api/a2a hop has no projector, or another Agent calling it as a sub-agent).
     ("proxy", "agent", 8080, True),
     ("bridge", "agent", 8080, False),
-    ("controller", "agent", 8080, False),  # the bypass: /api/a2a/<ns>/<agent> → the pod
-    ("controller", "retrieval", 8080, False),
-    ("controller", "database", 5432, False),
+    ("kagent-controller", "agent", 8080, False),  # the bypass: /api/a2a/<ns>/<agent>
+    ("kagent-controller", "retrieval", 8080, False),
+    ("kagent-controller", "database", 5432, False),
     ("model", "agent", 8080, False),
     ("agent", "retrieval", 8080, False),
     ("agent", "database", 5432, False),
@@ -144,4 +145,4 @@ def test_without_the_binding_policies_the_same_paths_are_open(
     node. A namespace without policies lets the agent stand-in reach the model stand-in, and
     the bridge reach kagent's controller (whose own ingress is kagent's to decide)."""
     assert probe(release, stand_ins, "agent", "model", 9000) == "open"
-    assert probe(release, stand_ins, "bridge", "controller", 8083) == "open"
+    assert probe(release, stand_ins, "bridge", "kagent-controller", 8083) == "open"

@@ -58,7 +58,7 @@ def test_upgrade_applies_the_crd_change_and_keeps_every_object(
     after = json.loads(cluster.kubectl("get", "memoryscopes", "-A", "-o", "json"))["items"]
     assert {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in before} <= {
         (o["metadata"]["namespace"], o["metadata"]["name"]) for o in after}
-    for component, replicas in (("operator", 1), ("webhook", 2), ("control-api", 1)):
+    for component, replicas in (("operator", 1), ("webhook", 2), ("control-api", 2)):
         wait_for(lambda c=component, n=replicas: len(
             [p for p in release.pods(c) if ready(p)]) == n, f"{component} ready after upgrade")
     # The upgraded operator still reconciles: a new scope with consent becomes Enabled.

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.integration
 
 AGENT = "helper"
 ALICE = "@alice:fgentic.local"
+BOB = "@bob:fgentic.local"
 EMBEDDING_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
                    " WHERE scope_key = $1 AND operation = 'embedding'")
 
@@ -122,6 +123,26 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
             for sink in (runtime_log, "\n".join(api_lines(caplog)), caplog.text, metrics):
                 assert sentinel not in sink
             assert 'fgentic_memory_api_passthrough_total{status="replaced"}' in metrics
+            assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
+
+            # Two users of the Agent leased at once: an embedding names neither (kagent's
+            # embeddings client sends no X-User-Id), so it is refused, not charged to one of
+            # them, and the turn is still answered, without memory.
+            provider.failure = None
+            bob = scope_record(f"{ns}/bob", subject_mxid=BOB, agent_namespace=ns,
+                               agent_name=AGENT, control_room="!bob-control:fgentic.local")
+            await store.ensure_scope(bob)
+            await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 120)
+            asked, charged = len(provider.requests), await pool.fetchval(
+                EMBEDDING_UNITS, access.scope_key)
+            chat.script(CallTool("save_memory", {"content": "Alice walks her dog at six."},
+                                 then="Noted."))
+            await turn()  # answered: a2a_turn raises unless the task completed
+            assert len(provider.requests) == asked
+            assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) == charged
+            assert await pool.fetchval(EMBEDDING_UNITS, bob.scope_key) == 0
+            assert any("action=embeddings reason=SCOPE_AMBIGUOUS" in line
+                       for line in api_lines(caplog))
             assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
     finally:
         if agent is not None:

@@ -409,7 +409,7 @@ async def test_embeddings_need_a_live_lease_of_the_calling_agent(
         env: Env, delegate_pool: asyncpg.Pool) -> None:
     """The runtime embeds before it saves or searches; through /v1/embeddings the work is
     refused outright while no user of the Agent has a live delegation, charged to the one
-    leased scope, and let through uncharged (counted) when several are leased."""
+    leased scope, and refused when several are leased (the request names no user)."""
     address = f"127.0.{uuid.uuid4().int % 250 + 1}.{uuid.uuid4().int % 250 + 1}"
     await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, address)
     provider = EmbeddingStub()
@@ -439,12 +439,13 @@ async def test_embeddings_need_a_live_lease_of_the_calling_agent(
             assert json.loads(seen.body) == body  # forwarded unchanged
             assert seen.header("authorization") == "Bearer provider-key"
             assert await env.pool.fetchval(ledger, alice.scope_key) == 1
-            await scope(env, subject=BOB, name="bob")  # a second leased user of the Agent
-            assert (await embed(pod))[0] == 200
-            assert await env.pool.fetchval(ledger, alice.scope_key) == 1  # not attributable
+            bob = await scope(env, subject=BOB, name="bob")  # a second leased user
+            assert await embed(pod) == (403, {"error": "SCOPE_AMBIGUOUS"})
+            assert await env.pool.fetchval(ledger, alice.scope_key) == 1  # nobody charged
+            assert await env.pool.fetchval(ledger, bob.scope_key) == 0
             # Any other address (no routed Pod there) is no Agent at all.
             assert await embed(stranger) == (403, {"error": "AGENT_UNRESOLVED"})
-            assert len(provider.requests) == 2
+            assert len(provider.requests) == 1  # only the attributable one was embedded
     finally:
         await provider.stop()
 

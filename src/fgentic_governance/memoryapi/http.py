@@ -47,7 +47,7 @@ _HEADERS: Final = MappingProxyType({"Cache-Control": "no-store"})
 EMBEDDINGS_PATH: Final = "/v1/embeddings"
 EMBEDDINGS: Final = Counter("fgentic_memory_api_embeddings",
                             "Embeddings requests by outcome: charged to the one leased scope, "
-                            "unattributed (several leased), or refused (reason code).",
+                            "or refused (reason code).",
                             ["outcome"])
 Identify = Callable[[str], Awaitable[AgentRef]]
 
@@ -170,7 +170,7 @@ class _Handler:
     async def _embedding(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
         code: Code = Reason.OK
         try:
-            charged = await self._admit_embedding(request)
+            await self._admit_embedding(request)
         except Exception as exc:
             code = _outcome(exc)
         log.info("memory-api action=embeddings reason=%s request=%s", code.value,
@@ -178,15 +178,15 @@ class _Handler:
         if code is not Reason.OK:
             EMBEDDINGS.labels(outcome=code.value).inc()
             return _answer(Reply(status_of(code), {"error": code.value}))
-        EMBEDDINGS.labels(outcome="charged" if charged else "unattributed").inc()
+        EMBEDDINGS.labels(outcome="charged").inc()
         return await proxy.forward(request, self._upstream, target, self._in_flight,
                                    self._body_timeout, failures_replaced=True)
 
-    async def _admit_embedding(self, request: web.BaseRequest) -> bool:
+    async def _admit_embedding(self, request: web.BaseRequest) -> None:
         if request.method != "POST" or self._identify_address is None:
             raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
         agent = await self._identify_address(request.remote or "")
-        return await self._api.admit_embedding(agent)
+        await self._api.admit_embedding(agent)
 
     async def _governed(self, request: web.BaseRequest, path: str) -> web.StreamResponse:
         action, run = self._routes.get(path, ("refused", None))

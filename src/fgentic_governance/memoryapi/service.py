@@ -131,12 +131,16 @@ class MemoryApi:
                             "metadata": {}, "created_at": _rfc3339(f)} for f in found])
 
 
-    async def admit_embedding(self, agent: AgentRef) -> bool:
-        """Before the runtime's embeddings request reaches the provider (ADR 0023 §42): no
-        live lease on any scope of the Agent, no embedding (LEASE_MISSING). True when it was
-        charged to the one leased scope; False when several scopes are leased (it cannot be
-        attributed; each of those saves and searches is still admitted on its own)."""
-        return bool(await _store(self.store.admit_embedding(agent.namespace, agent.name)) == 1)
+    async def admit_embedding(self, agent: AgentRef) -> None:
+        """Before the runtime's embeddings request reaches the provider (ADR 0023 §42), charged
+        to exactly one live delegation or refused: no live lease on any scope of the Agent is
+        LEASE_MISSING; several (two users of the Agent leased at once) is SCOPE_AMBIGUOUS,
+        because the request names no user (kagent's embeddings client sends the provider's key
+        and no X-User-Id). A refused embedding fails that memory call only: the runtime still
+        answers the turn without memory."""
+        leased = await _store(self.store.admit_embedding(agent.namespace, agent.name))
+        if leased != 1:
+            raise ApiError(Reason.SCOPE_AMBIGUOUS)
 
 
 def _fact(item: SaveItem) -> CheckedFact:
