@@ -32,6 +32,7 @@ class Reason(StrEnum):
     # Per-delegation bounds (ADR 0023 §43): searches per lease, facts per automatic summary.
     RECALL_LIMIT_REACHED = "RECALL_LIMIT_REACHED"
     SUMMARY_TOO_LARGE = "SUMMARY_TOO_LARGE"
+    SUMMARY_CADENCE_REACHED = "SUMMARY_CADENCE_REACHED"
     # Content-store fence.
     SCOPE_MISSING = "SCOPE_MISSING"
     SCOPE_DISABLED = "SCOPE_DISABLED"

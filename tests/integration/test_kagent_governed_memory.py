@@ -336,6 +336,13 @@ class World:
             "subject": scope.subject, "agent": {"namespace": self.ns, "name": scope.agent},
             "roomId": scope.room, "leaseId": scope.lease_id})
 
+    async def next_turn(self, scope: Scope) -> None:
+        """What the bridge does between two turns of ``scope``'s user: the last turn's
+        lease is closed and the next turn's opened (one lease per turn)."""
+        assert await self.close_lease(scope) == (200, {"reason": "OK", "closed": True})
+        status, body = await self.open_lease(scope)
+        assert status == 201, body
+
     async def live_leases(self, scope: Scope) -> int:
         return int(await self.pool.fetchval(LIVE_LEASES, scope.key))
 
@@ -464,13 +471,18 @@ async def w(world: World) -> AsyncIterator[World]:
     assert world.controller.memory_calls() == []
 
 
-async def five_turns(w: World, user: str, first: str, *steps: Any) -> str:
+async def five_turns(w: World, user: str, first: str, *steps: Any,
+                     leased: Scope | None = None) -> str:
     """Five user turns in one new session (the fifth starts the automatic save in the
-    background); ``steps`` are the model's first steps. Returns the session's context id."""
+    background); ``steps`` are the model's first steps. With ``leased``, each turn has its
+    own lease, as the bridge opens them (the cadence of automatic saves counts turns by
+    leases). Returns the session's context id."""
     context = uuid.uuid4().hex
     w.chat.script(*steps)
     await w.turn(first, user, context)
     for turn in range(2, 6):
+        if leased is not None:
+            await w.next_turn(leased)
         await w.turn(f"Turn {turn} of our chat.", user, context)
     return context
 
@@ -801,14 +813,15 @@ async def test_sentinels_reach_no_sink(w: World, caplog: pytest.LogCaptureFixtur
         w.chat.summary = [f"Judy works on {s_summary} this quarter."]
         await five_turns(w, scope.subject, query, CallTool("save_memory", {"content": fact},
                                                            then="Saved."),
-                         CallTool("load_memory", {"query": s_query}, then="Checked."))
+                         CallTool("load_memory", {"query": s_query}, then="Checked."),
+                         leased=scope)
         await eventually(lambda: w.of(scope.subject, BATCH), what="the automatic save")
         # A second session whose summariser answers no JSON: the runtime falls back to the
         # whole transcript, which is too large for one fact.
         w.chat.summary = f"Here is what I think: {s_malformed} (not a list)"
         long_turn = "Another day and another plan for the same project " + " ".join(
             f"with detail number {i} to discuss" for i in range(20))  # one long sentence
-        await five_turns(w, scope.subject, long_turn)
+        await five_turns(w, scope.subject, long_turn, leased=scope)
         await eventually(lambda: len(w.of(scope.subject, BATCH)) == 2,
                          what="the second automatic save")
         # And a refused save carrying a sentinel (no lease for this user).
@@ -942,7 +955,8 @@ async def test_a_runaway_model_meets_every_bound_and_each_reply_still_arrives(
     """ADR 0023 §43-44 through the real runtime. A first message of twelve long sentences
     makes kagent prefetch twelve times at once: eight searches are answered, four refused
     (RECALL_LIMIT_REACHED). A summary of eleven facts is refused whole before any cost
-    (SUMMARY_TOO_LARGE). A model that keeps loading meets the hourly ceiling
+    (SUMMARY_TOO_LARGE). An automatic save after fewer than five leased turns is refused
+    (SUMMARY_CADENCE_REACHED). A model that keeps loading meets the hourly ceiling
     (COST_CEILING_REACHED). The user gets every reply."""
     many = await w.scope("pia")
     opening = " ".join(f"Sentence {i} of my rather long opening message is right here."
@@ -965,6 +979,16 @@ async def test_a_runaway_model_meets_every_bound_and_each_reply_still_arrives(
     assert await w.pool.fetchval(
         "SELECT count(*) FROM fgentic_memory.op_ledger WHERE scope_key = $1"
         " AND operation IN ('summarize', 'save')", wordy.key) == 0
+
+    # Five turns on one lease are one leased turn: the runtime's automatic save at the fifth
+    # turn is refused (one per five turns; docs/memory.md §6b), and the turns are answered.
+    hasty = await w.scope("sam")
+    w.chat.summary = [f"Sam likes long walks {tag()}"]
+    await five_turns(w, hasty.subject, "Good evening.", Say("Evening, Sam."))
+    await eventually(lambda: w.of(hasty.subject, BATCH), what="the automatic save")
+    [batch] = w.of(hasty.subject, BATCH)
+    assert batch.refusal() == (429, "SUMMARY_CADENCE_REACHED")
+    assert await w.rows(user=hasty.subject) == []
 
     # One load is two units (load + embedding): the first turn's prefetch and load_memory
     # spend four; the next turn's load_memory is refused, and the reply still comes.

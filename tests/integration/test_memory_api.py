@@ -34,7 +34,7 @@ from fgentic_governance.memory import Access, MemoryStore
 from fgentic_governance.serving.http import scrub_library_logs
 from tests.support.kagent import ControllerStub, EmbeddingStub
 from tests.support.memory_api import agent_token, headers, memory_api, routed_pod, token
-from tests.support.store import ALICE, scope_record
+from tests.support.store import ALICE, past_turns, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -131,6 +131,7 @@ async def test_no_lease_means_a_refusal_never_an_empty_answer(env: Env) -> None:
 
 async def test_inside_a_lease_saves_and_searches_speak_kagents_shapes(env: Env) -> None:
     access = await scope(env)
+    await past_turns(env.store, access, 4)  # the fifth turn may save automatically
     status, body = await env.call("/api/memories/sessions", env.item("Alice likes tea."))
     assert status == 201 and set(body) == {"id"}
     status, body = await env.call("/api/memories/sessions/batch", {"items": [
@@ -218,7 +219,8 @@ async def test_a_shared_service_account_resolves_no_agent(env: Env) -> None:
 
 
 async def test_kagent_input_rules_and_our_bounds_hold(env: Env) -> None:
-    await scope(env)
+    access = await scope(env)
+    await past_turns(env.store, access, 4)
     short = {**env.item("x"), "vector": [0.1] * 767}
     cases = [
         ("/api/memories/sessions", short, 400, "REQUEST_MALFORMED"),
@@ -258,6 +260,7 @@ async def test_a_lease_admits_eight_searches(env: Env) -> None:
 
 async def test_cost_is_admitted_before_the_write_and_the_ceilings_are_hard(env: Env) -> None:
     access = await scope(env, hourly_operation_ceiling=8, explicit_burst=3)
+    await past_turns(env.store, access, 4)
     for i in range(3):  # the explicit bucket: burst 3
         assert (await env.call("/api/memories/sessions", env.item(f"fact {i}")))[0] == 201
     assert await env.call("/api/memories/sessions", env.item("fact 3")) == (
@@ -274,6 +277,7 @@ async def test_cost_is_admitted_before_the_write_and_the_ceilings_are_hard(env: 
 
 async def test_a_refused_write_still_spends_its_admission(env: Env) -> None:
     access = await scope(env, entry_cap=1)
+    await past_turns(env.store, access, 9)  # ten turns: two automatic saves
     assert (await env.call("/api/memories/sessions/batch", {"items": [env.item("a")]}))[0] == 201
     assert await env.call("/api/memories/sessions/batch", {"items": [env.item("b")]}) == (
         403, {"error": "ENTRY_CAP_REACHED"})

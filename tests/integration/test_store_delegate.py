@@ -22,7 +22,7 @@ from fgentic_governance.memory import MemoryStore, StoreRefusal, model
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
 from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Access, Operation
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, enabled, scope_record
+from tests.support.store import ALICE, enabled, past_turns, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -216,6 +216,7 @@ async def test_a_scope_may_lower_its_recalls_and_summary_facts(
     await store.open_lease(access, 120)
     assert [await _search_admitted(api) for _ in range(3)] == [
         Reason.OK, Reason.OK, Reason.RECALL_LIMIT_REACHED]
+    await past_turns(store, access, 4)  # the fifth turn's automatic save is due
     summary = {Operation.SUMMARIZE: 1, Operation.SAVE: 4, Operation.EMBEDDING: 4}
     assert await refused(api.admit(ALICE_HELPER, summary)) is Reason.SUMMARY_TOO_LARGE
     assert await pool.fetchval(LEDGER, access.scope_key) == 4  # the two searches only
@@ -229,3 +230,35 @@ async def test_a_scope_may_lower_its_recalls_and_summary_facts(
     await store.ensure_scope(scope_record(max_recalls=0, max_summary_facts=3))
     await store.open_lease(access, 120)
     assert await _search_admitted(api) is Reason.RECALL_LIMIT_REACHED
+
+
+async def test_one_automatic_save_per_five_turns(
+        store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool) -> None:
+    """ADR 0023 §43: a lease is one user turn, and an automatic save is admitted only while
+    the scope's summaries stay within its leases / minUserTurns; a replayed delegation opens
+    no lease and so counts no turn; a refused admission takes no turn's save."""
+    access = await enabled(store, scope_record(hourly_operation_ceiling=7))
+    api = DelegatedStore(delegate_pool)
+    summary = {Operation.SUMMARIZE: 1, Operation.SAVE: 1, Operation.EMBEDDING: 1}
+    delegation = str(uuid.uuid4())
+    await store.open_lease(access, 120)  # turn 1
+    for _ in range(4):  # turn 2, then three replays of its delegation: no new turn
+        await store.open_lease(access, 120, delegation)
+    assert await refused(api.admit(ALICE_HELPER, summary)) is Reason.SUMMARY_CADENCE_REACHED
+    await past_turns(store, access, 3)  # five turns now
+    await api.admit(ALICE_HELPER, summary)
+    assert await refused(api.admit(ALICE_HELPER, summary)) is Reason.SUMMARY_CADENCE_REACHED
+    await past_turns(store, access, 5)  # ten: the second save is due ...
+    await api.admit(ALICE_HELPER, {Operation.SAVE: 1, Operation.EMBEDDING: 1}, explicit=True)
+    # ... but the hourly ceiling (7) has 3 + 2 units spent: 3 more do not fit, and the
+    # refused admission does not use up the turn's save.
+    await api.admit(ALICE_HELPER, {Operation.LOAD: 1, Operation.EMBEDDING: 1})
+    assert await refused(api.admit(ALICE_HELPER, summary)) is Reason.COST_CEILING_REACHED
+    assert await pool.fetchval(
+        "SELECT summaries FROM fgentic_memory.summary_cadence WHERE scope_key = $1",
+        access.scope_key) == 1
+    # A scope may ask for more turns per save (automaticSave.minUserTurns).
+    await store.ensure_scope(scope_record(hourly_operation_ceiling=7, min_user_turns=10))
+    assert await pool.fetchval(
+        "SELECT min_user_turns FROM fgentic_memory.scope WHERE scope_key = $1",
+        access.scope_key) == 10

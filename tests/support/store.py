@@ -83,3 +83,11 @@ async def defeat_bounds(conn: Any) -> None:
     """What a hostile runtime can do after the gate: lift its transaction's bounds."""
     for name in bounds.RUNTIME:
         await conn.execute(f"SET LOCAL {name} = 0")
+
+
+async def past_turns(store: MemoryStore, access: Access, turns: int) -> None:
+    """``turns`` delegations of ``access``'s scope that opened and closed (each a user turn
+    the bridge leased): the cadence of automatic saves counts them (sql/0011)."""
+    for _ in range(turns):
+        lease = await store.open_lease(access, 60)
+        await store.close_lease(access.scope_key, lease.id)

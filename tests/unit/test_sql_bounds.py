@@ -78,3 +78,10 @@ def test_per_delegation_bounds_equal_the_model_bounds(column: str, model: Any, f
     match = re.search(rf"CHECK \({column} BETWEEN (\d+) AND (\d+)\)", BOUNDS_0011)
     assert match, f"no CHECK for {column} in sql/0011"
     assert (int(match[1]), int(match[2])) == _range(model.model_fields[field]) == (0, ceiling)
+
+
+def test_turns_per_automatic_save_equal_the_model_bounds() -> None:
+    match = re.search(r"CHECK \(min_user_turns BETWEEN (\d+) AND (\d+)\)", BOUNDS_0011)
+    assert match, "no CHECK for min_user_turns in sql/0011"
+    assert (int(match[1]), int(match[2])) == _range(
+        AutomaticSavePolicy.model_fields["min_user_turns"])

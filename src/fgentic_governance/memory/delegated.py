@@ -145,8 +145,9 @@ class DelegatedStore:
         (a search: the first turn's prefetch or load_memory) is first charged to a live lease
         of the scope, at most ``MAX_RECALLS_PER_LEASE`` (or the scope's lower bound) per lease
         (RECALL_LIMIT_REACHED); a summary (the automatic save) may carry at most the scope's
-        ``max_summary_facts`` saves (SUMMARY_TOO_LARGE). Both in the same transaction as the
-        admission: a refused one charges nothing."""
+        ``max_summary_facts`` saves (SUMMARY_TOO_LARGE) and comes at most once per
+        ``min_user_turns`` leases of the scope (SUMMARY_CADENCE_REACHED). All in the same
+        transaction as the admission: a refused one charges nothing."""
         if not items or any(not 1 <= units <= MAX_ADMIT_UNITS for units in items.values()):
             raise StoreRefusal(Reason.INVALID_SPEC)
         mode = "capture" if {Operation.SAVE, Operation.SUMMARIZE} & set(items) else "recall"

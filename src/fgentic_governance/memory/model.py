@@ -130,6 +130,8 @@ class ScopeRecord:
     """Searches one lease admits (policy.prefetch.maxSubqueries; sql/0011)."""
     max_summary_facts: int = 10
     """Facts one automatic save may carry (policy.automaticSave.maxFacts; sql/0011)."""
+    min_user_turns: int = 5
+    """Leases (turns) per automatic save (policy.automaticSave.minUserTurns; sql/0011)."""
     store_agent_name: str = ""
     """agent_name spelling of this Agent's rows in the store; empty means ``<ns>/<name>``."""
 
@@ -155,6 +157,7 @@ class ScopeRecord:
             explicit_burst=policy.explicit_operations.burst,
             max_recalls=policy.prefetch.max_subqueries,
             max_summary_facts=policy.automatic_save.max_facts,
+            min_user_turns=policy.automatic_save.min_user_turns,
         )
 
 

@@ -106,8 +106,8 @@ _SCOPE_UPSERT: Final = """
 INSERT INTO fgentic_memory.scope AS s
     (scope_key, subject_mxid, origin_kind, agent_namespace, agent_name, store_agent_name,
      control_room, entry_cap, max_fact_bytes, max_retention_days, hourly_operation_ceiling,
-     explicit_per_minute, explicit_burst, max_recalls, max_summary_facts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+     explicit_per_minute, explicit_burst, max_recalls, max_summary_facts, min_user_turns)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (scope_key) DO UPDATE SET
     subject_mxid = excluded.subject_mxid, origin_kind = excluded.origin_kind,
     agent_namespace = excluded.agent_namespace, agent_name = excluded.agent_name,
@@ -117,6 +117,7 @@ ON CONFLICT (scope_key) DO UPDATE SET
     hourly_operation_ceiling = excluded.hourly_operation_ceiling,
     explicit_per_minute = excluded.explicit_per_minute, explicit_burst = excluded.explicit_burst,
     max_recalls = excluded.max_recalls, max_summary_facts = excluded.max_summary_facts,
+    min_user_turns = excluded.min_user_turns,
     updated_at = now()
 """
 _SCOPE_STATE: Final = """
@@ -216,7 +217,8 @@ class MemoryStore:
                 _SCOPE_UPSERT, r.scope_key, r.subject_mxid, r.origin_kind, r.agent_namespace,
                 r.agent_name, r.effective_store_agent_name, r.control_room, r.entry_cap,
                 r.max_fact_bytes, r.max_retention_days, r.hourly_operation_ceiling,
-                r.explicit_per_minute, r.explicit_burst, r.max_recalls, r.max_summary_facts)
+                r.explicit_per_minute, r.explicit_burst, r.max_recalls, r.max_summary_facts,
+                r.min_user_turns)
             return await self._state(conn, r.scope_key)
 
         return await self._run("ensure_scope", work)

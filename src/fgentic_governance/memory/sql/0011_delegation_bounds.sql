@@ -14,7 +14,11 @@
 --
 -- The runtime's automatic save is one summary of the session: at most ten facts (ADR 0023 §43),
 -- or fewer by the scope's automaticSave.maxFacts (0-10). check_summary() refuses a larger one
--- (SUMMARY_TOO_LARGE) before its summarisation, saves and embeddings are admitted.
+-- (SUMMARY_TOO_LARGE) before its summarisation, saves and embeddings are admitted. And there is
+-- at most one automatic save per five user turns (ADR 0023 §43), or per the scope's
+-- automaticSave.minUserTurns (5-1000): the scope's leases are counted as they are opened, and a
+-- summary is admitted only while the summaries so far stay within leases / minUserTurns
+-- (SUMMARY_CADENCE_REACHED).
 
 -- 1. One more refusal code.
 CREATE OR REPLACE FUNCTION fgentic_memory.refuse(p_reason text) RETURNS void
@@ -45,6 +49,7 @@ DECLARE
         WHEN 'LEASE_LIMIT_REACHED' THEN 'FG020'
         WHEN 'RECALL_LIMIT_REACHED' THEN 'FG021'
         WHEN 'SUMMARY_TOO_LARGE' THEN 'FG022'
+        WHEN 'SUMMARY_CADENCE_REACHED' THEN 'FG023'
         ELSE 'FG999'
     END;
 BEGIN
@@ -59,7 +64,33 @@ $$;
 ALTER TABLE fgentic_memory.scope
     ADD COLUMN max_recalls integer NOT NULL DEFAULT 8 CHECK (max_recalls BETWEEN 0 AND 8),
     ADD COLUMN max_summary_facts integer NOT NULL DEFAULT 10
-        CHECK (max_summary_facts BETWEEN 0 AND 10);
+        CHECK (max_summary_facts BETWEEN 0 AND 10),
+    ADD COLUMN min_user_turns integer NOT NULL DEFAULT 5
+        CHECK (min_user_turns BETWEEN 5 AND 1000);
+
+-- The cadence of automatic saves: leases opened (a replayed delegation opens none) and
+-- summaries admitted, per scope, never reset. Owner only.
+CREATE TABLE fgentic_memory.summary_cadence (
+    scope_key text PRIMARY KEY REFERENCES fgentic_memory.scope (scope_key) ON DELETE CASCADE,
+    leases bigint NOT NULL DEFAULT 0 CHECK (leases >= 0),
+    summaries bigint NOT NULL DEFAULT 0 CHECK (summaries >= 0)
+);
+REVOKE ALL ON fgentic_memory.summary_cadence FROM PUBLIC;
+
+CREATE FUNCTION fgentic_memory.count_lease() RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO fgentic_memory.summary_cadence AS c (scope_key, leases)
+    VALUES (NEW.scope_key, 1)
+    ON CONFLICT (scope_key) DO UPDATE SET leases = c.leases + 1;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER delegation_lease_counted AFTER INSERT ON fgentic_memory.delegation_lease
+    FOR EACH ROW EXECUTE FUNCTION fgentic_memory.count_lease();
 
 -- The recalls a lease has admitted. Mirrored by
 -- fgentic_governance.memory.model.MAX_RECALLS_PER_LEASE (a test holds them equal).
@@ -111,9 +142,11 @@ BEGIN
 END
 $$;
 
--- 4. An automatic save of p_facts facts into the scope this transaction entered for capture.
+-- 4. An automatic save of p_facts facts into the scope this transaction entered for capture:
+-- its size, then its turn in the cadence (counted here, undone with the transaction if the
+-- admission that follows is refused).
 CREATE FUNCTION fgentic_memory.check_summary(p_facts integer) RETURNS void
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -131,12 +164,20 @@ BEGIN
     IF p_facts IS NULL OR p_facts < 1 OR v_most IS NULL OR p_facts > v_most THEN
         PERFORM fgentic_memory.refuse('SUMMARY_TOO_LARGE');
     END IF;
+    UPDATE fgentic_memory.summary_cadence c SET summaries = c.summaries + 1
+      FROM fgentic_memory.scope s
+     WHERE c.scope_key = v_scope AND s.scope_key = v_scope
+       AND (c.summaries + 1) * s.min_user_turns <= c.leases;
+    IF NOT FOUND THEN
+        PERFORM fgentic_memory.refuse('SUMMARY_CADENCE_REACHED');
+    END IF;
 END
 $$;
 
 -- 5. Privileges: the owner reads the constant; only the delegating role charges and checks.
 REVOKE EXECUTE ON FUNCTION fgentic_memory.max_recalls_per_lease(),
-    fgentic_memory.charge_recall(), fgentic_memory.check_summary(integer)
+    fgentic_memory.charge_recall(), fgentic_memory.check_summary(integer),
+    fgentic_memory.count_lease()
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fgentic_memory.charge_recall(), fgentic_memory.check_summary(integer)
     TO fgentic_memory_delegate;
