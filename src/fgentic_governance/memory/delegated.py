@@ -173,22 +173,20 @@ class DelegatedStore:
         for operation in items:
             record(ADMISSIONS, operation.value, Reason.OK)
 
-    async def admit_embedding(self, agent_namespace: str, agent_name: str) -> int:
-        """One embedding of this Agent, charged to its one leased scope (sql/0009); returns how
-        many scopes are leased (LEASE_MISSING when none; more than one: not charged)."""
-        async def work() -> int:
+    async def admit_embedding(self, agent_namespace: str, agent_name: str) -> None:
+        """One embedding of this Agent, charged to its one leased scope (sql/0009, sql/0011):
+        LEASE_MISSING when none is leased, SCOPE_AMBIGUOUS when several are."""
+        async def work() -> None:
             async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn, conn.transaction():
-                return int(await conn.fetchval(
-                    "SELECT fgentic_memory.admit_agent_embedding($1, $2)",
-                    agent_namespace, agent_name))
+                await conn.fetchval("SELECT fgentic_memory.admit_agent_embedding($1, $2)",
+                                    agent_namespace, agent_name)
 
         try:
-            leased = await guarded(work())
+            await guarded(work())
         except StoreRefusal as refusal:
             record(ADMISSIONS, Operation.EMBEDDING.value, refusal.reason)
             raise
         record(ADMISSIONS, Operation.EMBEDDING.value, Reason.OK)
-        return leased
 
     async def save(self, caller: Caller, facts: Sequence[Fact], envelope: Envelope) -> list[str]:
         """Insert every fact or none; returns their ids."""

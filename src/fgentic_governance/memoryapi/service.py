@@ -51,7 +51,7 @@ class Store(Protocol):
                            envelope: Envelope) -> list[str]: ...
     async def search(self, caller: Caller, vector: Embedding, *, limit: int,
                      min_score: float) -> list[Found]: ...
-    async def admit_embedding(self, agent_namespace: str, agent_name: str) -> int: ...
+    async def admit_embedding(self, agent_namespace: str, agent_name: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -137,10 +137,8 @@ class MemoryApi:
         LEASE_MISSING; several (two users of the Agent leased at once) is SCOPE_AMBIGUOUS,
         because the request names no user (kagent's embeddings client sends the provider's key
         and no X-User-Id). A refused embedding fails that memory call only: the runtime still
-        answers the turn without memory."""
-        leased = await _store(self.store.admit_embedding(agent.namespace, agent.name))
-        if leased != 1:
-            raise ApiError(Reason.SCOPE_AMBIGUOUS)
+        answers the turn without memory. The store decides both (sql/0011)."""
+        await _store(self.store.admit_embedding(agent.namespace, agent.name))
 
 
 def _fact(item: SaveItem) -> CheckedFact:

@@ -19,6 +19,10 @@
 -- automaticSave.minUserTurns (5-1000): the scope's leases are counted as they are opened, and a
 -- summary is admitted only while the summaries so far stay within leases / minUserTurns
 -- (SUMMARY_CADENCE_REACHED).
+--
+-- An embedding is charged to exactly one live delegation or refused: with several scopes of
+-- the Agent leased at once (two users), admit_agent_embedding (sql/0009) let it through
+-- uncharged; it is now SCOPE_AMBIGUOUS, as enter_delegation answers the same ambiguity.
 
 -- 1. One more refusal code.
 CREATE OR REPLACE FUNCTION fgentic_memory.refuse(p_reason text) RETURNS void
@@ -174,7 +178,45 @@ BEGIN
 END
 $$;
 
--- 5. Privileges: the owner reads the constant; only the delegating role charges and checks.
+-- 5. Embeddings (sql/0009): exactly one leased scope of the Agent, or a refusal. Replaced in
+-- place, so the delegate role keeps the grant sql/0010 gave it.
+CREATE OR REPLACE FUNCTION fgentic_memory.admit_agent_embedding(
+    p_agent_namespace text, p_agent_name text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_found integer;
+    v_key text;
+    s fgentic_memory.scope;
+BEGIN
+    SELECT count(DISTINCT sc.scope_key), min(sc.scope_key)
+      INTO v_found, v_key
+      FROM fgentic_memory.scope sc
+      JOIN fgentic_memory.delegation_lease l ON l.scope_key = sc.scope_key
+     WHERE sc.agent_namespace = p_agent_namespace
+       AND sc.agent_name = p_agent_name
+       AND l.closed_at IS NULL
+       AND l.expires_at > statement_timestamp()
+       AND l.consent_generation = sc.consent_generation
+       AND sc.enabled;
+    IF v_found = 0 THEN
+        PERFORM fgentic_memory.refuse('LEASE_MISSING');
+    ELSIF v_found > 1 THEN
+        PERFORM fgentic_memory.refuse('SCOPE_AMBIGUOUS');
+    END IF;
+    SELECT * INTO s FROM fgentic_memory.scope WHERE scope_key = v_key;
+    PERFORM fgentic_memory.enter_scope(
+        s.scope_key, s.consent_generation, s.subject_mxid, s.agent_namespace, s.agent_name,
+        s.control_room, 'recall');
+    PERFORM fgentic_memory.admit('embedding', 1, false);
+    RETURN v_found;
+END
+$$;
+
+-- 6. Privileges: the owner reads the constant; only the delegating role charges and checks.
 REVOKE EXECUTE ON FUNCTION fgentic_memory.max_recalls_per_lease(),
     fgentic_memory.charge_recall(), fgentic_memory.check_summary(integer),
     fgentic_memory.count_lease()
