@@ -14,6 +14,23 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- /* The two Pod hooks of the memory routing (render.py _pod_webhooks): kagent's Agent Pods
 everywhere, any other Pod in namespaces labelled fgentic.dev/memory-routing=enabled.
 Arguments: ctx, names (two), path, operations, ca, mutating. */ -}}
+{{/* A PodDisruptionBudget keeping one Pod of a replicated component: dict ctx, name,
+namespace, component. */}}
+{{- define "fg.podDisruptionBudget" -}}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels: {{- include "fg.labels" .ctx | nindent 4 }}
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels:
+      app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+      app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
 {{- define "fg.podHooks" -}}
 {{- $ctx := .ctx }}
 {{- range $i, $name := .names }}
