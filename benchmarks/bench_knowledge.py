@@ -41,6 +41,7 @@ import asyncpg
 from aiohttp import ClientSession, ClientTimeout, DummyCookieJar, TCPConnector
 
 from benchmarks.common import (
+    Mixture,
     Table,
     banner,
     command_line,
@@ -61,24 +62,19 @@ ALICE_KEY = {"kind": "matrix", "principal": ALICE}
 BOB_KEY = {"kind": "matrix", "principal": "@bob:org-a.example"}
 
 
-def _point(rng: random.Random, centres: list[list[float]]) -> list[float]:
-    centre = rng.choice(centres)
-    return [c + rng.gauss(0.0, 0.15) for c in centre]
-
-
 async def load(dsn: str, chunks: int) -> list[str]:
     """The corpus (10 % Alice's) and the query texts; each query's stub vector is near a topic
     because the stub answers ``unit_vector(text)``, so queries are chunk texts themselves."""
     rng = random.Random(5)
-    centres = [[rng.gauss(0.0, 1.0) for _ in range(corpus.EMBEDDING_DIMENSIONS)]
-               for _ in range(TOPICS)]
+    topics = Mixture.draw(rng, topics=TOPICS, spread=0.15,
+                          dimensions=corpus.EMBEDDING_DIMENSIONS)
     rows, vectors = [], []
     for i in range(1, chunks + 1):
         reader = ALICE_KEY if i % 10 == 0 else BOB_KEY
         rows.append(ingest.Row(i, f"chunk {i}", f"docs/{i}.md", {
             "classification": "public", "allowed_principals": [reader], "allowed_groups": []},
             None))
-        vectors.append(_point(rng, centres))
+        vectors.append(topics.point(rng))
     conn = await asyncpg.connect(dsn)
     try:
         await corpus.create_chunks_table(conn, indexes=False)

@@ -50,6 +50,7 @@ from typing import Any, ClassVar, Final
 import asyncpg
 
 from benchmarks.common import (
+    Mixture,
     Stats,
     Table,
     banner,
@@ -167,16 +168,15 @@ class Space:
     """Where the corpus and the queries are drawn from.
 
     ``uniform``: every coordinate uniform in [-1, 1), HNSW's worst case (no structure at all).
-    ``clustered``: a Gaussian mixture, as real embeddings cluster by topic: ``TOPICS`` centres
-    with N(0, 1) coordinates, each point a centre plus N(0, ``SPREAD``) noise, so two chunks of
-    one topic have a cosine similarity of about 1 / (1 + SPREAD**2) = 0.64 and two of different
-    topics about 0. Queries come from the same mixture. ACLs are drawn independently of the
+    ``clustered``: a ``Mixture`` of ``TOPICS`` topics with ``SPREAD``, so two chunks of one
+    topic have a cosine similarity of about 0.64 and two of different topics about 0. Queries
+    come from the same mixture. ACLs are drawn independently of the
     topic: a group's documents are spread over every topic, the case where a filter cannot
     lean on locality.
     """
 
     kind: str
-    centres: tuple[tuple[float, ...], ...] = ()
+    mixture: Mixture | None = None
 
     TOPICS: ClassVar[int] = 100
     SPREAD: ClassVar[float] = 0.75
@@ -185,15 +185,11 @@ class Space:
     def of(cls, kind: str, seed: int) -> Space:
         if kind == "uniform":
             return cls(kind)
-        rng = random.Random(seed + 3)
-        return cls(kind, tuple(tuple(rng.gauss(0.0, 1.0) for _ in range(DIM))
-                               for _ in range(cls.TOPICS)))
+        return cls(kind, Mixture.draw(random.Random(seed + 3), topics=cls.TOPICS,
+                                      spread=cls.SPREAD, dimensions=DIM))
 
     def vector(self, rng: random.Random) -> list[float]:
-        if not self.centres:
-            return _random_vector(rng)
-        centre = rng.choice(self.centres)
-        return [c + rng.gauss(0.0, self.SPREAD) for c in centre]
+        return _random_vector(rng) if self.mixture is None else self.mixture.point(rng)
 
     def marker(self, seed: int) -> str:
         return f"bench_prefilter seed={seed} corpus={self.kind}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import random
 import shlex
 import shutil
 import statistics
@@ -42,6 +43,26 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- how and where -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """A Gaussian mixture of topics, as real embeddings cluster: ``centres`` with N(0, 1)
+    coordinates; a point is a centre plus N(0, ``spread``) noise on every coordinate, so two
+    points of one topic have a cosine similarity of about 1 / (1 + spread**2)."""
+
+    centres: tuple[tuple[float, ...], ...]
+    spread: float
+
+    @classmethod
+    def draw(cls, rng: random.Random, *, topics: int, spread: float,
+             dimensions: int) -> Mixture:
+        return cls(tuple(tuple(rng.gauss(0.0, 1.0) for _ in range(dimensions))
+                         for _ in range(topics)), spread)
+
+    def point(self, rng: random.Random) -> list[float]:
+        centre = rng.choice(self.centres)
+        return [c + rng.gauss(0.0, self.spread) for c in centre]
 
 
 def command_line() -> str:
