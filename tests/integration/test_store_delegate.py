@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from fgentic_governance.memory import MemoryStore, StoreRefusal, model
+from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds, model
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
 from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Access, Operation
 from fgentic_governance.reasons import Reason
@@ -262,3 +262,49 @@ async def test_one_automatic_save_per_five_turns(
     assert await pool.fetchval(
         "SELECT min_user_turns FROM fgentic_memory.scope WHERE scope_key = $1",
         access.scope_key) == 10
+
+
+async def test_a_summary_is_admitted_before_the_model_and_charged_once(
+        store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool) -> None:
+    """sql/0013: the model route admits kagent's summarisation before the model is called:
+    charged to the Agent's one leased scope, its input at most 16 KiB, its place in the
+    cadence reserved; the automatic save that follows takes the reservation and is not charged
+    a second summarisation. Without a lease, or with two users leased, nothing is admitted."""
+    api = DelegatedStore(delegate_pool)
+    access = await enabled(store, scope_record(hourly_operation_ceiling=20))
+    assert await refused(api.admit_summary("team-a", "helper", 100)) is Reason.LEASE_MISSING
+    assert await pool.fetchval("SELECT fgentic_memory.max_summary_input_bytes()") == \
+        bounds.MAX_SUMMARY_INPUT_BYTES
+    await past_turns(store, access, 4)
+    await store.open_lease(access, 120)  # the fifth turn is running
+    assert await refused(api.admit_summary(
+        "team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES + 1)) is \
+        Reason.SUMMARY_INPUT_TOO_LARGE
+    await api.admit_summary("team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES)
+    # One summary per five turns, the reservation included: a second one is refused before
+    # the model works, and so is an automatic save that brings no reservation of its own.
+    assert await refused(api.admit_summary("team-a", "helper", 10)) is \
+        Reason.SUMMARY_CADENCE_REACHED
+    assert await pool.fetchval(LEDGER, access.scope_key) == 1
+    automatic = {Operation.SUMMARIZE: 1, Operation.SAVE: 2, Operation.EMBEDDING: 2}
+    await api.admit(ALICE_HELPER, automatic)  # takes the reservation: 4 units, not 5
+    assert await pool.fetchval(LEDGER, access.scope_key) == 5
+    assert await refused(api.admit(ALICE_HELPER, automatic)) is Reason.SUMMARY_CADENCE_REACHED
+    assert tuple(await pool.fetchrow(
+        "SELECT summaries, reserved FROM fgentic_memory.summary_cadence WHERE scope_key = $1",
+        access.scope_key)) == (1, 0)
+    # Five turns on, a save with no summary at the route (kagent's raw fallback) is charged
+    # its summarisation as before.
+    await past_turns(store, access, 5)
+    await api.admit(ALICE_HELPER, automatic)
+    assert await pool.fetchval(LEDGER, access.scope_key) == 10
+    # A scope with no automatic save at all refuses the summary before the model works.
+    await store.ensure_scope(scope_record(hourly_operation_ceiling=20, max_summary_facts=0))
+    await past_turns(store, access, 5)
+    assert await refused(api.admit_summary("team-a", "helper", 10)) is Reason.SUMMARY_TOO_LARGE
+    # Two users of the Agent leased at once: the request names neither, so it is refused.
+    await store.ensure_scope(scope_record(hourly_operation_ceiling=20))
+    bob = await enabled(store, scope_record("team-a/bob-helper", subject_mxid="@bob:example.org",
+                                            control_room="!bob-control:example.org"))
+    await store.open_lease(bob, 120)
+    assert await refused(api.admit_summary("team-a", "helper", 10)) is Reason.SCOPE_AMBIGUOUS

@@ -56,6 +56,10 @@ MAX_BATCH: Final = 50
 MAX_SUMMARY_FACTS: Final = 10
 """ADR 0023 §43: most facts one automatic save (the runtime's summary of a session) may carry;
 a larger one is refused whole, before any cost (SUMMARY_TOO_LARGE)."""
+MAX_SUMMARY_INPUT_BYTES: Final = 16384
+"""ADR 0023 §43: most UTF-8 bytes of conversation one summarisation may be given; a larger
+one is refused before the model is called (SUMMARY_INPUT_TOO_LARGE; the database's
+``max_summary_input_bytes()`` is the same bound)."""
 MAX_TTL_DAYS: Final = 36500
 """Largest ``ttl_days`` a save may name (it can only shorten the scope's retention)."""
 MAX_ADMIT_UNITS: Final = 60

@@ -38,6 +38,8 @@ _ENTER: Final = "SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, $4)"
 _CHARGE_RECALL: Final = "SELECT fgentic_memory.charge_recall()"
 _CHECK_SUMMARY: Final = "SELECT fgentic_memory.check_summary($1)"
 _ADMIT: Final = "SELECT fgentic_memory.admit($1, $2, $3)"
+_ADMIT_EMBEDDING: Final = "SELECT fgentic_memory.admit_agent_embedding($1, $2)"
+_ADMIT_SUMMARY: Final = "SELECT fgentic_memory.admit_agent_summary($1, $2, $3)"
 # One statement: enter the leased scope, then insert every fact under its claim. The CTE is
 # materialised, so the claim exists before the first row reaches the write gate.
 _SAVE: Final = """
@@ -146,8 +148,9 @@ class DelegatedStore:
         of the scope, at most ``MAX_RECALLS_PER_LEASE`` (or the scope's lower bound) per lease
         (RECALL_LIMIT_REACHED); a summary (the automatic save) may carry at most the scope's
         ``max_summary_facts`` saves (SUMMARY_TOO_LARGE) and comes at most once per
-        ``min_user_turns`` leases of the scope (SUMMARY_CADENCE_REACHED). All in the same
-        transaction as the admission: a refused one charges nothing."""
+        ``min_user_turns`` leases of the scope (SUMMARY_CADENCE_REACHED); its summarisation is
+        not charged again when the model route admitted it (:meth:`admit_summary`). All in the
+        same transaction as the admission: a refused one charges nothing."""
         if not items or any(not 1 <= units <= MAX_ADMIT_UNITS for units in items.values()):
             raise StoreRefusal(Reason.INVALID_SPEC)
         mode = "capture" if {Operation.SAVE, Operation.SUMMARIZE} & set(items) else "recall"
@@ -157,10 +160,12 @@ class DelegatedStore:
                 await conn.fetchrow(_ENTER, *caller.params(), mode)
                 if Operation.LOAD in items:
                     await conn.fetchval(_CHARGE_RECALL)
+                charged = dict(items)
                 if Operation.SUMMARIZE in items:  # the automatic save: its facts are its saves
-                    await conn.execute(_CHECK_SUMMARY, items.get(Operation.SAVE, 0))
+                    if await conn.fetchval(_CHECK_SUMMARY, items.get(Operation.SAVE, 0)):
+                        del charged[Operation.SUMMARIZE]  # already charged at the model route
                 take_token = explicit
-                for operation, units in items.items():
+                for operation, units in charged.items():
                     await conn.fetchval(_ADMIT, operation.value, units, take_token)
                     take_token = False  # one explicit request is one token
 
@@ -176,17 +181,29 @@ class DelegatedStore:
     async def admit_embedding(self, agent_namespace: str, agent_name: str) -> None:
         """One embedding of this Agent, charged to its one leased scope (sql/0009, sql/0011):
         LEASE_MISSING when none is leased, SCOPE_AMBIGUOUS when several are."""
+        await self._admit_for_agent(Operation.EMBEDDING, _ADMIT_EMBEDDING,
+                                    agent_namespace, agent_name)
+
+    async def admit_summary(self, agent_namespace: str, agent_name: str,
+                            input_bytes: int) -> None:
+        """One summarisation of this Agent, before its model is called (sql/0013): charged to
+        its one leased scope like an embedding, its input within MAX_SUMMARY_INPUT_BYTES, its
+        place in the cadence reserved for the automatic save that follows."""
+        await self._admit_for_agent(Operation.SUMMARIZE, _ADMIT_SUMMARY,
+                                    agent_namespace, agent_name, input_bytes)
+
+    async def _admit_for_agent(self, operation: Operation, statement: str, *args: Any) -> None:
+        """A request that names no user, charged to the Agent's one leased scope."""
         async def work() -> None:
             async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn, conn.transaction():
-                await conn.fetchval("SELECT fgentic_memory.admit_agent_embedding($1, $2)",
-                                    agent_namespace, agent_name)
+                await conn.execute(statement, *args)
 
         try:
             await guarded(work())
         except StoreRefusal as refusal:
-            record(ADMISSIONS, Operation.EMBEDDING.value, refusal.reason)
+            record(ADMISSIONS, operation.value, refusal.reason)
             raise
-        record(ADMISSIONS, Operation.EMBEDDING.value, Reason.OK)
+        record(ADMISSIONS, operation.value, Reason.OK)
 
     async def save(self, caller: Caller, facts: Sequence[Fact], envelope: Envelope) -> list[str]:
         """Insert every fact or none; returns their ids."""

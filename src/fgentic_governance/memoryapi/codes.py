@@ -60,6 +60,7 @@ STATUS: Final = MappingProxyType({
     Reason.INVALID_SPEC: 400,
     Reason.FACT_TOO_LARGE: 400,
     Reason.SUMMARY_TOO_LARGE: 400,
+    Reason.SUMMARY_INPUT_TOO_LARGE: 413,
     ApiReason.METHOD_NOT_ALLOWED: 405,
     ApiReason.REQUEST_TOO_LARGE: 413,
     Reason.RATE_LIMITED: 429,
