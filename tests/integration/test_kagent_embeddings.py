@@ -31,7 +31,7 @@ from tests.support.kagent import (
     start_agent,
 )
 from tests.support.memory_api import agent_token, memory_api, routed_pod
-from tests.support.store import scope_record
+from tests.support.store import past_turns, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -144,6 +144,98 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
             assert any("action=embeddings reason=SCOPE_AMBIGUOUS" in line
                        for line in api_lines(caplog))
             assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
+    finally:
+        if agent is not None:
+            agent.stop()
+        for stub in (provider, chat, controller):
+            await stub.stop()
+        await asyncio.to_thread(client.CoreV1Api(k8s_client).delete_namespaced_pod,
+                                f"{AGENT}-pod", ns, grace_period_seconds=0)
+
+
+SUMMARIZE_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
+                   " WHERE scope_key = $1 AND operation = 'summarize'")
+ROWS = "SELECT count(*) FROM fgentic_memory.memory"
+
+
+async def test_a_summary_is_admitted_before_the_model_works(
+        k8s_client: client.ApiClient, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool,
+        store: MemoryStore, *, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """ADR 0023 §42-43 at the earliest point we see: the Agent's model route is the memory
+    API's /v1/chat/completions. kagent's summarisation (every fifth user turn of a session) is
+    admitted there before the model is asked: refused without a lease, over 16 KiB of
+    conversation, or before the cadence allows it, each while the turn's reply still arrives;
+    admitted, it is charged once (the automatic save takes its reservation). The Agent's own
+    turns pass unchanged; the embeddings route refuses a query over 512 bytes."""
+    caplog.set_level(logging.INFO, logger=API_LOG)
+    ns = f"summ-{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(client.CoreV1Api(k8s_client).create_namespace,
+                            client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    token = await agent_token(k8s_client, ns, AGENT)
+    await asyncio.to_thread(routed_pod, k8s_client, ns, AGENT, "127.0.0.1")
+    provider, chat, controller = EmbeddingStub(), ChatStub(), ControllerStub()
+    for stub in (provider, chat, controller):
+        await stub.start()
+    record = scope_record(f"{ns}/alice", subject_mxid=ALICE, agent_namespace=ns,
+                          agent_name=AGENT, control_room="!alice-control:fgentic.local")
+    await store.ensure_scope(record)
+    access = Access.for_scope(record, await store.grant(record.scope_key))
+    chat.summary = ["Alice likes green tea.", "Alice cycles to work."]
+    agent = None
+    try:
+        async with memory_api(delegate_pool, k8s_client, controller.base_url,
+                              local_server="fgentic.local",
+                              embeddings_url=provider.url + "/embeddings",
+                              model_url=chat.url + "/chat/completions") as url:
+            agent = await start_agent(tmp_path / "runtime", kagent_url=url, chat=chat,
+                                      embeddings=provider, embeddings_url=url + "/v1",
+                                      model_url=url + "/v1", token=token, namespace=ns,
+                                      agent=AGENT)
+
+            async def session(texts: list[str]) -> None:
+                """One session of ``len(texts)`` user turns; each reply arrives (a2a_turn
+                raises unless the task completed), then the background save settles."""
+                context = uuid.uuid4().hex
+                for text in texts:
+                    assert await a2a_turn(agent.base_url, text, user_id=ALICE,
+                                          context_id=context) == "OK."
+                await asyncio.sleep(1.0)
+
+            def lines(code: str) -> int:
+                return sum(f"action=model kind=summary reason={code}" in line
+                           for line in api_lines(caplog))
+
+            five = [f"Turn {i}: Alice mentions the weather." for i in range(5)]
+            # No lease: the fifth turn's summary is refused before the model sees it.
+            await session(five)
+            assert lines("LEASE_MISSING") == 1
+            assert chat.summariser_requests() == []
+            assert len(chat.requests) == 5  # the turns themselves passed unchanged
+            # A live lease but fewer than five leased turns: the cadence refuses it.
+            await store.open_lease(access, 300)
+            await session(five)
+            assert lines("SUMMARY_CADENCE_REACHED") == 1
+            assert chat.summariser_requests() == []
+            # Five leased turns: admitted, summarised, saved; charged one summarisation.
+            await past_turns(store, access, 4)
+            await session(five)
+            assert lines("OK") == 1
+            assert len(chat.summariser_requests()) == 1
+            assert await pool.fetchval(ROWS) == 2
+            assert await pool.fetchval(SUMMARIZE_UNITS, access.scope_key) == 1
+            # Over 16 KiB of conversation: refused before the model, whatever the cadence.
+            # Its first turn, one sentence of 4 KiB, is also a prefetch query over 512 bytes:
+            # refused at the embeddings route before the provider.
+            embedded = len(provider.requests)
+            await past_turns(store, access, 5)
+            await session(["Alice says " + "tea " * 1000] * 5)
+            assert lines("SUMMARY_INPUT_TOO_LARGE") == 1
+            assert len(chat.summariser_requests()) == 1
+            assert any("action=embeddings reason=FACT_TOO_LARGE" in line
+                       for line in api_lines(caplog))
+            assert len(provider.requests) == embedded
+            assert await pool.fetchval(ROWS) == 2
+            assert await pool.fetchval(SUMMARIZE_UNITS, access.scope_key) == 1
     finally:
         if agent is not None:
             agent.stop()

@@ -462,13 +462,14 @@ async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
                       extra_env: Mapping[str, str] | None = None, namespace: str = NAMESPACE,
                       agent: str = AGENT, embeddings_url: str | None = None,
                       config: Mapping[str, Any] | None = None,
-                      port: int = 0) -> RunningAgent:
+                      port: int = 0, model_url: str | None = None) -> RunningAgent:
     """Start the runtime serving A2A on loopback (``port``, else a free one) with
     ``config.json``, ``agent-card.json`` and the token file in ``workdir``, as the Agent
     ``namespace/agent`` (``KAGENT_NAMESPACE``, ``KAGENT_NAME``); wait (bounded) until it serves
     its agent card. Async so the stubs in this loop keep answering while it starts.
     ``config`` replaces the memory-enabled default (``agent_config``); ``embeddings_url``
-    replaces the embeddings stub's URL in that default (e.g. the memory API's /v1)."""
+    replaces the embeddings stub's URL in that default (e.g. the memory API's /v1), and
+    ``model_url`` the chat stub's (the Agent's ModelConfig base URL)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     base_url = f"http://127.0.0.1:{port}"
@@ -476,7 +477,7 @@ async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
         url = embeddings_url or (embeddings.url if embeddings is not None else None)
         if url is None:
             raise ValueError("a memory-enabled Agent needs an embeddings URL")
-        config = agent_config(chat.url, url, ttl_days=ttl_days)
+        config = agent_config(model_url or chat.url, url, ttl_days=ttl_days)
     (workdir / "config.json").write_text(json.dumps(config))
     (workdir / "agent-card.json").write_text(json.dumps(_agent_card(base_url + "/", agent)))
     token = token or "kagent-sa-token-" + uuid.uuid4().hex

@@ -98,15 +98,16 @@ def routed_pod(api: client.ApiClient, ns: str, agent: str, address: str) -> None
 
 @asynccontextmanager
 async def memory_api(delegate_pool: asyncpg.Pool, api: client.ApiClient, upstream_url: str,
-                     *, local_server: str = LOCAL, embeddings_url: str = ""
-                     ) -> AsyncIterator[str]:
+                     *, local_server: str = LOCAL, embeddings_url: str = "",
+                     model_url: str = "") -> AsyncIterator[str]:
     """The memory API served on 127.0.0.1; yields its base URL. With ``embeddings_url`` it
-    also serves ``/v1/embeddings``, identifying the caller's Pod by address."""
+    also serves ``/v1/embeddings``, with ``model_url`` ``/v1/chat/completions``, identifying
+    the caller's Pod by address."""
     upstream = proxy.session()
     identity = KubeIdentity(api)
     handler = make_handler(MemoryApi(DelegatedStore(delegate_pool), local_server),
                            identity.agent_for, upstream, upstream_url,
-                           embeddings_url=embeddings_url,
+                           embeddings_url=embeddings_url, model_url=model_url,
                            identify_address=identity.agent_for_address)
     port = free_port()
     runner = await serving.serve(handler, "127.0.0.1", port)

@@ -161,9 +161,11 @@ class DelegatedStore:
                 if Operation.LOAD in items:
                     await conn.fetchval(_CHARGE_RECALL)
                 charged = dict(items)
-                if Operation.SUMMARIZE in items:  # the automatic save: its facts are its saves
-                    if await conn.fetchval(_CHECK_SUMMARY, items.get(Operation.SAVE, 0)):
-                        del charged[Operation.SUMMARIZE]  # already charged at the model route
+                # The automatic save: its facts are its saves; its summarisation may have been
+                # charged at the model route already.
+                if Operation.SUMMARIZE in items and await conn.fetchval(
+                        _CHECK_SUMMARY, items.get(Operation.SAVE, 0)):
+                    del charged[Operation.SUMMARIZE]
                 take_token = explicit
                 for operation, units in charged.items():
                     await conn.fetchval(_ADMIT, operation.value, units, take_token)

@@ -26,6 +26,12 @@ from yarl import URL
 from fgentic_governance.api.kagent import AgentRef
 from fgentic_governance.memoryapi import proxy
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason, Code, status_of
+from fgentic_governance.memoryapi.model_requests import (
+    EMBEDDINGS_BODY_BYTES,
+    MODEL_BODY_BYTES,
+    check_embedding_inputs,
+    summary_input_bytes,
+)
 from fgentic_governance.memoryapi.service import MemoryApi, Reply, Request
 from fgentic_governance.memoryapi.wire import (
     MAX_BODY_BYTES,
@@ -49,6 +55,11 @@ EMBEDDINGS: Final = Counter("fgentic_memory_api_embeddings",
                             "Embeddings requests by outcome: charged to the one leased scope, "
                             "or refused (reason code).",
                             ["outcome"])
+MODEL_PATH: Final = "/v1/chat/completions"
+MODEL: Final = Counter("fgentic_memory_api_model",
+                       "Chat completions on the governed model route by outcome: an Agent's "
+                       "turn passed on, a summarisation admitted, or refused (reason code).",
+                       ["outcome"])
 Identify = Callable[[str], Awaitable[AgentRef]]
 
 
@@ -86,9 +97,11 @@ def _bearer(header: str | None) -> str:
     return header[7:].strip()
 
 
-async def _body(request: web.BaseRequest, timeout: float) -> bytes:
+async def _body(request: web.BaseRequest, timeout: float, limit: int = MAX_BODY_BYTES) -> bytes:
+    if request.headers.get("Content-Encoding", "identity").lower() != "identity":
+        raise ApiError(ApiReason.REQUEST_MALFORMED)  # what cannot be read is not passed on
     try:
-        return await serving.read_body(request, MAX_BODY_BYTES, timeout)
+        return await serving.read_body(request, limit, timeout)
     except strict_json.Refused as refused:
         too_large = refused.code is strict_json.Refusal.BODY_TOO_LARGE
     raise ApiError(ApiReason.REQUEST_TOO_LARGE if too_large else ApiReason.REQUEST_MALFORMED)
@@ -120,6 +133,14 @@ def _answer(reply: Reply) -> web.Response:
                         content_type="application/json", headers=_HEADERS)
 
 
+def _provider_refusal(code: Code) -> web.Response:
+    """A refusal on a provider route. The runtime's OpenAI client retries a 429 or 5xx twice
+    unless told not to: a refused summary or embedding must not be asked again."""
+    answer = _answer(Reply(status_of(code), {"error": code.value}))
+    answer.headers["x-should-retry"] = "false"
+    return answer
+
+
 def _outcome(exc: Exception) -> Code:
     """The code of a refusal; a bug is a bare INTERNAL_ERROR, its exception type in the log."""
     if isinstance(exc, ApiError):
@@ -140,13 +161,14 @@ class _Handler:
     def __init__(self, api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
                  upstream_url: str, *, body_timeout: float,
                  store_ready: Callable[[], Awaitable[Reason]] | None, embeddings_url: str,
-                 identify_address: Identify | None, per_client: int) -> None:
+                 model_url: str, identify_address: Identify | None, per_client: int) -> None:
         self._api, self._identify, self._upstream = api, identify, upstream
         self._identify_address = identify_address
         self._body_timeout, self._store_ready = body_timeout, store_ready
         self._routes = _routes(api)
         self._base = proxy.upstream_base(upstream_url)
         self._embeddings = URL(embeddings_url, encoded=True) if embeddings_url else None
+        self._model = URL(model_url, encoded=True) if model_url else None
         self._in_flight = proxy.InFlight(upstream.connector.limit if upstream.connector else 0,
                                          per_client)
 
@@ -159,6 +181,8 @@ class _Handler:
             return await _probe(target.path == "/readyz", self._in_flight, self._store_ready)
         if self._embeddings is not None and target.path == EMBEDDINGS_PATH:
             return await self._embedding(request, self._embeddings)
+        if self._model is not None and target.path == MODEL_PATH:
+            return await self._completion(request, self._model)
         if governed_path(target.path):
             return await self._governed(request, target.path)
         return await self._forward(request, proxy.joined(self._base, target))
@@ -168,25 +192,58 @@ class _Handler:
                                    self._body_timeout)
 
     async def _embedding(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
+        """An embeddings request: at most ten texts of at most 512 bytes, charged to the
+        Agent's one live delegation (:meth:`MemoryApi.admit_embedding`), then forwarded."""
         code: Code = Reason.OK
+        raw = b""
         try:
-            await self._admit_embedding(request)
+            agent = await self._address_agent(request)
+            raw = await _body(request, self._body_timeout, EMBEDDINGS_BODY_BYTES)
+            check_embedding_inputs(raw)
+            await self._api.admit_embedding(agent)
         except Exception as exc:
             code = _outcome(exc)
         log.info("memory-api action=embeddings reason=%s request=%s", code.value,
                  secrets.token_hex(8))
         if code is not Reason.OK:
             EMBEDDINGS.labels(outcome=code.value).inc()
-            return _answer(Reply(status_of(code), {"error": code.value}))
+            return _provider_refusal(code)
         EMBEDDINGS.labels(outcome="charged").inc()
         return await proxy.forward(request, self._upstream, target, self._in_flight,
-                                   self._body_timeout, failures_replaced=True)
+                                   self._body_timeout, failures_replaced=True, body=raw)
 
-    async def _admit_embedding(self, request: web.BaseRequest) -> None:
+    async def _completion(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
+        """A chat completion of a memory-enabled Agent's Pod. kagent's summarisation is
+        admitted before the model works (:meth:`MemoryApi.admit_summary`) and a failed answer
+        to it is replaced; the Agent's own turns are passed on as they are (a refusal of
+        memory work never blocks a chat reply)."""
+        code: Code = Reason.OK
+        kind, raw = "turn", b""
+        try:
+            agent = await self._address_agent(request)
+            raw = await _body(request, self._body_timeout, MODEL_BODY_BYTES)
+            size = summary_input_bytes(raw)
+            if size is not None:
+                kind = "summary"
+                await self._api.admit_summary(agent, size)
+        except Exception as exc:
+            code = _outcome(exc)
+        log.info("memory-api action=model kind=%s reason=%s request=%s", kind, code.value,
+                 secrets.token_hex(8))
+        if code is not Reason.OK:
+            MODEL.labels(outcome=code.value).inc()
+            return _provider_refusal(code)
+        MODEL.labels(outcome=kind).inc()
+        return await proxy.forward(request, self._upstream, target, self._in_flight,
+                                   self._body_timeout, failures_replaced=kind == "summary",
+                                   body=raw)
+
+    async def _address_agent(self, request: web.BaseRequest) -> AgentRef:
+        """The memory-enabled Agent of the routed Pod at the request's source address: these
+        requests carry the provider's key, not the Pod's token."""
         if request.method != "POST" or self._identify_address is None:
             raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
-        agent = await self._identify_address(request.remote or "")
-        await self._api.admit_embedding(agent)
+        return await self._identify_address(request.remote or "")
 
     async def _governed(self, request: web.BaseRequest, path: str) -> web.StreamResponse:
         action, run = self._routes.get(path, ("refused", None))
@@ -216,13 +273,15 @@ class _Handler:
 def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
                  upstream_url: str, *, body_timeout: float = serving.BODY_TIMEOUT,
                  store_ready: Callable[[], Awaitable[Reason]] | None = None,
-                 embeddings_url: str = "",
+                 embeddings_url: str = "", model_url: str = "",
                  identify_address: Identify | None = None,
                  per_client: int = proxy.PER_CLIENT) -> serving.Handler:
     """``embeddings_url`` (with ``identify_address``): serve ``POST /v1/embeddings`` for the
-    runtime's embeddings provider route, admitted per Agent before it is forwarded there.
+    runtime's embeddings provider route, admitted per Agent before it is forwarded there;
+    ``model_url`` (with ``identify_address``): serve ``POST /v1/chat/completions`` for the
+    Agents' model route, kagent's summarisation admitted before it is forwarded there.
     ``per_client``: pass-through requests one source address may have in flight, of the
     ``upstream`` session's connection limit."""
     return _Handler(api, identify, upstream, upstream_url, body_timeout=body_timeout,
                     store_ready=store_ready, embeddings_url=embeddings_url,
-                    identify_address=identify_address, per_client=per_client)
+                    model_url=model_url, identify_address=identify_address, per_client=per_client)

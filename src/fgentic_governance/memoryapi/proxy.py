@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Final
 
 import aiohttp
@@ -132,6 +133,14 @@ class _ClientBody:
             yield chunk
 
 
+@dataclass(frozen=True)
+class _Upload:
+    """How the client's body goes upstream: streamed within ``seconds``, or ``read`` already."""
+
+    seconds: float
+    read: bytes | None
+
+
 def refusal(code: Code) -> web.Response:
     return web.json_response({"error": code.value}, status=status_of(code),
                              headers={"Cache-Control": "no-store"})
@@ -139,27 +148,31 @@ def refusal(code: Code) -> web.Response:
 
 async def forward(request: web.BaseRequest, upstream: aiohttp.ClientSession, url: URL,
                   in_flight: InFlight, body_seconds: float, *,
-                  failures_replaced: bool = False) -> web.StreamResponse:
+                  failures_replaced: bool = False, body: bytes | None = None
+                  ) -> web.StreamResponse:
     """Relay ``request`` to exactly ``url``: its body within ``body_seconds``, within its
     client's share of the pool; 502 when the upstream cannot be reached. With
     ``failures_replaced``, an upstream answer that is not 2xx is not relayed either: its body
     may quote the request (an embeddings provider's error echoing the text), and the runtime
-    logs error bodies at ERROR, so the caller gets 502 UPSTREAM_UNAVAILABLE instead."""
+    logs error bodies at ERROR, so the caller gets 502 UPSTREAM_UNAVAILABLE instead. ``body``:
+    the client's body, already read (and checked) by the route."""
     try:
         with in_flight.hold(request.remote or ""):
-            return await _relay(request, upstream, url, body_seconds, failures_replaced)
+            return await _relay(request, upstream, url, _Upload(body_seconds, body),
+                                failures_replaced)
     except ApiError as refused:
         PASSED.labels(status="refused").inc()
         return refusal(refused.code)
 
 
 async def _relay(request: web.BaseRequest, upstream: aiohttp.ClientSession, url: URL,
-                 body_seconds: float, failures_replaced: bool) -> web.StreamResponse:
-    body = _ClientBody(request.content, body_seconds) if request.body_exists else None
+                 upload: _Upload, failures_replaced: bool) -> web.StreamResponse:
+    body = _ClientBody(request.content, upload.seconds) \
+        if request.body_exists and upload.read is None else None
     try:
         answer = await upstream.request(
             request.method, url, headers=_end_to_end(request.headers),
-            data=None if body is None else body.chunks(), allow_redirects=False)
+            data=upload.read if body is None else body.chunks(), allow_redirects=False)
     except (aiohttp.ClientError, TimeoutError):
         if body is not None and body.expired:  # the client's fault, as on our own routes
             raise ApiError(ApiReason.REQUEST_MALFORMED) from None

@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the embeddings endpoint (e.g. http://gateway/v1/embeddings) that "
                              "memory-enabled Agents reach through POST /v1/embeddings here, "
                              "each request admitted against the Agent's live lease first")
+    parser.add_argument("--model-upstream", default="",
+                        help="the chat completions endpoint (e.g. http://gateway/v1/chat/"
+                             "completions) that memory-enabled Agents reach through POST "
+                             "/v1/chat/completions here; kagent's summarisation is admitted "
+                             "against the Agent's live lease first")
     parser.add_argument("--upstream-connections", type=int, default=None,
                         help="connections to the controller and the embeddings endpoint at "
                              "once (default: proxy.CONNECTIONS)")
@@ -83,6 +88,7 @@ async def start(args: argparse.Namespace, shell: Shell,
         make_handler(api, identify, upstream, args.upstream,
                      store_ready=StoreReadiness(pool, log),
                      embeddings_url=args.embeddings_upstream,
+                     model_url=args.model_upstream,
                      identify_address=identify_address,
                      per_client=args.upstream_per_client or proxy.PER_CLIENT),
         args.host, args.port)

@@ -52,6 +52,8 @@ class Store(Protocol):
     async def search(self, caller: Caller, vector: Embedding, *, limit: int,
                      min_score: float) -> list[Found]: ...
     async def admit_embedding(self, agent_namespace: str, agent_name: str) -> None: ...
+    async def admit_summary(self, agent_namespace: str, agent_name: str,
+                            input_bytes: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,14 @@ class MemoryApi:
         and no X-User-Id). A refused embedding fails that memory call only: the runtime still
         answers the turn without memory. The store decides both (sql/0011)."""
         await _store(self.store.admit_embedding(agent.namespace, agent.name))
+
+    async def admit_summary(self, agent: AgentRef, input_bytes: int) -> None:
+        """Before kagent's summarisation reaches the model (ADR 0023 §42-43): like an
+        embedding, charged to the Agent's one live delegation or refused, its conversation at
+        most 16 KiB (SUMMARY_INPUT_TOO_LARGE), at most one per ``minUserTurns`` leases
+        (SUMMARY_CADENCE_REACHED, the automatic save that follows takes this turn). A refused
+        summary fails the automatic save only; the store decides (sql/0013)."""
+        await _store(self.store.admit_summary(agent.namespace, agent.name, input_bytes))
 
 
 def _fact(item: SaveItem) -> CheckedFact:
