@@ -68,6 +68,10 @@ def control_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+KAGENT_PEERS = [{"namespaceSelector": {"matchLabels": {
+    "kubernetes.io/metadata.name": "kagent"}}}]
+
+
 @pytest.fixture(scope="package")
 def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple[Path, str],
             control_token: str) -> Iterator[Release]:
@@ -100,7 +104,12 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
         "memoryApi": {"enabled": True, "url": f"http://{MEMORY_API_IP}:8083",
                       "service": {"clusterIP": MEMORY_API_IP},
                       "controllerUrl": f"http://{CONTROLLER_IP}:8083",
-                      "networkPolicy": {"storePort": cluster_postgres.port},
+                      # The governed provider routes, to the same stand-in (an echo).
+                      "embeddingsUpstream": f"http://{CONTROLLER_IP}:8083/v1/embeddings",
+                      "modelUpstream": f"http://{CONTROLLER_IP}:8083/v1/chat/completions",
+                      "networkPolicy": {"storePort": cluster_postgres.port,
+                                        "embeddingsPort": 8083, "embeddingsPeers": KAGENT_PEERS,
+                                        "modelPort": 8083, "modelPeers": KAGENT_PEERS},
                       "agentNamespaces": [AGENT_NAMESPACE]},
     }
     installed = Release(cluster, values)

@@ -19,6 +19,7 @@ import pytest
 
 from fgentic_governance.api.kagent import app_name
 from fgentic_governance.memory import MemoryStore
+from fgentic_governance.memoryapi.model_requests import SUMMARY_HEAD, SUMMARY_TAIL
 from tests.support.cluster import (
     PYTHON,
     Release,
@@ -106,6 +107,9 @@ def routed(release: Release, image: tuple[Any, str]) -> dict[str, Any]:
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": AGENT, "namespace": NS}},
         *scope_and_consent(NS, SCOPE, "alice", agent=AGENT),
+        # The Agent's model and its memory's embedding model at the governed routes: the
+        # webhook admits a memory-enabled Agent only then (MEMORY_MODEL_UNGOVERNED).
+        *(model_config(name, release.values["memoryApi"]["url"] + "/v1") for name in "me"),
     ])
     wait_for(lambda: phase_is(cluster, SCOPE, "Enabled", ns=NS), "the scope enabled")
     agent = {"apiVersion": "kagent.dev/v1alpha2", "kind": "Agent",
@@ -129,6 +133,12 @@ def routed(release: Release, image: tuple[Any, str]) -> dict[str, Any]:
     args = release.pods("webhook")[0]["spec"]["containers"][0]["args"]
     governed = next(a for a in args if a.startswith("--memory-api-url=")).split("=", 1)[1]
     return {"pods": pods, "governed": governed}
+
+
+def model_config(name: str, base_url: str) -> dict[str, Any]:
+    return {"apiVersion": "kagent.dev/v1alpha2", "kind": "ModelConfig",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"model": "stub", "provider": "OpenAI", "openAI": {"baseUrl": base_url}}}
 
 
 def _ready(release: Release, ns: str, name: str) -> dict[str, Any] | None:
@@ -241,6 +251,35 @@ async def _open_lease(dsn: str, grant: Any) -> None:
         await MemoryStore(pool).open_lease(grant, 300)
     finally:
         await pool.close()
+
+
+def test_the_agents_model_routes_are_governed_in_place(
+        release: Release, routed: dict[str, Any]) -> None:
+    """Issue 26, cost before model work, on the node: the memory API is the routed Pod's model
+    and embeddings route. kagent's summarisation is admitted by the store before the model
+    (here the lease the test above opened is one turn: the cadence refuses it, and tells the
+    runtime's OpenAI client not to retry); the Agent's own turn reaches the model upstream
+    (the stand-in echoes its path); an embedding over 512 bytes never leaves; and the webhook
+    refuses to repoint a ModelConfig the memory-enabled Agent uses."""
+    governed = routed["governed"] + "/v1"
+    summary = {"model": "stub", "messages": [{"role": "user", "content": (
+        SUMMARY_HEAD + "user: I like tea." + SUMMARY_TAIL)}]}
+    status, body = call(release, "mem-agent-pod", "POST", governed + "/chat/completions",
+                        body=summary, headers={"Content-Type": "application/json"})
+    assert (status, json.loads(body)) == ("429", {"error": "SUMMARY_CADENCE_REACHED"})
+    turn = {"model": "stub", "messages": [{"role": "system", "content": "help"},
+                                          {"role": "user", "content": "Hello"}]}
+    status, body = call(release, "mem-agent-pod", "POST", governed + "/chat/completions",
+                        body=turn, headers={"Content-Type": "application/json"})
+    assert (status, json.loads(body)) == ("200", {"echo": "/v1/chat/completions"})
+    status, body = call(release, "mem-agent-pod", "POST", governed + "/embeddings",
+                        body={"model": "e", "input": ["x" * 513]},
+                        headers={"Content-Type": "application/json"})
+    assert (status, json.loads(body)) == ("400", {"error": "FACT_TOO_LARGE"})
+    moved = model_config("e", "https://api.openai.com/v1")
+    result = kubectl_result(release.cluster, "apply", "-f", "-", input=json.dumps(moved))
+    assert result.returncode != 0
+    assert "MEMORY_MODEL_UNGOVERNED at spec" in result.stderr
 
 
 def test_memory_api_logs_carry_no_content(release: Release, routed: dict[str, Any]) -> None:

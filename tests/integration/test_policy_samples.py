@@ -212,7 +212,8 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
         cleanup.callback(processes.stop, memory_api)
         webhook, port, ca = processes.spawn_webhook(
             control_plane.kubeconfig, work, memory_api_url=GOVERNED_URL,
-            memory_api_ready_url=f"http://127.0.0.1:{memory_port}")
+            memory_api_ready_url=f"http://127.0.0.1:{memory_port}",
+            memory_model_url=GOVERNED_URL + "/v1")
         cleanup.callback(processes.stop, webhook)
         config = webhook_configuration(f"policy-samples-{suffix}", f"https://127.0.0.1:{port}",
                                        ca, memory_routing=True)

@@ -33,15 +33,18 @@ def spawn_operator(kubeconfig: Path, dsn_file: Path, namespaces: Sequence[str],
 
 def spawn_webhook(kubeconfig: Path, work: Path, *, audit_interval: int = 0,
                   memory_api_url: str = "", memory_api_ready_url: str = "",
-                  ) -> tuple[subprocess.Popen[bytes], int, bytes]:
+                  memory_model_url: str = "") -> tuple[subprocess.Popen[bytes], int, bytes]:
     """The webhook on 127.0.0.1 with a fresh serving bundle in ``work/tls``: (process, review
-    port, CA bundle). With ``memory_api_url`` it routes memory-enabled Agents' Pods there."""
+    port, CA bundle). With ``memory_api_url`` it routes memory-enabled Agents' Pods there;
+    with ``memory_model_url`` their ModelConfigs must use that governed model route."""
     from fgentic_governance.serving.tls import write_serving_bundle
 
     _, _, ca = write_serving_bundle(work / "tls", ["127.0.0.1"])
     port = free_port()
     routing = ["--memory-api-url", memory_api_url,
                "--memory-api-ready-url", memory_api_ready_url] if memory_api_url else []
+    if memory_model_url:
+        routing += ["--memory-model-url", memory_model_url]
     proc = spawn_and_wait(
         ["webhook", "--kubeconfig", str(kubeconfig), "--tls-dir", str(work / "tls"),
          "--host", "127.0.0.1", "--port", str(port), "--health-port", str(free_port()),

@@ -46,6 +46,11 @@ class AdmissionCode(StrEnum):
     ROUTED_LABEL_RESERVED = "ROUTED_LABEL_RESERVED"
     """A Pod the webhook does not route sets ``fgentic.dev/memory-routed``: the label admits
     its bearer to the memory API and names it to the embeddings route."""
+    MEMORY_MODEL_UNGOVERNED = "MEMORY_MODEL_UNGOVERNED"
+    """A memory-enabled Agent's model or its memory's embedding model is not an
+    OpenAI-compatible ModelConfig of its namespace with the memory API's governed base URL,
+    or such a ModelConfig in use would stop being one: kagent's summarisation or embeddings
+    would reach a model before any admission (ADR 0023 §42)."""
     MEMORY_TTL_MISSING = "MEMORY_TTL_MISSING"
     MEMORY_TTL_EXCEEDS_RETENTION = "MEMORY_TTL_EXCEEDS_RETENTION"
     CONSENT_SCOPE_MISSING = "CONSENT_SCOPE_MISSING"

@@ -43,7 +43,8 @@ _GOVERNANCE_RULES = [
 ]
 _AGENT_RULES = [
     {"apiGroups": ["kagent.dev"], "apiVersions": ["v1alpha1", "v1alpha2"],
-     "operations": ["CREATE", "UPDATE"], "resources": ["agents"], "scope": "Namespaced"},
+     "operations": ["CREATE", "UPDATE"], "resources": ["agents", "modelconfigs"],
+     "scope": "Namespaced"},
 ]
 
 

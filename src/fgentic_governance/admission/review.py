@@ -23,6 +23,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from fgentic_governance.admission import metrics, pods
+from fgentic_governance.admission.model_routes import (
+    model_config_denials,
+    model_denials,
+    model_refs,
+)
 from fgentic_governance.admission.policy import (
     AdmissionCode,
     Denial,
@@ -45,7 +50,7 @@ STATEFUL = frozenset({AdmissionCode.IDENTITY_HEADER_UNBOUND, AdmissionCode.IDENT
                       AdmissionCode.FORBIDDEN_HEADERS_FROM})
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE"})
 ROUTE_KINDS: Final[Mapping[str, tuple[str, frozenset[str]]]] = {
-    "agents": ("kagent.dev", frozenset({"Agent"})),
+    "agents": ("kagent.dev", frozenset({"Agent", "ModelConfig"})),
     "governance": (GROUP, frozenset({CONSENT_RECORD.kind, RETRIEVAL_BINDING.kind,
                                      MEMORY_SCOPE.kind})),
     "pods": ("", frozenset({"Pod"})),
@@ -79,11 +84,15 @@ class Lookups:
 @dataclass(frozen=True)
 class MemoryRouting:
     """The Pod routing: where kagent's runtime must send memory calls, whether
-    that memory API answers ready now, and a namespace's kagent Agents (live)."""
+    that memory API answers ready now, and a namespace's kagent Agents (live). With
+    ``model_url`` (the memory API's ``/v1``), memory-enabled Agents' ModelConfigs must use it
+    (``model_config``: one ModelConfig, live; None when absent)."""
 
     url: str
     ready: Callable[[], Awaitable[bool]]
     agents: Callable[[str], Awaitable[Sequence[Mapping[str, Any]]]]
+    model_url: str = ""
+    model_config: Callable[[str, str], Awaitable[Mapping[str, Any] | None]] | None = None
 
 
 class Reviewer:
@@ -119,8 +128,10 @@ class Reviewer:
 
     async def _decide(self, route: str, request: Mapping[str, Any]) -> list[Denial]:
         obj = request["object"]
+        if route == "agents" and obj.get("kind") == "ModelConfig":
+            return await self._model_config(obj)
         if route == "agents":
-            return await self._agent(obj)
+            return await self._agent(obj) + await self._models(obj)
         if route == "governance":
             return await self._governance(str(request["operation"]), obj)
         if route == "podcheck":
@@ -137,6 +148,25 @@ class Reviewer:
             live = await self._lookups.live_state()
             denials = agent_denials(obj, replace(live, memory_routed=routed))
         return denials
+
+    async def _models(self, agent: Mapping[str, Any]) -> list[Denial]:
+        """A memory-enabled Agent's ModelConfigs use the governed model route (live reads)."""
+        routing = self._routing
+        names = {n for n in model_refs(agent).values() if n is not None}
+        if routing is None or not routing.model_url or routing.model_config is None \
+                or not model_refs(agent):
+            return []
+        namespace = str((agent.get("metadata") or {}).get("namespace", ""))
+        configs = {name: await routing.model_config(namespace, name) for name in sorted(names)}
+        return model_denials(agent, configs, routing.model_url)
+
+    async def _model_config(self, model_config: Mapping[str, Any]) -> list[Denial]:
+        routing = self._routing
+        if routing is None or not routing.model_url:
+            return []
+        namespace = str((model_config.get("metadata") or {}).get("namespace", ""))
+        return model_config_denials(model_config, await routing.agents(namespace),
+                                    routing.model_url)
 
     async def _pod(self, request: Mapping[str, Any], *, mutate: bool
                    ) -> tuple[list[Denial], list[dict[str, Any]]]:

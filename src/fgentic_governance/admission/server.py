@@ -166,8 +166,8 @@ class MemoryApiReadiness:
         return ready
 
 
-def memory_routing(api_client: client.ApiClient, url: str,
-                   ready_url: str = "") -> MemoryRouting | None:
+def memory_routing(api_client: client.ApiClient, url: str, ready_url: str = "",
+                   model_url: str = "") -> MemoryRouting | None:
     """The routing, or None when no memory API is configured (memory Agents are refused)."""
     if not url:
         return None
@@ -179,7 +179,19 @@ def memory_routing(api_client: client.ApiClient, url: str,
             "agents", _request_timeout=2.0)
         return list(listing.get("items", []))
 
-    return MemoryRouting(url, MemoryApiReadiness(ready_url or url), agents)
+    async def model_config(namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            found: dict[str, Any] = await asyncio.to_thread(
+                custom.get_namespaced_custom_object, "kagent.dev", "v1alpha2", namespace,
+                "modelconfigs", name, _request_timeout=2.0)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return found
+
+    return MemoryRouting(url, MemoryApiReadiness(ready_url or url), agents, model_url,
+                         model_config)
 
 
 # -- the review port ---------------------------------------------------------------------------
@@ -315,7 +327,8 @@ async def serve(args: argparse.Namespace, shell: process.Shell) -> None:
     source.start()
     await shell.serve(serving.health_handler(ready=lambda: source.synced),
                       args.host, args.health_port)
-    routing = memory_routing(api_client, args.memory_api_url, args.memory_api_ready_url)
+    routing = memory_routing(api_client, args.memory_api_url, args.memory_api_ready_url,
+                             args.memory_model_url)
 
     def audited_state() -> PolicyState | None:
         state = source.cached()

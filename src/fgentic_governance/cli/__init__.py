@@ -165,6 +165,11 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                     help="the governed memory API that memory-enabled Agents' Pods must use as "
                          "KAGENT_URL (docs/memory.md §11); empty: memory-enabled Agents are "
                          "refused")
+    wh.add_argument("--memory-model-url", default="",
+                    help="the governed model route (the memory API's /v1): every "
+                         "ModelConfig a memory-enabled Agent's model work uses must be "
+                         "OpenAI-compatible with this base URL (MEMORY_MODEL_UNGOVERNED); "
+                         "empty: not checked")
     wh.add_argument("--memory-api-ready-url", default="",
                     help="where the webhook asks the memory API's /readyz (default: the "
                          "memory API URL)")
