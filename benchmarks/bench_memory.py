@@ -30,6 +30,7 @@ import asyncio
 import random
 import time
 import uuid
+from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -88,6 +89,7 @@ INSERT INTO {table}
 VALUES ($1, $2, $3, $4::text::vector, $5::jsonb, NOW(), NOW() + interval '6 days', 0, $6, $7)
 RETURNING id
 """
+_ENTER: Final = "SELECT * FROM fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, $7)"
 _FENCED: Final = "fgentic_memory.memory"
 _PLAIN: Final = "bench_plain.memory"
 
@@ -124,7 +126,10 @@ async def bench_erasure(owner: Any, store: MemoryStore, rounds: int, entries: in
     plain_insert = _KAGENT_INSERT.format(table=_PLAIN)
 
     async def fill(table_insert: str, generation: int) -> None:
-        async with owner.acquire() as conn:
+        async with owner.acquire() as conn, conn.transaction():
+            # Every write into the fenced table names its scope first (sql/0007's claim).
+            await conn.fetchrow(_ENTER, *replace(access, generation=generation).params(),
+                                "capture")
             await conn.executemany(table_insert, [
                 ("bench/helper", SUBJECT, f"Alice prefers tea blend number {i}.", vec, "{}",
                  access.scope_key, generation) for i, vec in enumerate(vectors)])
@@ -206,7 +211,8 @@ async def bench_inserts(
     async def adapted_sql(embed: bool) -> None:
         access = scopes["sql-vec" if embed else "sql-novec"]
         literal = _plain_literal(vec()) if embed else None
-        async with runtime.acquire() as conn:
+        async with runtime.acquire() as conn, conn.transaction():
+            await conn.fetchrow(_ENTER, *access.params(), "capture")
             await conn.fetchval(fenced_insert, "bench/helper", SUBJECT, fact(), literal, "{}",
                                 access.scope_key, access.generation)
 

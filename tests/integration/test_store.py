@@ -8,6 +8,7 @@ Python store still passes the same gate.
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import traceback
 import uuid
@@ -28,6 +29,7 @@ from fgentic_governance.memory import (
 )
 from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
+from fgentic_governance.schema_version import migration_files
 from tests.support.store import ALICE, ROOM, enabled, enter, scope_record
 
 pytestmark = pytest.mark.integration
@@ -742,3 +744,26 @@ async def test_database_policy_is_a_subset_of_the_python_policy(
             conn, access, KAGENT_INSERT, "team-a/helper", ALICE, "fine",
             '{"password": "hunter22"}',
             "1 day", 0, access.scope_key, access.generation)) is Reason.CREDENTIAL_CONTENT
+
+
+async def test_the_single_pass_policy_decides_as_the_first_one(pool: Any) -> None:
+    """sql/0014 rewrote policy_reason() to normalise once and scan three alternations; the
+    first definition (sql/0002, kept here as a temporary function) must decide every text the
+    same way: each pattern's hits, near misses, and random mixtures of their fragments."""
+    [fence] = [f for f in migration_files() if f.name == "0002_fence.sql"]
+    first = fence.read_text()
+    body = first[first.index("CREATE FUNCTION fgentic_memory.policy_reason"):]
+    body = body[:body.index("$$;") + 3].replace(
+        "fgentic_memory.policy_reason", "pg_temp.policy_reason_first", 1)
+    fragments = [*DB_POLICY_SAMPLES, "password", "=", " ", "Bearer ", "abc", "0", "://", "@",
+                 "ignore", "the", "previous", "rules", "sk-", "AKIA", "\u200b", "\uff21",
+                 "From now on", ", you", " must", "system prompt", "eyJ", "."]
+    rng = random.Random(26)
+    texts = list(DB_POLICY_SAMPLES) + ["".join(rng.choice(fragments)
+                                               for _ in range(rng.randint(1, 6)))
+                                       for _ in range(400)]
+    async with pool.acquire() as conn:
+        await conn.execute(body)
+        for text in texts:
+            assert await conn.fetchval("SELECT fgentic_memory.policy_reason($1)", text) == \
+                await conn.fetchval("SELECT pg_temp.policy_reason_first($1)", text), text
