@@ -198,10 +198,15 @@ class Scopes:
 
 
 async def reset(owner: Any, keep: Sequence[str]) -> None:
-    """Untimed, as the owner: clear the hourly ledger and the sender buckets, and delete every
-    saved row except the searched scopes' corpora (``keep``)."""
+    """Untimed, as the owner: clear the hourly ledger, the sender buckets, the leases' recall
+    counts and the automatic-save cadence (issue 26's bounds: eight searches per lease, one
+    automatic save per five turns; a batch here is not a user turn), and delete every saved
+    row except the searched scopes' corpora (``keep``)."""
     async with owner.acquire() as conn:
         await conn.execute("DELETE FROM fgentic_memory.op_ledger")
+        await conn.execute("UPDATE fgentic_memory.delegation_lease SET recalls = 0")
+        await conn.execute("UPDATE fgentic_memory.summary_cadence"
+                           " SET leases = 1000000, summaries = 0, reserved = 0")
         await conn.execute("DELETE FROM fgentic_memory.rate_bucket")
         await conn.execute("DELETE FROM fgentic_memory.memory WHERE scope_key <> ALL($1::text[])",
                            list(keep))
@@ -431,6 +436,7 @@ async def bench_latency(b: Bench, api_url: str, rounds: int) -> tuple[Table, Tab
     samples: dict[str, list[float]] = {name: [] for name in variants}
     order = list(variants)
     for round_ in range(rounds + 1):  # round 0 warms every path up and is not counted
+        await reset(b.owner, b.keep)
         prepare()
         for name in order[round_ % len(order):] + order[:round_ % len(order)]:
             func = variants[name]
@@ -440,7 +446,6 @@ async def bench_latency(b: Bench, api_url: str, rounds: int) -> tuple[Table, Tab
                 elapsed = time.perf_counter() - start
                 if round_:
                     samples[name].append(elapsed)
-        await reset(b.owner, b.keep)
         await b.scopes.renew_leases()
     return _latency_tables(samples, rounds * batch, batch)
 
