@@ -6,6 +6,7 @@ content-free status, and a governed save beside a refused one.
 
 ``fgentic-dev fence`` renders the store's fence after migration (roles, privileges, tables,
 views, functions) to docs/store-fence.md; ``--check`` fails when the committed page drifts.
+``fgentic-dev chart-schema`` writes the chart's values.schema.json from values.yaml.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     fence.add_argument("--check", action="store_true", help="fail if the committed page differs")
     fence.add_argument("--output", type=Path, default=None, metavar="PATH",
                        help="the page (default: docs/store-fence.md)")
+    schema = sub.add_parser("chart-schema", help="generate the chart's values.schema.json "
+                                                 "from values.yaml, or --check it")
+    schema.add_argument("--check", action="store_true", help="fail if the committed one differs")
     return parser
 
 
@@ -37,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fgentic_devenv import fence
 
         return fence.run(args.output or fence.DEFAULT_OUTPUT, check=args.check)
+    if args.command == "chart-schema":
+        from fgentic_devenv import chartschema
+
+        return chartschema.run(check=args.check)
     from fgentic_devenv.up import run_dev
 
     return int(run_dev(args))

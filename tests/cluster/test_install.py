@@ -35,6 +35,18 @@ BOT = "@fgentic:fgentic.local"
 # -- the install ---------------------------------------------------------------------------------
 
 
+def test_helm_test_passes_on_the_installed_release(release: Release) -> None:
+    """`helm test`: the chart's smoke Pod reaches every component's health and metrics port
+    through its Service (the operator's readiness and metrics included) and finds the
+    product's metric families."""
+    wait_for(lambda: all(ready(p) for c in ("operator", "webhook", "memory-api")
+                         for p in release.pods(c)) or None, "components ready")
+    out = release.helm("test", release.name, "--namespace", release.namespace, "--logs",
+                       timeout=180)
+    assert "Phase:          Succeeded" in out or "Phase: Succeeded" in out, out
+    assert "FAIL " not in out and out.count("ok   ") >= 5, out
+
+
 @pytest.mark.parametrize(("component", "replicas"),
                          [("operator", 1), ("webhook", 2), ("control-api", 2),
                           ("memory-api", 2)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,8 @@ def test_bootstrap_mode_wires_the_webhook_to_manage_its_own_ca() -> None:
 
 def test_control_api_is_reachable_only_from_the_bridge() -> None:
     docs = _render("controlApi.enabled=true", "store.dsnSecret.name=store",
-                   "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org")
+                   "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org",
+                   "localHomeserver=x.org")
     (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"
                  and d["metadata"]["name"] == "fg-control-api"]
     (peer,) = policy["spec"]["ingress"][0]["from"]
@@ -121,17 +123,17 @@ def test_control_api_is_reachable_only_from_the_bridge() -> None:
     assert budget["spec"]["minAvailable"] == 1
     single = _render("controlApi.enabled=true", "store.dsnSecret.name=store",
                      "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org",
-                     "controlApi.replicas=1")
+                     "controlApi.replicas=1", "localHomeserver=x.org")
     (deploy,) = [d for d in single if d["metadata"]["name"] == "fg-control-api"
                  and d["kind"] == "Deployment"]
     assert deploy["spec"]["replicas"] == 1 and "affinity" not in deploy["spec"]["template"][
         "spec"]
     assert not [d for d in single if d["kind"] == "PodDisruptionBudget"
                 and d["metadata"]["name"] == "fg-control-api"]
-    with pytest.raises(AssertionError, match=r"controlApi\.replicas must be at least 1"):
+    with pytest.raises(AssertionError, match=r"at '/controlApi/replicas': minimum"):
         _render("controlApi.enabled=true", "store.dsnSecret.name=store",
                 "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org",
-                "controlApi.replicas=0")
+                "controlApi.replicas=0", "localHomeserver=x.org")
 
 
 def _webhook_policy(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -275,7 +277,7 @@ def test_memory_api_runs_replicated_least_privileged_and_fenced_by_policy() -> N
 
 @pytest.mark.parametrize(("sets", "message"), [
     (("memoryApi.enabled=true",), "memoryApi needs store.dsnSecret.name"),
-    ((*MEMORY_API, "memoryApi.replicas=1"), "memoryApi.replicas must be at least 2"),
+    ((*MEMORY_API, "memoryApi.replicas=1"), "at '/memoryApi/replicas': minimum"),
 ])
 def test_memory_api_refuses_to_render_unsafely(sets: tuple[str, ...], message: str) -> None:
     args = [str(binary("helm")), "template", "fg", str(CHART), *SOURCES]
@@ -419,8 +421,8 @@ def test_the_retrieval_server_runs_replicated_from_its_bindings_configuration() 
     (("retrievalServer.enabled=true",), "retrievalServer needs binding.namespace"),
     ((*RETRIEVAL, "retrievalServer.corpusDsnSecret.name="), "needs corpusDsnSecret.name"),
     ((*RETRIEVAL, "retrievalServer.embeddings.model="), "needs embeddings.url and"),
-    ((*RETRIEVAL, "retrievalServer.replicas=1"), "replicas must be at least 2"),
-    ((*RETRIEVAL, "retrievalServer.dimensions=512"), "dimensions must be 768 or 1024"),
+    ((*RETRIEVAL, "retrievalServer.replicas=1"), "at '/retrievalServer/replicas': minimum"),
+    ((*RETRIEVAL, "retrievalServer.dimensions=512"), "at '/retrievalServer/dimensions'"),
 ])
 def test_the_retrieval_server_refuses_to_render_incomplete(sets: tuple[str, ...],
                                                            message: str) -> None:
@@ -429,3 +431,69 @@ def test_the_retrieval_server_refuses_to_render_incomplete(sets: tuple[str, ...]
         args += ["--set", value]
     result = subprocess.run(args, capture_output=True, text=True, check=False)
     assert result.returncode != 0 and message in result.stderr
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (("webhook.replicas=abc",), "at '/webhook/replicas'"),
+    (("webhook.tls.mode=bogus",), "at '/webhook/tls/mode'"),
+    (("operator.replicas=2",), "at '/operator/replicas': maximum"),
+    (("webhok.replicas=2",), "additional properties 'webhok' not allowed"),
+    (("webhook.failurePolicy=Ignore",), "at '/webhook/failurePolicy'"),
+    (("memoryApi.url=memory-api:8083",), "at '/memoryApi/url'"),
+    (("controlApi.enabled=true", "store.dsnSecret.name=store",
+      "controlApi.tokenSecret.name=t", "controlApi.botMxid=@bot:example.org",
+      "localHomeserver=fgentic.local"),
+     "controlApi.botMxid must be a user of localHomeserver (fgentic.local)"),
+    (("memoryApi.enabled=true", "store.dsnSecret.name=store"), "memoryApi needs localHomeserver"),
+], ids=["replicas-not-a-number", "tls-mode", "operator-ha", "misspelt-key", "fail-open",
+        "url-without-scheme", "bot-on-another-server", "memory-without-homeserver"])
+def test_contradictory_values_are_refused_at_render_time(sets: tuple[str, ...],
+                                                         message: str) -> None:
+    """Issue 27: values.schema.json (generated: `fgentic-dev chart-schema`) and the templates'
+    own checks refuse what would otherwise crash-loop at run time."""
+    with pytest.raises(AssertionError) as refused:
+        _render(*sets)
+    assert message in str(refused.value)
+
+
+def test_the_values_schema_is_generated_from_values_yaml() -> None:
+    done = subprocess.run([sys.executable, "-m", "fgentic_devenv.cli", "chart-schema",
+                           "--check"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_workload_takes_the_usual_pod_knobs() -> None:
+    """Issue 27: podAnnotations, podLabels, nodeSelector, tolerations, affinity,
+    topologySpreadConstraints, priorityClassName, imagePullSecrets and per-workload security
+    contexts on every workload; a PodDisruptionBudget only where there is more than one
+    replica (at one it would block every node drain)."""
+    workloads = {"operator": "operator", "webhook": "webhook", "memoryApi": "memory-api",
+                 "controlApi": "control-api", "retrievalServer": "retrieval-server"}
+    sets = ["store.dsnSecret.name=store", "memoryApi.enabled=true",
+            "controlApi.enabled=true", "controlApi.tokenSecret.name=t",
+            "controlApi.botMxid=@bot:x.org", "localHomeserver=x.org",
+            *RETRIEVAL, "imagePullSecrets[0].name=regcred", "webhook.replicas=1"]
+    for key in workloads:
+        sets += [f"{key}.podAnnotations.team=a", f"{key}.nodeSelector.pool=system",
+                 f"{key}.tolerations[0].key=dedicated", f"{key}.priorityClassName=critical",
+                 f"{key}.podSecurityContext.runAsUser=1000",
+                 f"{key}.securityContext.readOnlyRootFilesystem=true"]
+    docs = _render(*sets)
+    for key, component in workloads.items():
+        (deploy,) = [d for d in docs if d["kind"] == "Deployment" and d["spec"]["selector"][
+            "matchLabels"].get("app.kubernetes.io/component") == component]
+        pod = deploy["spec"]["template"]
+        assert pod["metadata"]["annotations"] == {"team": "a"}, key
+        assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == component
+        spec = pod["spec"]
+        assert spec["nodeSelector"] == {"pool": "system"}, key
+        assert spec["tolerations"] == [{"key": "dedicated"}], key
+        assert spec["priorityClassName"] == "critical", key
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}], key
+        assert spec["securityContext"] == {"runAsUser": 1000}, key
+        assert spec["containers"][0]["securityContext"] == {"readOnlyRootFilesystem": True}
+        replicated = deploy["spec"]["replicas"] > 1
+        assert ("affinity" in spec) is replicated, key
+    budgets = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
+    assert "fg-webhook" not in budgets  # one replica: no budget
+    assert {"fg-memory-api", "fg-control-api", "fg-retrieval-server"} <= budgets

@@ -14,9 +14,12 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- /* The two Pod hooks of the memory routing (render.py _pod_webhooks): kagent's Agent Pods
 everywhere, any other Pod in namespaces labelled fgentic.dev/memory-routing=enabled.
 Arguments: ctx, names (two), path, operations, ca, mutating. */ -}}
-{{/* A PodDisruptionBudget keeping one Pod of a replicated component: dict ctx, name,
-namespace, component. */}}
+{{/* A PodDisruptionBudget keeping one Pod of a replicated component, only where it has more
+than one (at one it would block every node drain): dict ctx, name, namespace, component,
+replicas. */}}
 {{- define "fg.podDisruptionBudget" -}}
+{{- if gt (int .replicas) 1 }}
+---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:
@@ -29,6 +32,7 @@ spec:
     matchLabels:
       app.kubernetes.io/instance: {{ .ctx.Release.Name }}
       app.kubernetes.io/component: {{ .component }}
+{{- end }}
 {{- end }}
 
 {{- define "fg.podHooks" -}}
@@ -76,4 +80,58 @@ spec:
       - {key: fgentic.dev/memory-routing, operator: NotIn, values: [enabled]}
       {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/* A Pod's metadata: the chart's labels, the component's podLabels and the component label
+(which nothing overrides: the Deployment selects on it), and podAnnotations.
+dict ctx, values (the component's values), component. */}}
+{{- define "fg.podMetadata" -}}
+{{- $labels := merge (dict "app.kubernetes.io/component" .component) (deepCopy (.values.podLabels | default dict)) (include "fg.labels" .ctx | fromYaml) }}
+labels: {{- toYaml $labels | nindent 2 }}
+{{- with .values.podAnnotations }}
+annotations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A Pod's placement and security: imagePullSecrets (global), priorityClassName,
+nodeSelector, tolerations, affinity (default: replicas spread over nodes, preferred, where
+there are several), topologySpreadConstraints, and the pod securityContext (the component's,
+else the global one). dict ctx, values, replicas, component. */}}
+{{- define "fg.podPlacement" -}}
+{{- $v := .values }}
+{{- with .ctx.Values.imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if $v.affinity }}
+affinity: {{- toYaml $v.affinity | nindent 2 }}
+{{- else if gt (int .replicas) 1 }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+              app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- with $v.topologySpreadConstraints }}
+topologySpreadConstraints: {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext: {{- toYaml ($v.podSecurityContext | default .ctx.Values.podSecurityContext) | nindent 2 }}
+{{- end -}}
+
+{{/* A container's securityContext: the component's, else the global one. */}}
+{{- define "fg.securityContext" -}}
+{{- toYaml (.values.securityContext | default .ctx.Values.securityContext) }}
 {{- end -}}

@@ -178,7 +178,8 @@ def admission_policy(excluded: Sequence[str] = ("kube-system",)) -> list[dict[st
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [
-                {**rule, "apiVersions": ["v1alpha2"]} for rule in _AGENT_RULES]},
+                {**rule, "apiVersions": ["v1alpha2"], "resources": ["agents"]}
+                for rule in _AGENT_RULES]},
             "validations": HEADER_RULES,
         },
     }

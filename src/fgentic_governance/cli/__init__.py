@@ -4,9 +4,9 @@ Processes (one Deployment each in the chart): ``operator`` (the Kopf controller)
 (admission), ``projector`` (retrieval identity), ``retrieval-server`` (the knowledge-retrieval
 MCP server), ``control-api`` (the ``!memory`` commands), ``memory-api`` (kagent's memory
 calls). Tools: ``crds`` (generate or ``--check`` CRDs and schemas), ``render`` (manifests
-offline, for GitOps), ``corpus`` (load and count the knowledge corpus), ``offboard`` (erase a
-person's memory), ``memory`` (content-free store status, list and erasure), ``detach``
-(before uninstall).
+offline, for GitOps), ``test`` (admission policy suites offline, for GitOps), ``corpus``
+(load and count the knowledge corpus), ``offboard`` (erase a person's memory), ``memory``
+(content-free store status, list and erasure), ``detach`` (before uninstall).
 The development environment (``fgentic-dev up``) is not part of the product.
 """
 
@@ -73,6 +73,12 @@ def _offboard(args: argparse.Namespace) -> int:
     from fgentic_governance.cli.offboard import run_offboard
 
     return int(run_offboard(args))
+
+
+def _test(args: argparse.Namespace) -> int:
+    from fgentic_governance.cli.policytest import run_policy_test
+
+    return int(run_policy_test(args))
 
 
 def _projector(args: argparse.Namespace) -> int:
@@ -212,6 +218,11 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     mr.add_argument("--per-minute", type=int, default=30, help="requests refilled a minute")
     mr.add_argument("--burst", type=int, default=10, help="requests at once")
     render.set_defaults(func=_render)
+
+    test = sub.add_parser("test", help="run admission policy test suites offline, for GitOps "
+                                       "(docs/policy-testing.md)")
+    test.add_argument("suite", nargs="+", type=Path, help="suite YAML file")
+    test.set_defaults(func=_test)
 
     off = sub.add_parser("offboard", help="request erasure of every memory scope of a principal")
     off.add_argument("mxid", help="complete MXID of the deactivated user")
