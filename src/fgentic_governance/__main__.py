@@ -1,0 +1,3 @@
+from fgentic_governance.cli import main
+
+raise SystemExit(main())
