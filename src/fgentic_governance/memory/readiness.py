@@ -29,6 +29,13 @@ def reason_of(exc: BaseException) -> Reason:
 async def probe(pool: Any, seconds: float = READY_SECONDS) -> Reason:
     """OK when the pool hands out a connection that answers within ``seconds``. A pooled
     connection that the server already closed says nothing of the server: one more try."""
+    return (await probe_cause(pool, seconds))[0]
+
+
+async def probe_cause(pool: Any, seconds: float = READY_SECONDS) -> tuple[Reason, str]:
+    """:func:`probe` and, when not OK, the failure's class name (``TimeoutError``: nothing
+    answered, as when a NetworkPolicy drops the store's port; ``ConnectionRefusedError``,
+    ``InvalidPasswordError``...), never its message."""
     try:
         async with asyncio.timeout(seconds):
             for attempt in (1, 2):
@@ -40,8 +47,8 @@ async def probe(pool: Any, seconds: float = READY_SECONDS) -> Reason:
                     if attempt == 2:
                         raise
     except Exception as exc:  # Any failure means "cannot serve"; only its class is told.
-        return reason_of(exc)
-    return Reason.OK
+        return reason_of(exc), type(exc).__name__
+    return Reason.OK, ""
 
 
 class StoreReadiness:
@@ -52,9 +59,10 @@ class StoreReadiness:
         self.last = Reason.OK
 
     async def __call__(self) -> Reason:
-        reason = await probe(self._pool, self._seconds)
+        reason, cause = await probe_cause(self._pool, self._seconds)
         if reason is not self.last:
             level = logging.INFO if reason is Reason.OK else logging.WARNING
-            self._log.log(level, "store-ready reason=%s was=%s", reason.value, self.last.value)
+            self._log.log(level, "store-ready reason=%s was=%s cause=%s", reason.value,
+                          self.last.value, cause or "-")
             self.last = reason
         return reason
