@@ -60,6 +60,9 @@ class Reason(StrEnum):
     INVALID_SPEC = "INVALID_SPEC"
     BINDING_CONFLICT = "BINDING_CONFLICT"
     APPLY_FAILED = "APPLY_FAILED"
+    # A RetrievalBinding's Agent does not exist, or does not list the bound server's tool.
+    AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
+    TOOL_NOT_BOUND = "TOOL_NOT_BOUND"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 

@@ -278,3 +278,59 @@ async def test_store_with_unpinned_log_settings_grants_nothing(
     finally:
         op.stop()
         await admin.close()
+
+
+def _ready(obj: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions", [])
+                 if c["type"] == "Ready"), None)
+
+
+async def test_every_kind_reports_ready_with_a_message_and_events(
+    operator: Operator, api: client.CustomObjectsApi, k8s_client: client.ApiClient,
+    control_plane: Any,
+) -> None:
+    """Issue 27: `kubectl wait --for=condition=Ready` returns for a MemoryScope (reconciled:
+    Disabled without consent is Ready, Failed is not), a ConsentRecord (once its receipt says
+    Applied; an invalid one is never Ready) and a PrincipalOffboarding; every condition has a
+    human message and the generation it observed; ConsentRecord and PrincipalOffboarding post
+    events reported as the product (the offboarding's in `default`: it is cluster-scoped)."""
+    name = "ready"
+    _create(api, "memoryscopes", _scope(name))
+    consent = _create(api, "consentrecords", _consent(name))
+    consent_name = consent["metadata"]["name"]
+    offboarding = example("PrincipalOffboarding")
+    offboarding["metadata"] = {"name": f"bob-{uuid.uuid4().hex[:6]}"}
+    api.create_cluster_custom_object(GROUP, VERSION, "principaloffboardings", offboarding)
+    off_name = offboarding["metadata"]["name"]
+    try:
+        for kind, target in (("memoryscope", f"{name}"), ("consentrecord", consent_name)):
+            await asyncio.to_thread(control_plane.kubectl, "wait", "-n", NS,
+                                    f"{kind}/{target}", "--for=condition=Ready",
+                                    "--timeout=60s")
+        await asyncio.to_thread(control_plane.kubectl, "wait",
+                                f"principaloffboarding/{off_name}", "--for=condition=Ready",
+                                "--timeout=60s")
+        scope = get_object(api, "memoryscopes", NS, name)
+        record = get_object(api, "consentrecords", NS, consent_name)
+        for obj in (scope, record):
+            for cond in obj["status"]["conditions"]:
+                assert cond["message"] and cond["observedGeneration"] == 1, cond
+                assert "@alice" not in cond["message"]
+        assert _ready(record) is not None and _ready(record)["reason"] == "OK"  # type: ignore[index]
+        assert [c["type"] for c in record["status"]["conditions"]] == ["Ready", "Valid"]
+        core = client.CoreV1Api(k8s_client)
+
+        async def events_of(involved: str, namespace: str) -> set[tuple[str, str]]:
+            deadline = time.monotonic() + 20
+            found: set[tuple[str, str]] = set()
+            while time.monotonic() < deadline and not found:
+                found = {(e.reason, e.source.component) for e in core.list_namespaced_event(
+                    namespace, field_selector=f"involvedObject.name={involved}").items}
+                await asyncio.sleep(0.3)
+            return found
+
+        assert ("Applied", "fgentic-governance-operator") in await events_of(consent_name, NS)
+        assert ("ReadyForDeactivation", "fgentic-governance-operator") in await events_of(
+            off_name, "default")
+    finally:
+        api.delete_cluster_custom_object(GROUP, VERSION, "principaloffboardings", off_name)

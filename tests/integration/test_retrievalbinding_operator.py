@@ -259,3 +259,55 @@ async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
         return not [o for o in _labelled(api, f"{env.ns}.gone") if o[1] == env.retrieval]
 
     await _until(cleaned, "cross-namespace objects removed")
+
+
+def _agent(env: Env, tools: list[str]) -> dict[str, Any]:
+    agent = example("Agent")
+    agent["metadata"] = {"name": env.binding("x")["spec"]["agent"]["name"], "namespace": env.ns}
+    declarative = agent["spec"]["declarative"]
+    declarative.pop("memory", None)
+    declarative["tools"] = [{"type": "McpServer", "mcpServer": {
+        "apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": env.ns,
+        "name": "knowledge-retrieval", "toolNames": tools}}]
+    return agent
+
+
+async def test_a_binding_is_ready_only_with_its_agent_and_tool(
+    env: Env, api: client.CustomObjectsApi, k8s_client: client.ApiClient
+) -> None:
+    """Issue 27: `kubectl wait --for=condition=Ready` works, and a binding whose Agent or tool
+    does not exist is not Ready (it was Applied=True); each Ready change is one event
+    reported by the product; conditions carry a human message and observedGeneration."""
+    obj = env.binding("ready")
+    obj["spec"]["mcpServer"]["namespace"] = env.ns
+    api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, obj)
+
+    def ready_reason() -> tuple[str, str] | None:
+        status = _get(api, env, "ready").get("status", {})
+        found = [c for c in status.get("conditions", []) if c["type"] == "Ready"]
+        return (found[0]["status"], found[0]["reason"]) if found else None
+
+    assert await _until(ready_reason, "Ready") == ("False", "AGENT_NOT_FOUND")
+    assert _condition(await _applied(api, env, "ready"), "Applied") == "True"
+    agents = ("kagent.dev", "v1alpha2", env.ns, "agents")
+    api.create_namespaced_custom_object(*agents, _agent(env, ["another_tool"]))
+
+    def reason_is(want: str) -> Any:
+        got = ready_reason()
+        return got if got and got[1] == want else None
+
+    assert await _until(lambda: reason_is("TOOL_NOT_BOUND"), "TOOL_NOT_BOUND") == (
+        "False", "TOOL_NOT_BOUND")
+    name = obj["spec"]["agent"]["name"]
+    api.patch_namespaced_custom_object(*agents, name, _agent(env, ["search_knowledge"]))
+    assert await _until(lambda: reason_is("OK"), "Ready") == ("True", "OK")
+    status = _get(api, env, "ready")["status"]
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Ready"]
+    assert cond["message"] == "Reconciled." and cond["observedGeneration"] == 1
+    missing = [c for c in status["conditions"] if not c["message"]]
+    assert missing == []
+    events = client.CoreV1Api(k8s_client).list_namespaced_event(
+        env.ns, field_selector="involvedObject.name=ready").items
+    said = sorted((e.reason, e.message, e.source.component) for e in events)
+    assert ("NotReady", "reason AGENT_NOT_FOUND", "fgentic-governance-operator") in said
+    assert ("Ready", "reason OK", "fgentic-governance-operator") in said

@@ -21,21 +21,24 @@ from fgentic_governance.admission.policy import AdmissionCode, PolicyState, agen
 log = logging.getLogger("fgentic_governance.admission.audit")
 
 
-def scan(agents: list[dict[str, Any]], state: PolicyState) -> dict[tuple[str, str, str],
-                                                                   list[str]]:
-    """(namespace, name, resourceVersion) → denial messages, for non-compliant Agents."""
+AuditKey = tuple[str, str, str, str]
+"""(namespace, name, resourceVersion, uid) of an Agent version."""
+
+
+def scan(agents: list[dict[str, Any]], state: PolicyState) -> dict[AuditKey, list[str]]:
+    """Agent version → denial messages, for non-compliant Agents."""
     found = {}
     for agent in agents:
         denials = agent_denials(agent, state)
         if denials:
             meta = agent.get("metadata") or {}
             key = (str(meta.get("namespace")), str(meta.get("name")),
-                   str(meta.get("resourceVersion")))
+                   str(meta.get("resourceVersion")), str(meta.get("uid", "")))
             found[key] = [d.message() for d in denials]
     return found
 
 
-def publish(found: dict[tuple[str, str, str], list[str]]) -> None:
+def publish(found: dict[AuditKey, list[str]]) -> None:
     counts = Counter(m.split(" ", 1)[0] for messages in found.values() for m in messages)
     for code in AdmissionCode:
         metrics.AUDIT_VIOLATIONS.labels(code.value).set(counts.get(code.value, 0))
@@ -45,7 +48,7 @@ def publish(found: dict[tuple[str, str, str], list[str]]) -> None:
 async def run(api_client: client.ApiClient, state: Callable[[], PolicyState | None],
               interval: float) -> None:
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
-    reported: set[tuple[str, str, str]] = set()
+    reported: set[AuditKey] = set()
     while True:
         await asyncio.sleep(interval)
         current = state()
@@ -64,16 +67,18 @@ async def run(api_client: client.ApiClient, state: Callable[[], PolicyState | No
             log.warning("audit failed: %s", type(exc).__name__)
 
 
-def _event(key: tuple[str, str, str], messages: list[str]) -> dict[str, Any]:
+def _event(key: AuditKey, messages: list[str]) -> dict[str, Any]:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "metadata": {"generateName": f"{key[1]}.fgentic-audit-", "namespace": key[0]},
         "involvedObject": {"apiVersion": "kagent.dev/v1alpha2", "kind": "Agent",
-                           "namespace": key[0], "name": key[1], "resourceVersion": key[2]},
+                           "namespace": key[0], "name": key[1], "resourceVersion": key[2],
+                           "uid": key[3]},
         "type": "Warning",
         "reason": "PolicyViolation",
         "message": "; ".join(messages)[:1024],
         "source": {"component": "fgentic-governance-audit"},
+        "reportingComponent": "fgentic-governance-audit",
         "firstTimestamp": now,
         "lastTimestamp": now,
         "count": 1,

@@ -66,3 +66,23 @@ def memory_agent_of(pod: Mapping[str, Any], agents: Iterable[Mapping[str, Any]])
         if labelled or service_account_of(agent) == account:
             return name
     return None
+
+
+def lists_tool(agent: Mapping[str, Any], server_namespace: str, server_name: str,
+               tool: str) -> bool:
+    """Whether a kagent v1alpha2 Agent lists ``tool`` of the RemoteMCPServer
+    ``server_namespace/server_name`` among its declarative tools (kagent resolves an omitted
+    namespace to the Agent's own)."""
+    meta = agent.get("metadata") or {}
+    declarative = (agent.get("spec") or {}).get("declarative") or {}
+    tools = declarative.get("tools") if isinstance(declarative, Mapping) else None
+    for entry in tools if isinstance(tools, list) else []:
+        mcp = entry.get("mcpServer") if isinstance(entry, Mapping) else None
+        if not isinstance(mcp, Mapping) or mcp.get("kind", "RemoteMCPServer") != "RemoteMCPServer":
+            continue
+        namespace = mcp.get("namespace") or meta.get("namespace")
+        names = mcp.get("toolNames")
+        if (namespace, mcp.get("name")) == (server_namespace, server_name) \
+                and isinstance(names, list) and tool in names:
+            return True
+    return False

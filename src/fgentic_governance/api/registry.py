@@ -61,7 +61,7 @@ MEMORY_SCOPE = CustomResource(
     columns=(
         Column("Agent", ".spec.agent.name"),
         Column("Phase", ".status.phase"),
-        Column("Generation", ".status.consentGeneration", "integer"),
+        Column("Consent Generation", ".status.consentGeneration", "integer"),
         Column("Entries", ".status.entryCount", "integer"),
         Column("Reason", ".status.reasonCode", priority=1),
         _AGE,
@@ -74,7 +74,7 @@ CONSENT_RECORD = CustomResource(
         Column("Scope", ".spec.scopeRef.name"),
         Column("Decision", ".spec.decision"),
         Column("Result", ".status.receipt.result"),
-        Column("Generation", ".status.receipt.generation", "integer"),
+        Column("Consent Generation", ".status.receipt.generation", "integer"),
         _AGE,
     ),
 )
@@ -84,7 +84,7 @@ RETRIEVAL_BINDING = CustomResource(
     columns=(
         Column("Agent", ".spec.agent.name"),
         Column("Tool", ".spec.mcpServer.tool"),
-        Column("Ready", '.status.conditions[?(@.type=="Applied")].status'),
+        Column("Ready", '.status.conditions[?(@.type=="Ready")].status'),
         Column("Digest", ".status.renderedDigest", priority=1),
         _AGE,
     ),

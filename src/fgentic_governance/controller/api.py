@@ -42,6 +42,19 @@ async def patch_status(*, group: str, version: str, plural: str, namespace: str,
                 plural, name, {"status": status})
 
 
+async def get_object(*, group: str, version: str, plural: str, namespace: str,
+                     name: str) -> dict[str, Any] | None:
+    """One namespaced custom object, or None when it does not exist."""
+    try:
+        found: dict[str, Any] = await asyncio.to_thread(
+            _api().get_namespaced_custom_object, group, version, namespace, plural, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise kopf.TemporaryError(f"api {exc.status}", delay=5) from None
+    return found
+
+
 async def _call(fn: Any, *args: Any) -> None:
     try:
         await asyncio.to_thread(fn, *args)

@@ -33,6 +33,8 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     # log records are never posted (loggers=False), and they log object diffs only at DEBUG.
     settings.posting.loggers = False
     settings.posting.level = logging.INFO
+    # Events name the product, not the framework ("From" in `kubectl describe`).
+    settings.posting.reporting_component = "fgentic-governance-operator"
     settings.persistence.finalizer = FINALIZER
     settings.execution.max_workers = 8
     # No settings.queueing.worker_limit: each object's worker indexes it and then waits until

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import pydantic
 
 from fgentic_governance.api.common import Model
+from fgentic_governance.controller.messages import message
 from fgentic_governance.reasons import Reason
 
 M = TypeVar("M", bound=Model)
@@ -36,7 +37,8 @@ def parse(model: type[M], spec: Mapping[str, Any]) -> M | None:
 def condition(
     type_: str, ok: bool, reason: Reason, generation: int, previous: list[dict[str, Any]] | None
 ) -> dict[str, Any]:
-    """A condition whose lastTransitionTime moves only when its status changes."""
+    """A condition whose lastTransitionTime moves only when its status changes; its message
+    is the reason's constant sentence (``messages``)."""
     status = "True" if ok else "False"
     old = next((c for c in previous or [] if c.get("type") == type_), None)
     changed = old is None or old.get("status") != status
@@ -44,10 +46,17 @@ def condition(
         "type": type_,
         "status": status,
         "reason": reason.value,
-        "message": "",
+        "message": message(reason),
         "lastTransitionTime": now() if changed else old["lastTransitionTime"],  # type: ignore[index]
         "observedGeneration": generation,
     }
+
+
+def ready(ok: bool, reason: Reason, generation: int,
+          previous: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The ``Ready`` condition every kind carries, for ``kubectl wait --for=condition=Ready``
+    and GitOps health checks: the current generation is reconciled and nothing failed."""
+    return condition("Ready", ok, reason, generation, previous)
 
 
 def merge_conditions(

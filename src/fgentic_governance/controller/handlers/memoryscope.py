@@ -23,6 +23,7 @@ from fgentic_governance.controller.handlers.common import (
     merge_conditions,
     now,
     parse,
+    ready,
     update_status,
 )
 from fgentic_governance.controller.metrics import SCOPE_STATUS_WRITES, SCOPE_TRANSITIONS
@@ -167,6 +168,8 @@ def _status(
         "conditions": merge_conditions(
             previous,
             condition("Enabled", enabled, reason, generation, previous),
+            # Ready: reconciled, whether enabled or disabled as consent says; not when Failed.
+            ready(phase is not ScopePhase.FAILED, reason, generation, previous),
             condition("StoreReady", store_ready,
                       Reason.OK if store_ready else problem or Reason.STORE_UNAVAILABLE,
                       generation,
@@ -198,23 +201,36 @@ def _commit(patch: kopf.Patch, status: kopf.Status, fields: dict[str, Any]) -> N
 
 
 async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
-    """A content-free receipt on the ConsentRecord that caused the change."""
+    """A content-free receipt on the ConsentRecord that caused the change, its Ready
+    condition (True once applied) and one event, reported as the product."""
+    applied = outcome.phase is not ScopePhase.FAILED
     receipt = {
         "id": outcome.erasure.id if outcome.erasure else uuid.uuid4().hex,
         "generation": outcome.generation,
-        "result": "Applied" if outcome.phase is not ScopePhase.FAILED else "Refused",
+        "result": "Applied" if applied else "Refused",
         "reasonCode": outcome.reason.value,
         "time": now(),
     }
+    record = await kube.get_object(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
+                                   namespace=namespace, name=consent)
+    if record is None:
+        return
+    previous = (record.get("status") or {}).get("conditions")
+    generation = int((record.get("metadata") or {}).get("generation", 0))
+    conditions = merge_conditions(previous, ready(applied, outcome.reason, generation, previous))
     await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
-                            namespace=namespace, name=consent, status={"receipt": receipt})
+                            namespace=namespace, name=consent,
+                            status={"receipt": receipt, "conditions": conditions})
+    kopf.event(record, type="Normal" if applied else "Warning",
+               reason="Applied" if applied else "Refused",
+               message=f"receipt generation {outcome.generation} reason {outcome.reason.value}")
 
 
 @kopf.on.create(GROUP, VERSION, CONSENT_RECORD.plural)
 @kopf.on.update(GROUP, VERSION, CONSENT_RECORD.plural)
 @kopf.on.resume(GROUP, VERSION, CONSENT_RECORD.plural)
 async def reconcile_consent(
-    *, namespace: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
+    *, namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status,
     **_: Any,
 ) -> None:
     """Validate the record and poke its scope so the scope re-evaluates its gates.
@@ -227,11 +243,21 @@ async def reconcile_consent(
     generation = int(meta.get("generation", 0))
     record = parse(ConsentRecordSpec, spec)
     valid = record is not None
-    fields = {"observedGeneration": generation, "conditions": [condition(
-        "Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation,
-        status.get("conditions"))]}
-    if record is not None and not handled(status, meta):
+    previous = status.get("conditions")
+    checked = condition("Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation,
+                        previous)
+    # Ready comes with the receipt the scope writes; an invalid record is never ready.
+    updates = [checked] if valid else [checked, ready(False, Reason.INVALID_SPEC, generation,
+                                                       previous)]
+    fields = {"observedGeneration": generation,
+              "conditions": merge_conditions(previous, *updates)}
+    poke = record is not None and not handled(status, meta)
+    # Written before the poke, not through Kopf's patch after the handler: the scope may write
+    # the receipt (and Ready) first, and a later patch of the whole list would drop it.
+    if any(status.get(key) != value for key, value in fields.items()):
+        await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
+                                namespace=namespace, name=name, status=fields)
+    if poke and record is not None:
         await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
                             namespace=namespace, name=record.scope_ref.name,
                             annotations={POKE: now()})
-    update_status(patch, status, fields)

@@ -10,7 +10,12 @@ from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
 from fgentic_governance.controller.context import context, scope_lock
-from fgentic_governance.controller.handlers.common import condition, merge_conditions, parse
+from fgentic_governance.controller.handlers.common import (
+    condition,
+    merge_conditions,
+    parse,
+    ready,
+)
 from fgentic_governance.memory import StoreRefusal
 from fgentic_governance.offboarding.flow import offboard
 from fgentic_governance.reasons import Reason
@@ -35,20 +40,20 @@ def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], b
 @kopf.on.resume(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
 @kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
 async def reconcile_offboarding(
-    *, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch,
-    scopes_by_subject: kopf.Index[Any, Any], **_: Any,
+    *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
+    patch: kopf.Patch, scopes_by_subject: kopf.Index[Any, Any], **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
     previous = status.get("conditions")
     request = parse(OffboardingSpec, spec)
     if request is None:
-        _fail(patch, generation, previous, Reason.INVALID_SPEC)
+        _fail(patch, Reason.INVALID_SPEC, body=body, status=status, generation=generation)
         return
     if status.get("phase") == OffboardingPhase.READY.value:
         return  # Done and verified; a rerun would only mint new receipt ids.
     store = context().store
     if store is None:
-        _fail(patch, generation, previous, Reason.STORE_UNAVAILABLE)
+        _fail(patch, Reason.STORE_UNAVAILABLE, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=RETRY_DELAY)
     principal = request.principal
     from_crs = list(scopes_by_subject.get((principal.mxid, principal.origin_kind.value), []))
@@ -56,7 +61,7 @@ async def reconcile_offboarding(
         async with scope_lock(f"offboarding:{principal.mxid}"):
             outcomes = await offboard(store, principal, from_crs)
     except StoreRefusal as refusal:
-        _fail(patch, generation, previous, refusal.reason)
+        _fail(patch, refusal.reason, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
     failed = [o for o in outcomes if not o.verified]
     patch.status["scopesFound"] = len(outcomes)
@@ -64,19 +69,30 @@ async def reconcile_offboarding(
     patch.status["scopesFailed"] = len(failed)
     patch.status["results"] = [o.wire() for o in outcomes]
     if failed:
-        _fail(patch, generation, previous, failed[0].reason)
+        _fail(patch, failed[0].reason, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(failed[0].reason.value, delay=RETRY_DELAY)
     patch.status["phase"] = OffboardingPhase.READY.value
     patch.status["reasonCode"] = Reason.OK.value
     patch.status["observedGeneration"] = generation
     patch.status["conditions"] = merge_conditions(
-        previous, condition("ReadyForDeactivation", True, Reason.OK, generation, previous))
+        previous, condition("ReadyForDeactivation", True, Reason.OK, generation, previous),
+        ready(True, Reason.OK, generation, previous))
+    kopf.event(body, type="Normal", reason=OffboardingPhase.READY.value,
+               message=f"scopes erased {len(outcomes)} reason {Reason.OK.value}")
 
 
-def _fail(patch: kopf.Patch, generation: int, previous: list[dict[str, Any]] | None,
-          reason: Reason) -> None:
+def _fail(patch: kopf.Patch, reason: Reason, *, body: kopf.Body, status: kopf.Status,
+          generation: int) -> None:
+    """Failed, with one Warning event per change of reason (a retry that fails the same way
+    posts nothing new)."""
+    if status.get("phase") != OffboardingPhase.FAILED.value \
+            or status.get("reasonCode") != reason.value:
+        kopf.event(body, type="Warning", reason=OffboardingPhase.FAILED.value,
+                   message=f"reason {reason.value}")
+    previous = status.get("conditions")
     patch.status["phase"] = OffboardingPhase.FAILED.value
     patch.status["reasonCode"] = reason.value
     patch.status["observedGeneration"] = generation
     patch.status["conditions"] = merge_conditions(
-        previous, condition("ReadyForDeactivation", False, reason, generation, previous))
+        previous, condition("ReadyForDeactivation", False, reason, generation, previous),
+        ready(False, reason, generation, previous))

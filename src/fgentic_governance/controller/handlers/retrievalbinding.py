@@ -14,6 +14,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.api.common import API_VERSION, GROUP, VERSION
+from fgentic_governance.api.kagent import lists_tool
 from fgentic_governance.api.registry import RETRIEVAL_BINDING
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.controller import api as kube
@@ -23,6 +24,7 @@ from fgentic_governance.controller.handlers.common import (
     handled,
     merge_conditions,
     parse,
+    ready,
     update_status,
 )
 from fgentic_governance.controller.retrieval_apply import BindingApplier
@@ -72,14 +74,16 @@ async def resync_binding(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any)
 
 async def _reconcile(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    patch: kopf.Patch, bindings_by_agent: kopf.Index[Any, Any], resync: bool = False, **_: Any,
+    patch: kopf.Patch, body: kopf.Body, bindings_by_agent: kopf.Index[Any, Any],
+    resync: bool = False, **_: Any,
 ) -> None:
     binding = BindingId(namespace, name)
-    report = _Report(patch, status, int(meta.get("generation", 0)))
+    report = _Report(patch, status, int(meta.get("generation", 0)), body)
     parsed = parse(RetrievalBindingSpec, spec)
     if parsed is None:
         report.done(valid=False, rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
         return
+    report.agent = await _agent_reason(parsed)
     mine = (str(meta.get("creationTimestamp", "")), f"{namespace}/{name}")
     claims = list(bindings_by_agent.get((parsed.agent.namespace, parsed.agent.name), []))
     async with scope_lock(f"retrievalbinding:{namespace}/{name}"):  # timer vs. update
@@ -131,6 +135,20 @@ async def _prune(binding: BindingId, keep: list[dict[str, Any]]) -> None:
         raise kopf.TemporaryError(f"list failed: {exc.status}", delay=RETRY_DELAY) from None
 
 
+async def _agent_reason(binding: RetrievalBindingSpec) -> Reason:
+    """OK when the bound Agent exists and lists the bound server's tool: a binding whose Agent
+    or tool is missing protects nothing yet, so it is not Ready (its objects are still
+    applied: they deny until the Agent arrives)."""
+    agent = await kube.get_object(group="kagent.dev", version="v1alpha2", plural="agents",
+                                  namespace=binding.agent.namespace, name=binding.agent.name)
+    if agent is None:
+        return Reason.AGENT_NOT_FOUND
+    server = binding.mcp_server
+    if not lists_tool(agent, server.namespace, server.name, server.tool):
+        return Reason.TOOL_NOT_BOUND
+    return Reason.OK
+
+
 def _applied(status: kopf.Status, digest: str) -> bool:
     """The status records this exact rendering as applied (and so pruned against)."""
     applied = [c for c in status.get("conditions") or [] if c.get("type") == "Applied"]
@@ -139,12 +157,16 @@ def _applied(status: kopf.Status, digest: str) -> bool:
 
 
 class _Report:
-    """Writes status: conditions Valid, Rendered, Applied, Conflict, and the rendered summary;
-    only when something changed (a resync that finds everything as recorded writes nothing)."""
+    """Writes status: conditions Valid, Rendered, Applied, Conflict, Ready and the rendered
+    summary, only when something changed (a resync that finds everything as recorded writes
+    nothing); one event when Ready changes, reported as the product."""
 
-    def __init__(self, patch: kopf.Patch, current: kopf.Status, generation: int) -> None:
+    def __init__(self, patch: kopf.Patch, current: kopf.Status, generation: int,
+                 body: kopf.Body) -> None:
         self.patch, self.current, self.generation = patch, current, generation
         self.previous = current.get("conditions")
+        self.body = body
+        self.agent = Reason.OK
 
     def done(self, *, rendered: Reason, applied: Reason, valid: bool = True,
              conflict: bool = False, result: Rendered | None = None) -> None:
@@ -158,9 +180,25 @@ class _Report:
             cond("Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC),
             cond("Rendered", rendered is Reason.OK, rendered),
             cond("Applied", applied is Reason.OK, applied),
-            cond("Conflict", conflict, Reason.BINDING_CONFLICT if conflict else Reason.OK))
+            cond("Conflict", conflict, Reason.BINDING_CONFLICT if conflict else Reason.OK),
+            self._ready(valid, rendered, applied, conflict))
         status["renderedDigest"] = result.digest if result else None
         status["renderedObjects"] = len(result.objects) if result and applied is Reason.OK else 0
         status["unenforceable"] = list(result.unenforceable) if result else []
         status["deviations"] = list(result.deviations) if result else []
         update_status(self.patch, self.current, status)
+
+    def _ready(self, valid: bool, rendered: Reason, applied: Reason,
+               conflict: bool) -> dict[str, Any]:
+        problems = [r for r in (Reason.OK if valid else Reason.INVALID_SPEC, rendered, applied,
+                                Reason.BINDING_CONFLICT if conflict else Reason.OK, self.agent)
+                    if r is not Reason.OK]
+        reason = problems[0] if problems else Reason.OK
+        made = ready(not problems, reason, self.generation, self.previous)
+        was = next((c for c in self.previous or [] if c.get("type") == "Ready"), None)
+        if was is None or (was.get("status"), was.get("reason")) != (made["status"],
+                                                                     made["reason"]):
+            kopf.event(self.body, type="Normal" if not problems else "Warning",
+                       reason="Ready" if not problems else "NotReady",
+                       message=f"reason {reason.value}")
+        return made

@@ -1,0 +1,41 @@
+"""A condition's human message: one sentence per reason code, constant text only (never a
+value from an object, a store or a request), so `kubectl describe` and `kubectl wait` say what
+happened and what to change. A code without its own sentence is spelt out."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+from fgentic_governance.reasons import Reason
+
+MESSAGES: Final = MappingProxyType({
+    Reason.OK: "Reconciled.",
+    Reason.CONSENT_MISSING: "No ConsentRecord grants this scope yet.",
+    Reason.CONSENT_WITHDRAWN: "Consent was withdrawn; the scope's memory was erased.",
+    Reason.CONSENT_PURPOSE_MISMATCH: "The ConsentRecord's purpose is not the scope's.",
+    Reason.CONSENT_POLICY_VERSION_MISMATCH: "The ConsentRecord's policy version is not the "
+                                            "scope's.",
+    Reason.ERASURE_VERIFY_FAILED: "An erasure could not be verified; the operator retries.",
+    Reason.CONSENT_SUBJECT_MISMATCH: "The ConsentRecord's subject is not the scope's subject.",
+    Reason.POSTURE_DISABLED: "The scope's posture is fully_disabled.",
+    Reason.PROFILE_NOT_DEMO: "Only the demo profile may enable memory in this release.",
+    Reason.OFFBOARDING_IN_PROGRESS: "The subject is being offboarded.",
+    Reason.FEDERATION_DENIED: "The subject is not a native user of the local homeserver.",
+    Reason.STORE_UNAVAILABLE: "The content store is not reachable; the operator retries.",
+    Reason.STORE_RESTARTING: "The content store is recovering from a restart.",
+    Reason.STORE_LOCK_TIMEOUT: "A runtime transaction held the scope; the operator retries.",
+    Reason.STORE_SCHEMA_MISMATCH: "The store's schema is not this release's; the operator "
+                                  "migrates it.",
+    Reason.STORE_SETTINGS_UNSAFE: "The memory database lacks its pinned settings (docs/"
+                                  "memory.md §3b).",
+    Reason.INVALID_SPEC: "The spec is invalid; see the CRD's schema and docs.",
+    Reason.BINDING_CONFLICT: "Another RetrievalBinding already binds this Agent.",
+    Reason.APPLY_FAILED: "Applying the rendered objects failed; the operator retries.",
+    Reason.AGENT_NOT_FOUND: "The bound kagent Agent does not exist.",
+    Reason.TOOL_NOT_BOUND: "The Agent does not list the bound server's tool.",
+})
+
+
+def message(reason: Reason) -> str:
+    return MESSAGES.get(reason) or reason.value.replace("_", " ").capitalize() + "."
