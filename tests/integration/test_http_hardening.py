@@ -324,7 +324,8 @@ async def test_malformed_reviews_are_never_allowed(webhook: Process, route: str)
                 answer = json.loads(text)["response"]
                 assert answer["allowed"] is False, case
                 assert answer["uid"] == "u-1"
-                assert answer["status"]["message"] == "REVIEW_MALFORMED at request", case
+                assert answer["status"]["message"].partition(": ")[0] == \
+                    "REVIEW_MALFORMED at request", case
         # The control: a well-formed review of a compliant Agent is allowed.
         async with http.post(f"{review.url}/agents", data=_review(_agent_review())) as response:
             assert (await response.json())["response"] == {"uid": "u-1", "allowed": True}
@@ -458,7 +459,7 @@ async def test_a_route_refuses_a_review_of_another_kind(webhook: Process) -> Non
             async with http.post(f"{review.url}/{route}", data=body) as response:
                 answer = (await response.json())["response"]
             assert answer["allowed"] is False, (route, obj["kind"])
-            assert answer["status"]["message"] == "UNSUPPORTED_KIND at kind"
+            assert answer["status"]["message"].partition(": ")[0] == "UNSUPPORTED_KIND at kind"
 
 
 def test_the_webhook_process_does_not_import_kopf() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from fgentic_governance.admission.policy import (
     AdmissionCode,
     BindingView,
+    Denial,
     PolicyState,
     ScopeView,
     agent_denials,
@@ -217,7 +218,7 @@ async def test_the_agents_route_refuses_objects_that_are_not_agents(obj: dict[st
     reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
     out = await reviewer(_review(obj), webhook="agents")
     assert out["response"]["allowed"] is False
-    assert out["response"]["status"]["message"] == "UNSUPPORTED_KIND at kind"
+    assert out["response"]["status"]["message"].partition(": ")[0] == "UNSUPPORTED_KIND at kind"
     assert SENTINEL not in str(out)
 
 
@@ -230,7 +231,7 @@ async def test_every_route_refuses_kinds_it_is_not_configured_for(route: str,
     """L2 on the other routes: the kind alone was checked, not the API group."""
     reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
     out = await reviewer(_review(obj), webhook=route)
-    assert out["response"]["status"]["message"] == "UNSUPPORTED_KIND at kind"
+    assert out["response"]["status"]["message"].partition(": ")[0] == "UNSUPPORTED_KIND at kind"
 
 
 def _routing(agents: list[dict[str, Any]]) -> MemoryRouting:
@@ -253,7 +254,8 @@ async def test_podcheck_refuses_the_routed_label_on_a_pod_it_does_not_route(
                 "metadata": {"name": "p", "namespace": "ns", "labels": {ROUTED_LABEL: "true"}},
                 "spec": {"containers": [{"name": "c"}]}}
     out = await reviewer(_review(labelled), webhook="podcheck")
-    assert out["response"]["status"]["message"] == "ROUTED_LABEL_RESERVED at metadata.labels"
+    assert out["response"]["status"]["message"].partition(": ")[0] == \
+        "ROUTED_LABEL_RESERVED at metadata.labels"
     kept = {"request": {"uid": "u-1", "operation": "UPDATE", "object": labelled,
                         "oldObject": labelled}}
     assert (await reviewer(kept, webhook="podcheck"))["response"]["allowed"] is True
@@ -278,7 +280,7 @@ async def test_malformed_reviews_are_denied_never_allowed(request_: Any) -> None
     out = await reviewer({"request": request_}, webhook="agents")
     assert out["response"]["uid"] == "u-1"
     assert out["response"]["allowed"] is False
-    assert out["response"]["status"]["message"] == "REVIEW_MALFORMED at request"
+    assert out["response"]["status"]["message"].partition(": ")[0] == "REVIEW_MALFORMED at request"
     assert SENTINEL not in str(out)
 
 
@@ -301,3 +303,16 @@ async def test_a_bounded_uid_is_echoed() -> None:
     out = await reviewer({"request": {"uid": uid, "operation": "CREATE", "object": agent()}},
                          webhook="agents")
     assert out["response"] == {"uid": uid, "allowed": True}
+
+
+def test_every_denial_says_what_to_change() -> None:
+    """Issue 27: a denial names the rule (code), the field and, in one constant sentence, what
+    to change; the sentence keeps the message parseable (no ``; `` between denials)."""
+    from fgentic_governance.admission.guidance import GUIDANCE, explained
+
+    assert set(GUIDANCE) == set(AdmissionCode)
+    for code, sentence in GUIDANCE.items():
+        assert sentence and "; " not in sentence and ": " not in sentence, code
+    denial = Denial(AdmissionCode.FORBIDDEN_HEADER, "spec.tools[0]", "x-api-key")
+    assert explained(denial) == ("FORBIDDEN_HEADER at spec.tools[0] (x-api-key): "
+                                 + GUIDANCE[AdmissionCode.FORBIDDEN_HEADER])

@@ -126,7 +126,8 @@ async def test_the_webhook_refuses_an_agent_whose_model_bypasses_the_route() -> 
     assert out["response"]["allowed"] is True
     configs["chat"] = model_config("chat", "https://api.openai.com/v1")
     out = await reviewer(configs, [])(review(memory_agent()), webhook="agents")
-    assert out["response"]["status"]["message"] == f"MEMORY_MODEL_UNGOVERNED at {CHAT}"
+    assert out["response"]["status"]["message"].partition(": ")[0] == \
+        f"MEMORY_MODEL_UNGOVERNED at {CHAT}"
     # Without a governed model route configured, the rule is not applied.
     out = await reviewer(configs, [], route="")(review(memory_agent()), webhook="agents")
     assert out["response"]["allowed"] is True
@@ -136,6 +137,7 @@ async def test_the_webhook_refuses_repointing_a_model_config_in_use() -> None:
     moved = model_config("embed", "https://api.openai.com/v1")
     check = reviewer({}, [memory_agent()])
     out = await check(review(moved, "UPDATE"), webhook="agents")
-    assert out["response"]["status"]["message"] == "MEMORY_MODEL_UNGOVERNED at spec"
+    assert out["response"]["status"]["message"].partition(": ")[0] == \
+        "MEMORY_MODEL_UNGOVERNED at spec"
     out = await reviewer({}, [])(review(moved, "UPDATE"), webhook="agents")
     assert out["response"]["allowed"] is True

@@ -253,8 +253,8 @@ def complete(coroutine: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
 
 
 def denials_of(response: Mapping[str, Any]) -> list[Denial]:
-    """The denials of a review response, read back from its message (``Denial.message``:
-    ``CODE at PATH[ (header)]``, joined by ``; ``)."""
+    """The denials of a review response, read back from its message (``guidance.explained``:
+    ``CODE at PATH[ (header)]: what to change``, joined by ``; ``)."""
     if response.get("allowed") is True:
         return []
     return [_denial(part) for part in str(response["status"]["message"]).split("; ")]
@@ -262,5 +262,6 @@ def denials_of(response: Mapping[str, Any]) -> list[Denial]:
 
 def _denial(message: str) -> Denial:
     code, _, rest = message.partition(" at ")
+    rest = rest.partition(": ")[0]
     path, _, header = rest.partition(" (")
     return Denial(AdmissionCode(code), path, header.removesuffix(")"))

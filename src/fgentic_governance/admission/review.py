@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from fgentic_governance.admission import metrics, pods
+from fgentic_governance.admission.guidance import explained
 from fgentic_governance.admission.model_routes import (
     model_config_denials,
     model_denials,
@@ -247,5 +248,5 @@ def response(uid: str, denials: Sequence[Denial],
         result["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()
     if denials:
         result["status"] = {"code": 403, "reason": "Forbidden",
-                            "message": "; ".join(d.message() for d in denials)}
+                            "message": "; ".join(explained(d) for d in denials)}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": result}
