@@ -498,3 +498,48 @@ def test_every_workload_takes_the_usual_pod_knobs() -> None:
     budgets = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
     assert "fg-webhook" not in budgets  # one replica: no budget
     assert {"fg-memory-api", "fg-control-api", "fg-retrieval-server"} <= budgets
+
+
+def _defined_metric_series() -> set[str]:
+    """Every series name the code can export: counters as <name>_total, histograms as
+    _bucket/_sum/_count, gauges as they are (prometheus_client's naming)."""
+    import re
+
+    found: set[str] = set()
+    for path in (ROOT / "src" / "fgentic_governance").rglob("*.py"):
+        for kind, name in re.findall(r'(Counter|Gauge|Histogram)\(\s*"(fgentic_[a-z_]+)"',
+                                     path.read_text()):
+            base = name.removesuffix("_total")
+            if kind == "Counter":
+                found.add(base + "_total")
+            elif kind == "Histogram":
+                found |= {base + "_bucket", base + "_sum", base + "_count"}
+            else:
+                found.add(name)
+    return found
+
+
+def test_monitoring_objects_use_only_metrics_the_code_exports() -> None:
+    """Issue 27: the optional ServiceMonitor, PrometheusRule and Grafana dashboard; every
+    fgentic_* series their expressions name is one the code defines (a renamed metric fails
+    here, not silently in a cluster)."""
+    import re
+
+    docs = _render("metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+                   "metrics.grafanaDashboard.enabled=true")
+    (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
+    services = [d for d in docs if d["kind"] == "Service"
+                and any(p["name"] == "http-metrics" for p in d["spec"]["ports"])]
+    assert {s["metadata"]["name"] for s in services} >= {"fg-webhook", "fg-operator-metrics"}
+    (rule,) = [d for d in docs if d["kind"] == "PrometheusRule"]
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert len({a["alert"] for a in alerts}) == len(alerts) >= 7
+    (board,) = [d for d in docs if d["kind"] == "ConfigMap"
+                and d["metadata"]["name"] == "fg-dashboard"]
+    dashboard = json.loads(board["data"]["fgentic-governance.json"])
+    exprs = [a["expr"] for a in alerts] + [t["expr"] for p in dashboard["panels"]
+                                          for t in p["targets"]]
+    named = {m for e in exprs for m in re.findall(r"fgentic_[a-z_]+", e)}
+    assert named and named <= _defined_metric_series(), named - _defined_metric_series()
+    assert not [d for d in _render() if d["kind"] in ("ServiceMonitor", "PrometheusRule")]

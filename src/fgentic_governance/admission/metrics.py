@@ -41,6 +41,10 @@ AUDIT_VIOLATIONS = Gauge(
     ["reason"],
 )
 AUDIT_RUNS = Counter("fgentic_admission_audit_runs_total", "Completed audit scans.")
+CERTIFICATE_EXPIRY = Gauge(
+    "fgentic_webhook_certificate_expiry_timestamp_seconds",
+    "When the serving certificate this webhook replica presents expires (Unix time).",
+)
 
 
 def route_label(webhook: str | None) -> str:

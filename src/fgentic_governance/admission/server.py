@@ -276,6 +276,18 @@ class ServingCertificate:
         self.current = self._context()
         self.listener = self._context()
         self.listener.sni_callback = self._select
+        self._record_expiry()
+
+    def _record_expiry(self) -> None:
+        """The served certificate's notAfter as a metric (alert before it lapses: the webhook
+        fails closed)."""
+        from cryptography import x509
+
+        try:
+            leaf = x509.load_pem_x509_certificate(self._cert.read_bytes())
+        except (OSError, ValueError):
+            return
+        metrics.CERTIFICATE_EXPIRY.set(leaf.not_valid_after_utc.timestamp())
 
     def _context(self) -> ssl.SSLContext:
         return _server_context(self._cert, self._key, self._client_ca)
@@ -299,6 +311,7 @@ class ServingCertificate:
             log.warning("TLS certificate not reloaded: %s", type(exc).__name__)
             return False
         self.current, self._stamp = fresh, stamp
+        self._record_expiry()
         log.info("TLS certificate loaded")
         return True
 

@@ -12,6 +12,11 @@ SCOPE_TRANSITIONS = Counter(
     "MemoryScope reconciliations by resulting phase and reason code.",
     ["phase", "reason"],
 )
+BINDING_RECONCILES = Counter(
+    "fgentic_retrieval_binding_reconciles_total",
+    "RetrievalBinding reconciliations by Ready and its reason code.",
+    ["ready", "reason"],
+)
 SCOPE_STATUS_WRITES = Counter(
     "fgentic_scope_status_writes_total",
     "MemoryScope reconciliations that wrote the status, or found it already as computed.",

@@ -12,12 +12,16 @@ import logging
 from typing import Any, Final
 
 import asyncpg
+from prometheus_client import Gauge
 
 from fgentic_governance.reasons import Reason
 
 READY_SECONDS: Final = 2.0
 # crash_shutdown, cannot_connect_now (starting up, in recovery, shutting down).
 RESTARTING_STATES: Final = frozenset({"57P02", "57P03"})
+STORE_UP: Final = Gauge("fgentic_store_up",
+                        "1 while the content store answered this process's last readiness "
+                        "probe, else 0.")
 
 
 def reason_of(exc: BaseException) -> Reason:
@@ -60,6 +64,7 @@ class StoreReadiness:
 
     async def __call__(self) -> Reason:
         reason, cause = await probe_cause(self._pool, self._seconds)
+        STORE_UP.set(1 if reason is Reason.OK else 0)
         if reason is not self.last:
             level = logging.INFO if reason is Reason.OK else logging.WARNING
             self._log.log(level, "store-ready reason=%s was=%s cause=%s", reason.value,

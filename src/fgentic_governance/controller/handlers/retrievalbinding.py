@@ -27,6 +27,7 @@ from fgentic_governance.controller.handlers.common import (
     ready,
     update_status,
 )
+from fgentic_governance.controller.metrics import BINDING_RECONCILES
 from fgentic_governance.controller.retrieval_apply import BindingApplier
 from fgentic_governance.reasons import Reason
 from fgentic_governance.retrieval.render.binding import Rendered, RenderError, render
@@ -195,6 +196,7 @@ class _Report:
                     if r is not Reason.OK]
         reason = problems[0] if problems else Reason.OK
         made = ready(not problems, reason, self.generation, self.previous)
+        BINDING_RECONCILES.labels(ready=str(not problems).lower(), reason=reason.value).inc()
         was = next((c for c in self.previous or [] if c.get("type") == "Ready"), None)
         if was is None or (was.get("status"), was.get("reason")) != (made["status"],
                                                                      made["reason"]):
