@@ -52,7 +52,11 @@ def test_webhook_configuration_is_ours_and_fails_closed() -> None:
         assert hook["timeoutSeconds"] <= 5
         excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
         assert {"kube-system", NS} <= set(excluded)
-        assert hook["clientConfig"]["caBundle"]  # generated CA, not empty
+        # The default bootstrap mode: the webhook injects its CA at run time.
+        assert hook["clientConfig"]["caBundle"] == ""
+    (vwc,) = [d for d in _render("webhook.tls.mode=generate")
+              if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert all(hook["clientConfig"]["caBundle"] for hook in vwc["webhooks"])  # generated CA
 
 
 def test_chart_admission_rules_equal_the_python_renderers() -> None:
@@ -543,3 +547,33 @@ def test_monitoring_objects_use_only_metrics_the_code_exports() -> None:
     named = {m for e in exprs for m in re.findall(r"fgentic_[a-z_]+", e)}
     assert named and named <= _defined_metric_series(), named - _defined_metric_series()
     assert not [d for d in _render() if d["kind"] in ("ServiceMonitor", "PrometheusRule")]
+
+
+def test_tls_modes_render_what_each_promises() -> None:
+    """Issue 27: the default (bootstrap) renders no key material, so `helm template` is stable;
+    certManager renders a Certificate (a self-signed CA chain without issuerRef) and asks
+    cert-manager's CA injector to fill the configurations' caBundle."""
+    first, second = _render(), _render()
+    assert first == second  # nothing generated per render
+    assert not [d for d in first if d["kind"] == "Secret"]
+    (role,) = [d for d in first if d["kind"] == "Role"
+               and d["metadata"]["name"] == "fg-webhook-tls"]
+    assert {"watch", "list"} <= set(role["rules"][0]["verbs"])
+    docs = _render("webhook.tls.mode=certManager")
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs
+                   if d["apiVersion"].startswith("cert-manager.io/"))
+    assert kinds == [("Certificate", "fg-webhook"), ("Certificate", "fg-webhook-ca"),
+                     ("Issuer", "fg-webhook-ca"), ("Issuer", "fg-webhook-selfsigned")]
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        for config in [d for d in docs if d["kind"] == kind]:
+            assert config["metadata"]["annotations"] == {
+                "cert-manager.io/inject-ca-from": f"{NS}/fg-webhook"}
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"
+                 and d["metadata"]["name"] == "fg-webhook"]
+    (tls,) = [v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]
+    assert tls["secret"]["secretName"] == "fg-webhook-tls"
+    given = _render("webhook.tls.mode=certManager", "webhook.tls.certManager.issuerRef.name=corp",
+                    "webhook.tls.certManager.issuerRef.kind=ClusterIssuer")
+    (cert,) = [d for d in given if d["kind"] == "Certificate"]
+    assert cert["spec"]["issuerRef"] == {"name": "corp", "kind": "ClusterIssuer",
+                                         "group": "cert-manager.io"}

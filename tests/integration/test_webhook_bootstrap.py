@@ -77,3 +77,76 @@ def test_bootstrap_creates_adopts_and_renews(control_plane: Any, k8s_client: cli
         assert time.monotonic() < deadline
         time.sleep(0.1)
     admission.delete_validating_webhook_configuration(name)
+
+
+def test_a_rollover_keeps_the_old_ca_and_reaches_running_replicas(
+        control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path) -> None:
+    """Issue 27: a renewal mints a new CA and keeps the previous one in the bundle (so replicas
+    still serving the old leaf stay trusted), and a running replica sees the Secret change
+    through its watch within seconds (it used to re-read it hourly); the webhook keeps
+    answering through the rollover."""
+    ns = f"roll-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(ns)
+    core = client.CoreV1Api(k8s_client)
+    admission = client.AdmissionregistrationV1Api(k8s_client)
+    port = processes.free_port()
+    config = webhook_configuration(f"roll-{uuid.uuid4().hex[:6]}", f"https://127.0.0.1:{port}",
+                                   b"placeholder")
+    for hook in config["webhooks"]:
+        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    admission.create_validating_webhook_configuration(config)
+    name = config["metadata"]["name"]
+    running = _start(control_plane, tmp_path / "a", ns, name, port)
+    try:
+        first = core.read_namespaced_secret("webhook-tls", ns).data
+        # The pair becomes unusable (as one due for renewal is): the running replica's watch
+        # sees the change and renews it at once, keeping the old CA in the bundle.
+        secret = core.read_namespaced_secret("webhook-tls", ns)
+        secret.data["tls.crt"] = base64.b64encode(b"not a certificate").decode()
+        core.replace_namespaced_secret("webhook-tls", ns, secret)
+        deadline = time.monotonic() + 15
+        while True:
+            renewed = core.read_namespaced_secret("webhook-tls", ns).data
+            if renewed["tls.crt"] != secret.data["tls.crt"]:
+                break
+            assert time.monotonic() < deadline, "the running replica never saw the change"
+            time.sleep(0.2)
+        bundle = base64.b64decode(renewed["ca.crt"])
+        assert bundle.endswith(base64.b64decode(first["ca.crt"]))  # the old CA kept, last
+        assert bundle.count(b"BEGIN CERTIFICATE") == 2
+        while (tmp_path / "a" / "ca.crt").read_bytes() != bundle:
+            assert time.monotonic() < deadline, "the replica did not write the new files"
+            time.sleep(0.2)
+        assert all(h.client_config.ca_bundle == renewed["ca.crt"]
+                   for h in admission.read_validating_webhook_configuration(name).webhooks)
+        agent = example("Agent")
+        agent["metadata"] = {"name": "leaky", "namespace": ns}
+        agent["spec"]["declarative"]["tools"][0]["mcpServer"]["allowedHeaders"] = ["Cookie"]
+        deadline = time.monotonic() + 15
+        while True:  # served with the new chain (the listener reloads its files)
+            with pytest.raises(ApiException) as info:
+                client.CustomObjectsApi(k8s_client).create_namespaced_custom_object(
+                    "kagent.dev", "v1alpha2", ns, "agents", agent)
+            if "FORBIDDEN_HEADER" in api_message(info.value):
+                break
+            assert time.monotonic() < deadline, api_message(info.value)
+            time.sleep(0.5)
+    finally:
+        processes.stop(running)
+        admission.delete_validating_webhook_configuration(name)
+
+
+def test_renewal_is_due_at_two_thirds_of_the_lifetime() -> None:
+    import datetime as dt
+
+    from cryptography import x509
+
+    from fgentic_governance.admission.bootstrap import renewal_due
+    from fgentic_governance.serving.tls import CertificateAuthority
+
+    leaf = x509.load_pem_x509_certificate(
+        CertificateAuthority().issue_server(["x"]).cert_pem)
+    start, end = leaf.not_valid_before_utc, leaf.not_valid_after_utc
+    lifetime = end - start
+    assert not renewal_due(leaf, start + lifetime * 0.66)
+    assert renewal_due(leaf, start + lifetime * 0.67)

@@ -1,10 +1,17 @@
 """Self-bootstrapped webhook TLS, the way cert-manager's webhook does it.
 
-The webhook keeps its CA and serving certificate in one Secret. On start and then hourly each
-replica makes sure the Secret holds a valid pair for the Service's DNS names (creating or
-renewing it), writes the files the TLS listener reads (which reloads them), and injects the
-CA into our ValidatingWebhookConfiguration. Replicas race benignly: a create that loses
-(409) adopts the winner's Secret; an update that loses (409) re-reads and retries.
+The webhook keeps its CA and serving certificate in one Secret. On start, whenever the Secret
+changes (a watch) and at least every WATCH_SECONDS, each replica makes sure the Secret holds a
+valid pair for the Service's DNS names (creating it, or renewing it once two thirds of the
+leaf's lifetime have passed), injects the CA bundle into our webhook configurations and only
+then writes the files the TLS listener reads (which reloads them). Replicas race benignly: a
+create that loses (409) adopts the winner's Secret; an update that loses (409) re-reads and
+retries.
+
+No fail-closed window at a rollover: a renewal mints a new CA and leaf and keeps the previous
+CA in the bundle (``ca.crt`` holds both), so the API server trusts both the replicas that
+already serve the new leaf and those that still serve the old one until their watch sees the
+change.
 """
 
 from __future__ import annotations
@@ -15,16 +22,19 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from cryptography import x509
-from kubernetes import client
+from cryptography.hazmat.primitives import serialization
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.serving.tls import CertificateAuthority
 
 log = logging.getLogger("fgentic_governance.admission.bootstrap")
-RENEW_BEFORE = dt.timedelta(days=30)
-CHECK_INTERVAL = 3600.0
+RENEW_AT: Final = 2 / 3
+"""Renew once this fraction of the leaf's lifetime has passed (cert-manager's default)."""
+WATCH_SECONDS: Final = 300
 
 
 @dataclass(frozen=True)
@@ -42,8 +52,14 @@ class Target:
                 f"{svc}.{self.namespace}.svc.cluster.local", *self.extra_hosts]
 
 
+def renewal_due(cert: x509.Certificate, now: dt.datetime) -> bool:
+    """Two thirds of the certificate's lifetime have passed."""
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    return now >= start + (end - start) * RENEW_AT
+
+
 def _usable(data: dict[str, str] | None, hosts: list[str]) -> bool:
-    """The Secret holds a pair valid for our names for at least RENEW_BEFORE more."""
+    """The Secret holds a pair for our names that is not yet due for renewal."""
     if not data or not {"tls.crt", "tls.key", "ca.crt"} <= data.keys():
         return False
     try:
@@ -53,16 +69,29 @@ def _usable(data: dict[str, str] | None, hosts: list[str]) -> bool:
             str(ip) for ip in names.value.get_values_for_type(x509.IPAddress)}
     except (ValueError, x509.ExtensionNotFound):
         return False
-    fresh = cert.not_valid_after_utc - dt.datetime.now(dt.UTC) > RENEW_BEFORE
-    return fresh and set(hosts) <= dns
+    return not renewal_due(cert, dt.datetime.now(dt.UTC)) and set(hosts) <= dns
 
 
-def _generate(hosts: list[str]) -> dict[str, str]:
+def _current_ca(data: dict[str, str] | None) -> bytes:
+    """The CA the Secret's leaf was issued by (the bundle's first), if it is still valid."""
+    try:
+        bundle = base64.b64decode((data or {}).get("ca.crt", ""))
+        [first, *_] = x509.load_pem_x509_certificates(bundle)
+    except ValueError:
+        return b""
+    if first.not_valid_after_utc <= dt.datetime.now(dt.UTC):
+        return b""
+    return first.public_bytes(serialization.Encoding.PEM)
+
+
+def _generate(hosts: list[str], previous: dict[str, str] | None = None) -> dict[str, str]:
+    """A new CA and leaf; the bundle keeps the CA of ``previous`` after the new one."""
     ca = CertificateAuthority("fgentic-governance-webhook-ca")
     leaf = ca.issue_server(hosts)
+    bundle = ca.cert_pem + _current_ca(previous)
     return {"tls.crt": base64.b64encode(leaf.cert_pem).decode(),
             "tls.key": base64.b64encode(leaf.key_pem).decode(),
-            "ca.crt": base64.b64encode(ca.cert_pem).decode()}
+            "ca.crt": base64.b64encode(bundle).decode()}
 
 
 def ensure_secret(core: client.CoreV1Api, target: Target) -> dict[str, str]:
@@ -85,7 +114,7 @@ def ensure_secret(core: client.CoreV1Api, target: Target) -> dict[str, str]:
         data = {k: str(v) for k, v in (secret.data or {}).items()}
         if _usable(data, target.hosts):
             return data
-        secret.data = _generate(target.hosts)  # type: ignore[assignment]
+        secret.data = _generate(target.hosts, data)  # type: ignore[assignment]
         try:
             core.replace_namespaced_secret(target.secret, target.namespace, secret)
             log.info("webhook TLS secret renewed")
@@ -136,15 +165,30 @@ def _inject_mutating(admission: client.AdmissionregistrationV1Api, target: Targe
 
 
 def settle(api_client: client.ApiClient, target: Target, tls_dir: Path) -> None:
+    """The bundle is trusted before this replica serves a leaf it signs: inject, then write."""
     data = ensure_secret(client.CoreV1Api(api_client), target)
-    write_files(data, tls_dir)
     inject_ca(client.AdmissionregistrationV1Api(api_client), target, data["ca.crt"])
+    write_files(data, tls_dir)
+
+
+def _watch_once(api_client: client.ApiClient, target: Target, tls_dir: Path) -> None:
+    """Settle on every change of the Secret, for at most WATCH_SECONDS (then the caller
+    settles anyway, which also renews a pair that came due without any change)."""
+    core = client.CoreV1Api(api_client)
+    stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+        core.list_namespaced_secret, target.namespace,
+        field_selector=f"metadata.name={target.secret}", timeout_seconds=WATCH_SECONDS,
+        _request_timeout=WATCH_SECONDS + 30)
+    for event in stream:
+        if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+            settle(api_client, target, tls_dir)
 
 
 async def keep_settled(api_client: client.ApiClient, target: Target, tls_dir: Path) -> None:
     while True:
-        await asyncio.sleep(CHECK_INTERVAL)
         try:
+            await asyncio.to_thread(_watch_once, api_client, target, tls_dir)
             await asyncio.to_thread(settle, api_client, target, tls_dir)
         except Exception as exc:
             log.warning("TLS bootstrap check failed: %s", type(exc).__name__)
+            await asyncio.sleep(5)
