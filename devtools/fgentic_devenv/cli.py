@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("chart-schema", help="generate the chart's values.schema.json "
                                                  "from values.yaml, or --check it")
     schema.add_argument("--check", action="store_true", help="fail if the committed one differs")
+    vap = sub.add_parser("chart-policy", help="generate the chart's ValidatingAdmissionPolicies "
+                                              "from the policy's CEL rules, or --check them")
+    vap.add_argument("--check", action="store_true", help="fail if the committed one differs")
     return parser
 
 
@@ -45,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fgentic_devenv import chartschema
 
         return chartschema.run(check=args.check)
+    if args.command == "chart-policy":
+        from fgentic_devenv import chartpolicy
+
+        return chartpolicy.run(check=args.check)
     from fgentic_devenv.up import run_dev
 
     return int(run_dev(args))

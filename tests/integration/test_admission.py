@@ -27,6 +27,7 @@ from fgentic_governance.admission.render import (
     ROUTED_NAMESPACE_LABEL,
     admission_policy,
     mutating_configuration,
+    scope_policy,
     webhook_configuration,
 )
 from fgentic_governance.api.common import GROUP
@@ -604,3 +605,49 @@ def test_admission_policy_alone_blocks_authorization(control_plane: Any, tmp_pat
     headers_from = agent("hf", with_headers_from(mcp(OTHER, ["t"]), "X-Fgentic-Identity"))
     headers_from["metadata"]["namespace"] = namespace
     assert "FORBIDDEN_HEADERS_FROM" in _apply(control_plane, headers_from, tmp_path)
+
+
+def test_generated_policies_alone_refuse_every_stateless_rule(control_plane: Any,
+                                                              tmp_path: Path) -> None:
+    """Issue 27: the ValidatingAdmissionPolicies generated from admission/cel.py hold with no
+    webhook at all: a memory-enabled Agent without ttlDays, a non-token headersFrom name and
+    a MemoryScope of another homeserver are refused by the API server itself, with the
+    webhook's own code and sentence; their near misses pass."""
+    namespace = f"vapgen-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(namespace)
+    suffix = uuid.uuid4().hex[:6]
+    for policy, binding in (admission_policy(), scope_policy("fgentic.local")):
+        policy["metadata"]["name"] += suffix
+        binding["metadata"]["name"] += suffix
+        binding["spec"]["policyName"] = policy["metadata"]["name"]
+        binding["spec"]["matchResources"] = {"namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": namespace}}}
+        for doc in (policy, binding):
+            control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    no_ttl = agent("no-ttl", memory={"modelConfig": "embed"})
+    odd_name = agent("odd", with_headers_from(mcp(OTHER, ["t"]), "X-Tr\u0430ce"))
+    far = _scope("far", "x")
+    far["spec"]["subject"]["mxid"] = "@alice:elsewhere.example"
+    near = _scope("near", "x")
+    for doc in (no_ttl, odd_name, far, near):
+        doc["metadata"]["namespace"] = namespace
+    deadline = time.monotonic() + 20
+    verdict = "allow"
+    while time.monotonic() < deadline and verdict == "allow":  # policies load in a moment
+        verdict = _apply(control_plane, no_ttl, tmp_path)
+        if verdict == "allow":
+            control_plane.kubectl("delete", "agent", "-n", namespace, "no-ttl")
+            time.sleep(0.5)
+    assert "ValidatingAdmissionPolicy" in verdict and "MEMORY_TTL_MISSING: set" in verdict
+    assert "FORBIDDEN_HEADERS_FROM: " in _apply(control_plane, odd_name, tmp_path)
+    deadline = time.monotonic() + 20
+    verdict = _apply(control_plane, far, tmp_path)
+    while verdict == "allow" and time.monotonic() < deadline:
+        control_plane.kubectl("delete", "memoryscope", "-n", namespace, "far")
+        time.sleep(0.5)
+        verdict = _apply(control_plane, far, tmp_path)
+    assert "ValidatingAdmissionPolicy" in verdict and "FEDERATION_DENIED: " in verdict, verdict
+    assert _apply(control_plane, near, tmp_path) == "allow"
+    with_ttl = agent("ttl", memory={"modelConfig": "embed", "ttlDays": 3})
+    with_ttl["metadata"]["namespace"] = namespace
+    assert _apply(control_plane, with_ttl, tmp_path) == "allow"

@@ -68,10 +68,18 @@ def test_chart_admission_rules_equal_the_python_renderers() -> None:
         assert chart_hook["rules"] == python_hook["rules"]
         assert chart_hook["clientConfig"]["service"]["path"] == \
             python_hook["clientConfig"]["url"].removeprefix("https://h")
-    (vap,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
-    assert vap["spec"]["validations"] == admission.HEADER_RULES
-    policy, _ = admission.admission_policy()
-    assert vap["spec"]["matchConstraints"] == policy["spec"]["matchConstraints"]
+    policies = {d["metadata"]["name"]: d for d in docs
+                if d["kind"] == "ValidatingAdmissionPolicy"}
+    assert set(policies) == {"fg-agents"}  # no homeserver: no scope policy
+    agents, _ = admission.admission_policy()
+    assert policies["fg-agents"]["spec"] == agents["spec"]
+    with_home = {d["metadata"]["name"]: d for d in _render("localHomeserver=example.org")
+                 if d["kind"] == "ValidatingAdmissionPolicy"}
+    scopes, _ = admission.scope_policy("example.org")
+    assert with_home["fg-memoryscopes"]["spec"] == scopes["spec"]
+    done = subprocess.run([sys.executable, "-m", "fgentic_devenv.cli", "chart-policy",
+                           "--check"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 def test_webhook_has_probes_and_knows_the_local_homeserver() -> None:
@@ -371,7 +379,7 @@ def test_rendered_manifests_pass_server_side_dry_run(control_plane: Any, tmp_pat
     out = control_plane.kubectl("apply", "--dry-run=server", "-n", NS, "-f", str(manifest))
     assert "validatingwebhookconfiguration.admissionregistration.k8s.io/fg created" in out
     assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/fg created" in out
-    assert "validatingadmissionpolicy.admissionregistration.k8s.io/fg-agent-headers created" in out
+    assert "validatingadmissionpolicy.admissionregistration.k8s.io/fg-agents created" in out
     assert out.count("(server dry run)") == len(
         [d for d in yaml.safe_load_all(manifest.read_text()) if d])
 

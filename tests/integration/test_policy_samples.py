@@ -29,10 +29,11 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.admission.cel import STATELESS_RULES
 from fgentic_governance.admission.policy import AdmissionCode
 from fgentic_governance.admission.render import (
-    HEADER_RULES,
     admission_policy,
+    scope_policy,
     webhook_configuration,
 )
 from fgentic_governance.admission.views import scope_view
@@ -45,7 +46,7 @@ POLICY = ROOT / "examples" / "policy"
 PLACEHOLDER = "policy-samples"
 """The namespace every sample names; rewritten to a namespace per code."""
 SAMPLES = sorted(p.name for p in POLICY.iterdir() if p.is_dir())
-VAP_CODES = frozenset(rule["message"].split(":", 1)[0] for rule in HEADER_RULES)
+VAP_CODES = frozenset(rule.code.value for rule in STATELESS_RULES)
 """The codes the ValidatingAdmissionPolicy enforces (its messages start with the code)."""
 NEAR_MISS = 1
 """Values (leaves) in which allowed.yaml differs from denied.yaml."""
@@ -219,12 +220,14 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
                                        ca, memory_routing=True)
         for hook in config["webhooks"]:
             hook["namespaceSelector"] = selector
-        policy, binding = admission_policy()
-        for doc in (policy, binding):
-            doc["metadata"]["name"] += f"-{suffix}"
-        binding["spec"]["policyName"] = policy["metadata"]["name"]
-        binding["spec"]["matchResources"] = {"namespaceSelector": selector}
-        for doc in (policy, binding, config):
+        policies = []
+        for policy, binding in (admission_policy(), scope_policy("fgentic.local")):
+            for doc in (policy, binding):
+                doc["metadata"]["name"] += f"-{suffix}"
+            binding["spec"]["policyName"] = policy["metadata"]["name"]
+            binding["spec"]["matchResources"] = {"namespaceSelector": selector}
+            policies += [policy, binding]
+        for doc in (*policies, config):
             control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
             cleanup.callback(control_plane.kubectl, "delete", "--ignore-not-found", "--wait=false",
                              f"{doc['kind'].lower()}.admissionregistration.k8s.io",

@@ -137,7 +137,6 @@ def test_a_rollover_keeps_the_old_ca_and_reaches_running_replicas(
 
 
 def test_renewal_is_due_at_two_thirds_of_the_lifetime() -> None:
-    import datetime as dt
 
     from cryptography import x509
 

@@ -12,10 +12,10 @@ import base64
 from collections.abc import Sequence
 from typing import Any
 
+from fgentic_governance.admission import cel
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.kagent import ROUTED_LABEL
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, RETRIEVAL_BINDING
-from fgentic_governance.contract.codec import IDENTITY_HEADER
 
 AGENT_WEBHOOK = f"agents.{GROUP}"
 GOVERNANCE_WEBHOOK = f"objects.{GROUP}"
@@ -31,7 +31,8 @@ ROUTED_NAMESPACE_LABEL = "fgentic.dev/memory-routing"
 that a Pod running under a memory-enabled Agent's service account is routed too. Only these
 namespaces depend on the webhook for every Pod; elsewhere only kagent's Agent Pods do."""
 _NOT_ROUTED_NAMESPACE = {"key": ROUTED_NAMESPACE_LABEL, "operator": "NotIn", "values": ["enabled"]}
-POLICY_NAME = "fgentic-governance-agent-headers"
+AGENT_POLICY_NAME = "fgentic-governance-agents"
+SCOPE_POLICY_NAME = "fgentic-governance-memoryscopes"
 
 _GOVERNANCE_RULES = [
     {"apiGroups": [GROUP], "apiVersions": [VERSION],
@@ -151,44 +152,41 @@ def mutating_configuration(name: str, base_url: str, ca_pem: bytes, *,
     }
 
 
-# CEL over optional fields: absent lists count as empty (kagent omits them freely).
-_TOOLS = "object.spec.?declarative.?tools.orValue([])"
-HEADER_RULES = [
-    {
-        "expression": (f"{_TOOLS}.all(t, t.?mcpServer.?allowedHeaders.orValue([])"
-                       f".all(h, h.lowerAscii() == '{IDENTITY_HEADER.lower()}'))"),
-        "message": "FORBIDDEN_HEADER: only x-fgentic-identity may be propagated to an MCP server",
-        "reason": "Forbidden",
-    },
-    {
-        "expression": (f"{_TOOLS}.all(t, t.?headersFrom.orValue([])"
-                       ".all(h, !h.name.lowerAscii().startsWith('x-fgentic-')))"),
-        "message": "FORBIDDEN_HEADERS_FROM: headersFrom may not set X-Fgentic-* headers",
-        "reason": "Forbidden",
-    },
-]
-
-
 def admission_policy(excluded: Sequence[str] = ("kube-system",)) -> list[dict[str, Any]]:
-    """The ValidatingAdmissionPolicy and its binding (Deny) for the stateless header rules."""
+    """The ValidatingAdmissionPolicy and its binding (Deny) for the stateless Agent rules."""
+    return _policy(AGENT_POLICY_NAME, "kagent.dev", "agents", cel.validations("agents"),
+                   excluded)
+
+
+def scope_policy(local_homeserver: str,
+                 excluded: Sequence[str] = ("kube-system",)) -> list[dict[str, Any]]:
+    """The same for MemoryScopes: the subject's homeserver is the local one."""
+    return _policy(SCOPE_POLICY_NAME, GROUP, MEMORY_SCOPE.plural,
+                   cel.validations(MEMORY_SCOPE.plural, local_homeserver), excluded)
+
+
+def _policy(name: str, group: str, plural: str, rules: list[dict[str, str]],
+            excluded: Sequence[str]) -> list[dict[str, Any]]:
+    version = "v1alpha2" if group == "kagent.dev" else VERSION
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY_NAME},
+        "metadata": {"name": name},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [
-                {**rule, "apiVersions": ["v1alpha2"], "resources": ["agents"]}
-                for rule in _AGENT_RULES]},
-            "validations": HEADER_RULES,
+                {"apiGroups": [group], "apiVersions": [version],
+                 "operations": ["CREATE", "UPDATE"], "resources": [plural],
+                 "scope": "Namespaced"}]},
+            "validations": rules,
         },
     }
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY_NAME},
+        "metadata": {"name": name},
         "spec": {
-            "policyName": POLICY_NAME,
+            "policyName": name,
             "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": namespace_selector(excluded)},
         },
