@@ -90,24 +90,33 @@ class AgentRef(Model):
     """An exact kagent Agent."""
 
     namespace: DnsLabel
+    """Namespace of the kagent Agent."""
     name: DnsLabel
+    """Name of the kagent Agent."""
 
 
 class LocalObjectRef(Model):
     """A same-namespace object reference."""
 
     name: DnsLabel
+    """Name of the object, in this object's namespace."""
 
 
 class Condition(Model):
     """A Kubernetes-style status condition; reason is a bounded code, message is content-free."""
 
     type: Annotated[str, Field(max_length=64, pattern=r"^[A-Z][A-Za-z0-9]*$")]
+    """Condition type in CamelCase, e.g. Ready; one condition per type."""
     status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds: True, False or Unknown."""
     reason: ReasonCode
+    """Reason code of the current status (UPPER_SNAKE_CASE; OK when nothing is wrong)."""
     message: Annotated[str, Field(max_length=256)] = ""
+    """The reason's constant human sentence; never a value from an object, store or request."""
     last_transition_time: datetime
+    """When the status last changed (RFC 3339)."""
     observed_generation: Annotated[int, Field(ge=0)] = 0
+    """The metadata.generation this condition was computed for."""
 
 
 Conditions = Annotated[

@@ -4,11 +4,15 @@ Pydantic emits JSON Schema with `$ref`s, `anyOf` for optionals and `additionalPr
 false`; Kubernetes wants a structural schema: everything inlined, a type on every node, no
 `$ref`/`anyOf`-of-types, no `propertyNames`. `structural()` performs that translation, and
 `check_bounded()` makes sure every string, list and map has a bound, so CEL rules stay within
-the API server's cost budget and bad input is rejected with a clear message.
+the API server's cost budget and bad input is rejected with a clear message. Descriptions come
+from the models' docstrings (attribute docstrings for fields), reflowed into paragraphs for
+`kubectl explain`.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +74,8 @@ def _finish(node: Schema, defs: Schema, keep_defaults: bool) -> Schema:
         out["additionalProperties"] = structural(values, defs, keep_defaults=keep_defaults)
     if "enum" in out and "type" not in out:
         out["type"] = "string"
+    if isinstance(out.get("description"), str):
+        out["description"] = prose(out["description"])
     return out
 
 
@@ -115,6 +121,17 @@ def _key_rules(names: Schema) -> list[dict[str, str]]:
     return rules
 
 
+def prose(text: str) -> str:
+    """A docstring as `kubectl explain` shows it best: paragraphs, each on one line."""
+    paragraphs = re.split(r"\n\s*\n", inspect.cleandoc(text))
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs if p.strip())
+
+
+def kind_description(kind: CustomResource) -> str:
+    """A kind's description: the first paragraph of its spec model's docstring."""
+    return prose(kind.spec.__doc__ or kind.kind).split("\n\n")[0]
+
+
 def _cel_str(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -153,7 +170,7 @@ def openapi_schema(kind: CustomResource) -> Schema:
     status["description"] = f"Observed, content-free state of the {kind.kind}."
     schema: Schema = {
         "type": "object",
-        "description": (kind.spec.__doc__ or kind.kind).strip().splitlines()[0],
+        "description": kind_description(kind),
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string"},

@@ -41,6 +41,8 @@ class Posture(StrEnum):
 
 
 class PrefetchPolicy(Model):
+    """Bounds on recall: the searches a new session's prefetch may issue."""
+
     max_subqueries: Annotated[StrictInt, Field(ge=0, le=8)] = 8
     """Prefetch subqueries per new session (at most 8)."""
     max_subquery_bytes: Annotated[StrictInt, Field(ge=1, le=512)] = 512
@@ -48,6 +50,8 @@ class PrefetchPolicy(Model):
 
 
 class ExplicitOperationsPolicy(Model):
+    """Rate limit of explicit load/save operations: a token bucket per sender and Agent."""
+
     per_minute: Annotated[StrictInt, Field(ge=1, le=6)] = 6
     """Explicit load/save operations per minute per sender and Agent (at most 6)."""
     burst: Annotated[StrictInt, Field(ge=1, le=3)] = 3
@@ -55,6 +59,8 @@ class ExplicitOperationsPolicy(Model):
 
 
 class AutomaticSavePolicy(Model):
+    """Cadence and size bounds of the runtime's automatic save (a session summary)."""
+
     min_user_turns: Annotated[StrictInt, Field(ge=5, le=1000)] = 5
     """User turns between automatic saves (at least 5)."""
     max_input_bytes: Annotated[StrictInt, Field(ge=1, le=16384)] = 16384
@@ -75,10 +81,13 @@ class MemoryPolicy(Model):
     max_fact_bytes: Annotated[StrictInt, Field(ge=1, le=512)] = 512
     """UTF-8 bytes per stored fact (at most 512)."""
     prefetch: PrefetchPolicy = PrefetchPolicy()
+    """Bounds on a new session's prefetch searches."""
     explicit_operations: ExplicitOperationsPolicy = ExplicitOperationsPolicy()
+    """Rate limit of explicit load/save operations per sender and Agent."""
     hourly_operation_ceiling: Annotated[StrictInt, Field(ge=1, le=60)] = 60
     """Memory operations per scope per hour, all kinds together (at most 60)."""
     automatic_save: AutomaticSavePolicy = AutomaticSavePolicy()
+    """Cadence and size bounds of automatic saves."""
 
 
 _SCOPE_RULES = validations(
@@ -97,9 +106,11 @@ class MemoryScopeSpec(Model):
     model_config = {"json_schema_extra": _SCOPE_RULES}
 
     subject: Annotated[Principal, Field(json_schema_extra=immutable("subject"))]
+    """The one person whose memory this is (native-local only in v1); immutable."""
     agent: Annotated[AgentRef, Field(json_schema_extra=immutable("agent"))]
+    """The one kagent Agent that may use this memory; immutable."""
     control_room: Annotated[RoomId, Field(json_schema_extra=immutable("controlRoom"))]
-    """Room ID of the single-subject control room."""
+    """Room ID of the single-subject control room; immutable."""
     purpose: Token
     """Purpose the consent must name exactly."""
     policy_version: Token
@@ -107,9 +118,13 @@ class MemoryScopeSpec(Model):
     profile: Profile = Profile.DEFAULT
     policy: MemoryPolicy = MemoryPolicy()
     posture: Posture = Posture.FULLY_DISABLED
+    """Requested posture: enabled, capture_disabled (recall only) or fully_disabled (the
+    default). Memory works only while consent and every other gate also hold."""
 
 
 class ScopePhase(StrEnum):
+    """Phase of a MemoryScope."""
+
     DISABLED = "Disabled"
     ENABLED = "Enabled"
     WITHDRAWING = "Withdrawing"
@@ -118,32 +133,55 @@ class ScopePhase(StrEnum):
 
 
 class ErasureResult(StrEnum):
+    """Outcome of an erasure: Verified (no row of the scope left) or Failed."""
+
     VERIFIED = "Verified"
     FAILED = "Failed"
 
 
 class LastErasure(Model):
+    """Content-free receipt of an erasure."""
+
     time: datetime
+    """When the erasure ran (RFC 3339)."""
     result: ErasureResult
+    """Verified (no row of the scope left) or Failed (the operator retries)."""
     reason_code: ReasonCode
+    """Reason code of the erasure, e.g. CONSENT_WITHDRAWN or ERASURE_VERIFY_FAILED."""
     receipt_id: Annotated[str, Field(max_length=64)] = ""
+    """Opaque id of the erasure receipt."""
 
 
 class MemoryScopeStatus(Model):
     """Content-free status: counts, generations, times and bounded codes only."""
 
     phase: ScopePhase = ScopePhase.DISABLED
+    """Enabled (memory on), Disabled (memory off: a gate fails, see reasonCode) or Failed (the
+    store refused or an erasure failed; the scope stays disabled and the operator retries)."""
     consent_generation: Annotated[int, Field(ge=0)] = 0
+    """The store's consent generation: 0 for a new scope, advanced by every grant, withdrawal
+    and erasure; it never decreases."""
     hard_expiry: datetime | None = None
+    """When the scope's last unexpired entry expires; absent when none is left."""
     entry_count: Annotated[int, Field(ge=0)] = 0
+    """Entries the store holds for the scope; 0 once erased."""
     store_schema_version: Annotated[int, Field(ge=0)] = 0
+    """Content store schema version the operator migrated to; the webhook admits a
+    memory-enabled Agent only at this release's version."""
     last_erasure: LastErasure | None = None
+    """Receipt of the scope's latest erasure; absent until one ran."""
     reason_code: ReasonCode | None = None
+    """Reason code of the phase: OK when enabled, else the first failing gate or the store's
+    refusal."""
     conditions: Conditions = []
+    """Conditions Ready, Enabled, StoreReady and ConsentGated."""
     observed_generation: Annotated[int, Field(ge=0)] = 0
+    """The metadata.generation the operator last reconciled."""
 
 
 class ConsentDecision(StrEnum):
+    """A consent decision: granted, or withdrawn (one-way)."""
+
     GRANTED = "granted"
     WITHDRAWN = "withdrawn"
 
@@ -169,11 +207,17 @@ class ConsentRecordSpec(Model):
     subject: Principal
     """Must equal the scope's subject exactly."""
     purpose: Token
+    """Purpose consented to; must equal the scope's spec.purpose exactly."""
     policy_version: Token
+    """Policy version consented to; must equal the scope's spec.policyVersion exactly."""
     decision: ConsentDecision
+    """granted or withdrawn; may change only from granted to withdrawn (a re-grant is a new
+    record). The scope's newest record decides."""
 
 
 class ReceiptResult(StrEnum):
+    """Outcome of the change a ConsentRecord caused."""
+
     APPLIED = "Applied"
     REFUSED = "Refused"
     PENDING = "Pending"
@@ -183,13 +227,23 @@ class Receipt(Model):
     """Content-free consent receipt."""
 
     id: Annotated[str, Field(max_length=64)]
+    """Opaque receipt id: the erasure receipt's id for an erasure, else a random one."""
     generation: Annotated[int, Field(ge=0)]
+    """The scope's consent generation after the change."""
     result: ReceiptResult
+    """Applied, or Refused when the scope failed (see reasonCode)."""
     reason_code: ReasonCode
+    """Reason code of the scope's outcome (OK for a grant, else the gate or store code)."""
     time: datetime
+    """When the receipt was written (RFC 3339)."""
 
 
 class ConsentRecordStatus(Model):
+    """Content-free status: the receipt of the change this record caused, and conditions."""
+
     receipt: Receipt | None = None
+    """Receipt of the grant or erasure this record caused; absent until the scope acted."""
     conditions: Conditions = []
+    """Conditions Valid (the spec parses) and Ready (set with the receipt)."""
     observed_generation: Annotated[int, Field(ge=0)] = 0
+    """The metadata.generation the operator last reconciled."""

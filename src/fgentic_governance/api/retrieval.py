@@ -24,7 +24,7 @@ LABEL_KEY = r"^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]
 LabelKey = Annotated[str, Field(max_length=253, pattern=LABEL_KEY)]
 Selector = Annotated[
-    dict[LabelKey, LabelValue],
+    dict[LabelKey, Annotated[LabelValue, Field(description="The label's value.")]],
     Field(min_length=1, max_length=16,
           json_schema_extra=validations(cel("size(self) >= 1", "a selector must not be empty"))),
 ]
@@ -47,9 +47,13 @@ class McpServerRef(Model):
     """The exact RemoteMCPServer and the one tool it may serve."""
 
     api_group: Literal["kagent.dev"] = "kagent.dev"
+    """API group of the server; only kagent.dev."""
     kind: Literal["RemoteMCPServer"] = "RemoteMCPServer"
+    """Kind of the server; only RemoteMCPServer."""
     namespace: DnsLabel
+    """Namespace of the RemoteMCPServer."""
     name: DnsLabel
+    """Name of the RemoteMCPServer; the Agent must list its tool."""
     tool: ToolName
     """The single tool the retrieval Agent may list and call."""
     path: HttpPath = "/mcp"
@@ -63,8 +67,11 @@ class Workload(Model):
     """Pods selected by labels in one namespace, reached on one port."""
 
     namespace: DnsLabel
+    """Namespace of the pods."""
     selector: Selector
+    """Labels the pods carry (1 to 16, all must match)."""
     port: Port
+    """TCP port the pods are reached on."""
 
 
 class RetrievalService(Workload):
@@ -82,7 +89,9 @@ class WorkloadIdentity(Model):
     """A Kubernetes workload identity: its ServiceAccount."""
 
     namespace: DnsLabel
+    """Namespace of the ServiceAccount."""
     service_account: DnsLabel
+    """Name of the ServiceAccount the workload runs as."""
     api_key_secret: DnsLabel = "fgentic-bridge-api-keys"
     """Secret (in the proxy namespace) with the bridge's A2A API key; its metadata must carry
     `workload: serviceaccount:<namespace>/<serviceAccount>`."""
@@ -97,6 +106,8 @@ class AppserviceNamespace(Model):
     """
 
     network: DnsLabel
+    """Bridged network name: an MXID that userRegex matches must be a bridged_matrix principal
+    of this network."""
     user_regex: Annotated[str, Field(min_length=1, max_length=1024)]
     """Full-match regular expression over the complete MXID (as in an appservice
     registration's `namespaces.users[].regex`)."""
@@ -137,7 +148,9 @@ class Projector(Model):
     """The identity projector (HTTP ext-authz): a Service in the proxy namespace."""
 
     service: DnsLabel = "fgentic-identity-projector"
+    """Service name of the projector, in the proxy namespace."""
     port: Port = 9090
+    """Port of the projector Service."""
 
 
 class GatewayListeners(Model):
@@ -146,13 +159,16 @@ class GatewayListeners(Model):
     local: DnsLabel = "local-a2a"
     """The bridge's A2A listener; its port is `proxy.port`."""
     public: DnsLabel = "public-a2a"
+    """The partners' public A2A listener; its port is `gateway.publicPort`."""
     mcp: DnsLabel = "mcp"
+    """The retrieval Agent's MCP listener; its port is `gateway.mcpPort`."""
 
 
 class GatewaySpec(Model):
     """The agentgateway Gateway (in the proxy namespace) the rendered routes attach to."""
 
     name: DnsLabel = "agentgateway"
+    """Name of the Gateway, in the proxy namespace."""
     listeners: GatewayListeners = GatewayListeners()
     mcp_port: Port = 8090
     """Port of the MCP listener (the standalone form binds it)."""
@@ -164,53 +180,76 @@ class PartnerEntry(Model):
     """One operator registry entry keyed by (issuer, audience, azp)."""
 
     azp: Annotated[str, Field(min_length=1, max_length=255)]
+    """The partner's OAuth client ID (the JWT's azp claim); unique in the registry."""
     policy_id: DnsLabel
+    """The partner's policy ID (see groups); unique in the registry."""
     groups: Annotated[
-        list[DnsLabel],
+        list[Annotated[DnsLabel, Field(description="A group ID.")]],
         Field(min_length=1, max_length=16, json_schema_extra={"x-kubernetes-list-type": "set"}),
     ]
-    """Group IDs; projected as partner/<policyId>/<group>."""
+    """Group IDs; projected as `partner/<policyId>/<group>`."""
     allowed_classifications: Annotated[
-        list[Classification],
+        list[Annotated[Classification, Field(description="A corpus classification.")]],
         Field(min_length=1, max_length=2, json_schema_extra={"x-kubernetes-list-type": "set"}),
     ] = ["public"]
+    """Corpus classifications the partner's projections allow: public (the default), or also
+    approved_non_public, which implies public and needs classificationCeiling
+    approved_non_public."""
 
 
 class PublicRoute(Model):
     """The public cross-organization A2A route, authenticated by JWT."""
 
     issuer: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^https://")]
+    """The JWT issuer (an https URL) the route accepts."""
     audience: Annotated[str, Field(min_length=1, max_length=255)]
+    """The one JWT audience the route accepts."""
     jwks_config_map: DnsLabel
     """ConfigMap (in the proxy namespace) holding the issuer's public JWKS under key
     `jwks.json`. Public key material: a ConfigMap, so the operator needs no Secret access."""
     public_retrieval_timeout_seconds: Annotated[StrictInt, Field(ge=1, le=60)] = 30
+    """The gateway's request timeout on the public route, in seconds (1 to 60)."""
     partners: Annotated[
         list[PartnerEntry],
         Field(min_length=1, max_length=64, json_schema_extra={
             "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["azp"]}),
     ]
+    """The partner registry, one entry per azp (1 to 64)."""
 
 
 class Peers(Model):
     """What the retrieval service may reach besides DNS."""
 
     database: Workload
+    """The retrieval service's database pods; they admit ingress only from it."""
     embeddings: Workload
+    """The query-embeddings listener's pods, which the retrieval service may reach."""
     observability: Annotated[list[Workload], Field(max_length=8)] = []
+    """Observability sinks the retrieval service may send to (at most 8)."""
 
 
 class RetrievalBindingSpec(Model):
+    """One retrieval Agent bound to one RemoteMCPServer tool, behind the gateway (ADR 0017).
+
+    The operator renders NetworkPolicies, agentgateway routes and the projector's
+    configuration from it.
+    """
+
     agent: Annotated[AgentRef, Field(json_schema_extra=immutable("agent"))]
+    """The retrieval Agent; immutable. One binding per Agent (later ones report Conflict)."""
     mcp_server: McpServerRef
     retrieval_service: RetrievalService
     peers: Peers
+    """What the retrieval service may reach besides DNS."""
     proxy: Workload
     """The agentgateway proxy pods; port is the local A2A listener (the bridge's)."""
     gateway: GatewaySpec = GatewaySpec()
     projector: Projector = Projector()
     kagent: KagentEndpoint = KagentEndpoint()
+    """Where the gateway sends the Agent's A2A requests: the Service kagent creates for the
+    Agent, not kagent's controller (see status.deviations)."""
     bridge_identity: WorkloadIdentity
+    """The Matrix bridge's workload identity, the only caller of the local A2A route."""
     appservice_namespaces: Annotated[
         list[AppserviceNamespace],
         Field(max_length=64, json_schema_extra={
@@ -218,16 +257,27 @@ class RetrievalBindingSpec(Model):
     ] = []
     """The bridge's appservice namespaces; empty: the bridge's sender kinds are taken as given."""
     public_route: PublicRoute | None = None
+    """The partners' public A2A route, authenticated by JWT; absent: no public route."""
     classification_ceiling: ClassificationCeiling = ClassificationCeiling.PUBLIC
 
 
 class RetrievalBindingStatus(Model):
+    """Content-free status: the rendering's digest and counts, reported codes, conditions."""
+
     rendered_digest: Annotated[str, Field(max_length=64, pattern=r"^[0-9a-f]{64}$")] | None = None
     """SHA-256 of the JCS encoding of the rendered object set."""
     rendered_objects: Annotated[int, Field(ge=0)] = 0
-    unenforceable: Annotated[list[ReasonCode], Field(max_length=16)] = []
+    """Objects applied from the rendering; 0 unless it was applied."""
+    unenforceable: Annotated[
+        list[Annotated[ReasonCode, Field(description="An unenforceable rule's code.")]],
+        Field(max_length=16)] = []
     """ADR rules the gateway cannot express, by code."""
-    deviations: Annotated[list[ReasonCode], Field(max_length=16)] = []
+    deviations: Annotated[
+        list[Annotated[ReasonCode, Field(description="A deviation's code.")]],
+        Field(max_length=16)] = []
     """Where the rendered path departs from ADR 0017, by code (docs/retrieval-rendering.md)."""
     conditions: Conditions = []
+    """Conditions Valid, Rendered, Applied, Conflict and Ready (Ready also needs the Agent to
+    exist and list the tool)."""
     observed_generation: Annotated[int, Field(ge=0)] = 0
+    """The metadata.generation the operator last reconciled."""

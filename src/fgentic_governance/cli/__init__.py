@@ -7,6 +7,7 @@ calls). Tools: ``crds`` (generate or ``--check`` CRDs and schemas), ``render`` (
 offline, for GitOps), ``test`` (admission policy suites offline, for GitOps), ``corpus``
 (load and count the knowledge corpus), ``offboard`` (erase a person's memory), ``memory``
 (content-free store status, list and erasure), ``detach`` (before uninstall).
+Input a command cannot use ends in one line on stderr and exit 2 (``cli.errors``; docs/cli.md).
 The development environment (``fgentic-dev up``) is not part of the product.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fgentic_governance.cli import errors, inputs
 from fgentic_governance.serving.process import add_serving_flags
 
 # The generators' outputs, relative to the working directory (a checkout's root): the product
@@ -28,14 +30,16 @@ SCHEMA_DIR = Path("schemas")
 
 def _crds(args: argparse.Namespace) -> int:
     """CRDs and the contract's JSON Schemas: every artefact generated from the models."""
-    from fgentic_governance.api import crdgen
+    from fgentic_governance.api import crdgen, crdref
     from fgentic_governance.contract import schemagen
 
     dirs = [Path(d) for d in args.output] if args.output else list(CRD_DIRS)
     # --output alone regenerates CRDs only (a chart's copy, say); --schema-dir adds the schemas.
     schemas: Path | None = args.schema_dir or (None if args.output else SCHEMA_DIR)
+    reference = None if args.output else crdref.PATH  # docs/crd-reference.md, with the defaults
     if args.check:
         problems = crdgen.drift(dirs) + (schemagen.drift(schemas) if schemas else [])
+        problems += crdref.drift(reference) if reference else []
         for problem in problems:
             print(f"drift: {problem}", file=sys.stderr)
         if problems:
@@ -48,6 +52,9 @@ def _crds(args: argparse.Namespace) -> int:
     if schemas:
         schemagen.write(schemas)
         print(f"wrote the contract's JSON Schemas to {schemas}")
+    if reference:
+        crdref.write(reference)
+        print(f"wrote the CRD reference to {reference}")
     return 0
 
 
@@ -58,6 +65,10 @@ def _operator(args: argparse.Namespace) -> int:
 
 
 def _webhook(args: argparse.Namespace) -> int:
+    if not args.bootstrap_secret:  # otherwise the bootstrap writes the pair
+        inputs.tls_pair(args.tls_dir, args.client_ca_file)
+    elif args.client_ca_file is not None:
+        inputs.pem_certificates(args.client_ca_file, "client_ca_file")
     from fgentic_governance.admission.server import run_webhook
 
     return int(run_webhook(args))
@@ -88,7 +99,20 @@ def _projector(args: argparse.Namespace) -> int:
 
 
 def _control_api(args: argparse.Namespace) -> int:
+    from fgentic_governance.control.room import RoomPolicy
     from fgentic_governance.control.server import run_control_api
+
+    # The server checks these too, but a template that does not format ends there in a traceback.
+    try:
+        args.ghost_template.format(namespace="ns", name="agent", server=args.local_homeserver)
+    except (ValueError, KeyError, IndexError, AttributeError):
+        raise errors.InputError("--ghost-template: use only {namespace}, {name} and {server}, "
+                                "e.g. '@agent-{namespace}-{name}:{server}'") from None
+    try:
+        RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template)
+    except ValueError as exc:  # one of RoomPolicy's own sentences, naming no value
+        raise errors.InputError(f"{exc} (--local-homeserver, --bot-mxid, --ghost-template)") \
+            from None
 
     return int(run_control_api(args))
 
@@ -137,6 +161,7 @@ def _add_memory_commands(sub: Any) -> None:
 
 def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of subcommands)
     parser = argparse.ArgumentParser(prog="fgentic-governance", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"fgentic-governance {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     crds = sub.add_parser("crds", help="generate crds/ and schemas/ from the models, or --check")
@@ -267,10 +292,28 @@ def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=0)
 
 
+def version() -> str:
+    """The installed distribution's version, else the package's own."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("fgentic-governance")
+    except metadata.PackageNotFoundError:
+        import fgentic_governance
+
+        return str(getattr(fgentic_governance, "__version__", "unknown"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The subcommand's exit code; input it cannot use is one line on stderr (``cli.errors``)."""
     args = _parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+
+    def command() -> int:
+        inputs.check_files(args)
+        return func(args)
+
+    return errors.run(command, args)
 
 
 if __name__ == "__main__":

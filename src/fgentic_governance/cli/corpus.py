@@ -8,8 +8,9 @@ upsert by chunk id, so a re-run after a failure or an edit duplicates nothing. I
 corpus it loads first and builds the indexes after; otherwise the indexes stay and follow.
 
 Exit codes: 0 every row loaded; 2 some rows refused, the rest loaded; 1 nothing more could be
-done (a missing file, the store or the embeddings endpoint unavailable, ``--strict``
-refusals).
+done (a missing or unreadable file, the store or the embeddings endpoint unavailable,
+``--strict`` refusals). An input file that cannot be used is one line naming its flag
+(``cli.errors``), with this command's documented 1 rather than the CLI's usual 2.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
+
+from fgentic_governance.cli import inputs
+from fgentic_governance.cli.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
     import asyncpg
@@ -54,11 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load.add_argument("--dimensions", type=int, choices=(768, 1024), default=None,
                       help="the corpus's dimension: chosen when the corpus is created "
                            "(default 768), and it must match an existing corpus's")
-    load.set_defaults(func=run_load)
+    load.set_defaults(func=run_load, unusable_exit=EXIT_FAILED)
     stats = sub.add_parser("stats", help="content-free counts of the corpus")
     stats.add_argument("--store-dsn-file", type=Path, required=True)
     stats.add_argument("--json", action="store_true", help="print JSON")
-    stats.set_defaults(func=run_stats)
+    stats.set_defaults(func=run_stats, unusable_exit=EXIT_FAILED)
 
 
 @dataclass
@@ -159,7 +163,7 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
     from fgentic_governance.knowledge.embeddings import Embedder
     from fgentic_governance.retrieval.search import corpus
 
-    conn = await asyncpg.connect(args.store_dsn_file.read_text().strip(), timeout=10)
+    conn = await asyncpg.connect(inputs.dsn(args.store_dsn_file), timeout=10)
     session = aiohttp.ClientSession()
     try:
         existing = await corpus.table_dimensions(conn)
@@ -171,7 +175,8 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
             return REPORTED
         embedder = None
         if args.embeddings_url:
-            key = args.embeddings_key_file.read_text().strip() if args.embeddings_key_file else ""
+            key = (inputs.read_text(args.embeddings_key_file, "embeddings_key_file").strip()
+                   if args.embeddings_key_file else "")
             # A batch is up to 2,048 texts: the server's 5 s for one query is too short.
             embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
                                 dimensions=dimensions, api_key=key, timeout=BATCH_SECONDS)
@@ -284,7 +289,7 @@ def run_stats(args: argparse.Namespace) -> int:
     if not args.store_dsn_file.is_file():
         return _fail(f"{args.store_dsn_file}: no such file")
     try:
-        found = asyncio.run(_stats(args.store_dsn_file.read_text().strip()))
+        found = asyncio.run(_stats(inputs.dsn(args.store_dsn_file)))
     except (OSError, TimeoutError) as exc:
         return _fail(f"the corpus database is unavailable ({type(exc).__name__})")
     if args.json:

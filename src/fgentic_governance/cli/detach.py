@@ -12,7 +12,8 @@ go:
 3. our finalizer is removed from every object of our kinds.
 
 Any failure exits non-zero, so helm stops the uninstall rather than leave memory unfenced.
-Output is counts only (content-free).
+Input that cannot be used (credentials, the DSN file, ``--operator-deployment``) is one line and
+exit 2, before anything is changed (``cli.errors``). Output is counts only (content-free).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any, cast
 
 from fgentic_governance.api.common import FINALIZER, GROUP, VERSION
 from fgentic_governance.api.registry import KINDS
+from fgentic_governance.cli import inputs
+from fgentic_governance.cli.errors import InputError
 
 OPERATOR_GONE_SECONDS = 90.0
 """How long the operator's pods may take to go (its grace period is 30 s) before detach fails."""
@@ -40,9 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_detach(args: argparse.Namespace) -> int:
-    from fgentic_governance.kube.client import api_client
-
-    api = api_client(args.kubeconfig)
+    if args.operator_deployment is not None:
+        namespace, _, name = args.operator_deployment.partition("/")
+        if not namespace or not name or "/" in name:
+            raise InputError("--operator-deployment must be NAMESPACE/NAME")
+    api = inputs.kube_client(args.kubeconfig)
     if args.operator_deployment and not _stop_operator(api, args.operator_deployment):
         print(f"refused: the operator did not stop within {OPERATOR_GONE_SECONDS:.0f}s; "
               "nothing detached", file=sys.stderr)

@@ -5,6 +5,10 @@ keys, states, counts, generations and erasure receipts - nothing from an entry, 
 that names the subject. The DSN is read from ``--store-dsn-file`` (the operator's Secret).
 The MemoryScope object is read for its phase and last erasure when the API server is
 reachable (``--no-kube`` skips it); the store alone answers everything else.
+
+A DSN file that is missing, unreadable or holds no PostgreSQL URI, and a ``--kubeconfig`` that
+cannot be loaded, are input errors (exit 2, one line naming the flag; ``cli.errors``), told
+apart from the store refusing (``refused: <CODE>``); nothing is read or erased then.
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fgentic_governance.api.common import DNS1123_LABEL
+from fgentic_governance.cli import inputs
 from fgentic_governance.reasons import Reason
 
 if TYPE_CHECKING:  # Imported when a command runs: building the CLI parser stays light.
     from fgentic_governance.control.cluster_directory import KubeDirectory
     from fgentic_governance.memory import ErasureReceipt, MemoryStore, ScopeState
+
+    Command = Callable[[argparse.Namespace, MemoryStore, KubeDirectory | None], Awaitable[int]]
 
 _LABEL = DNS1123_LABEL.strip("^$")
 _SCOPE_KEY = re.compile(rf"^{_LABEL}/{_LABEL}$")
@@ -54,13 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_memory(args: argparse.Namespace) -> int:
     from fgentic_governance.memory import StoreRefusal
 
-    commands: dict[str, Callable[[argparse.Namespace, MemoryStore], Awaitable[int]]] = {
+    commands: dict[str, Command] = {
         "status": _status, "list-scopes": _list_scopes, "erase-scope": _erase_scope}
     command = commands[args.action]
+    # Before the store: a --kubeconfig that cannot be used stops the command with nothing done.
+    directory = _kube(args)
 
     async def main() -> int:
         async with store_from_file(args.store_dsn_file) as store:
-            return await command(args, store)
+            return await command(args, store, directory)
 
     try:
         return asyncio.run(main())
@@ -78,7 +87,7 @@ async def store_from_file(dsn_file: Path) -> AsyncIterator[MemoryStore]:
     from fgentic_governance.memory import MemoryStore, bounds
     from fgentic_governance.memory.errors import guarded
 
-    pool = await guarded(asyncpg.create_pool(dsn_file.read_text().strip(),
+    pool = await guarded(asyncpg.create_pool(inputs.dsn(dsn_file),
                                              **bounds.pool_kwargs(min_size=1, max_size=2)))
     try:
         yield MemoryStore(pool)
@@ -107,14 +116,16 @@ def _scope_key(value: str) -> tuple[str, str] | None:
 
 
 def _kube(args: argparse.Namespace) -> KubeDirectory | None:
-    """A KubeDirectory, or None when --no-kube or no credentials can be found."""
-    if args.no_kube:
+    """A KubeDirectory, or None with --no-kube (or for list-scopes) or when no default
+    credentials can be found; a --kubeconfig that cannot be used is an InputError."""
+    if getattr(args, "no_kube", True):
         return None
     from fgentic_governance.control.cluster_directory import KubeDirectory
-    from fgentic_governance.kube.client import api_client
 
+    if args.kubeconfig is not None:
+        return KubeDirectory(inputs.kube_client(args.kubeconfig))
     try:
-        return KubeDirectory(api_client(str(args.kubeconfig) if args.kubeconfig else None))
+        return KubeDirectory(inputs.kube_client(None))
     except Exception:
         return None
 
@@ -125,22 +136,23 @@ def _state_fields(state: ScopeState) -> dict[str, Any]:
             "entryCap": state.entry_cap}
 
 
-async def _status(args: argparse.Namespace, store: MemoryStore) -> int:
+async def _status(args: argparse.Namespace, store: MemoryStore,
+                  directory: KubeDirectory | None) -> int:
     key = _scope_key(args.scope)
     if key is None:
         return _refused(Reason.INVALID_SPEC.value)
     state = await store.scope_state(args.scope)
     fields = _state_fields(state)
     fields["hardExpiry"] = _iso(await store.latest_expiry(args.scope))
-    fields.update(await _object_status(args, *key))
+    fields.update(await _object_status(directory, *key))
     _emit(args, fields)
     return EXIT_OK
 
 
-async def _object_status(args: argparse.Namespace, namespace: str, name: str) -> dict[str, Any]:
+async def _object_status(directory: KubeDirectory | None, namespace: str,
+                         name: str) -> dict[str, Any]:
     from fgentic_governance.control.codes import ControlError, ControlReason
 
-    directory = _kube(args)
     if directory is None:
         return {"phase": None, "reasonCode": None, "lastErasure": None}
     try:
@@ -155,7 +167,8 @@ async def _object_status(args: argparse.Namespace, namespace: str, name: str) ->
             else None}
 
 
-async def _list_scopes(args: argparse.Namespace, store: MemoryStore) -> int:
+async def _list_scopes(args: argparse.Namespace, store: MemoryStore,
+                       _directory: KubeDirectory | None) -> int:
     states = await store.scope_states(args.subject)
     if not args.json:
         print("SCOPE\tENABLED\tGENERATION\tENTRIES")
@@ -168,12 +181,13 @@ async def _list_scopes(args: argparse.Namespace, store: MemoryStore) -> int:
     return EXIT_OK
 
 
-async def _erase_scope(args: argparse.Namespace, store: MemoryStore) -> int:
+async def _erase_scope(args: argparse.Namespace, store: MemoryStore,
+                       directory: KubeDirectory | None) -> int:
     key = _scope_key(args.scope)
     if key is None:
         return _refused(Reason.INVALID_SPEC.value)
     receipt = await store.erase_scope(args.scope)
-    recorded = await _record(args, key, receipt)
+    recorded = await _record(directory, key, receipt)
     _emit(args, {"receipt": receipt.id, "kind": receipt.kind.value,
                  "generation": receipt.generation, "result": receipt.result.value,
                  "reasonCode": receipt.reason.value, "time": _iso(receipt.time),
@@ -181,11 +195,10 @@ async def _erase_scope(args: argparse.Namespace, store: MemoryStore) -> int:
     return EXIT_OK if receipt.verified else EXIT_FAILED
 
 
-async def _record(args: argparse.Namespace, key: tuple[str, str],
+async def _record(directory: KubeDirectory | None, key: tuple[str, str],
                   receipt: ErasureReceipt) -> bool:
     from fgentic_governance.control.codes import ControlError
 
-    directory = _kube(args)
     if directory is None:
         return False
     try:

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.api.common import GROUP, VERSION, OriginKind, Principal
 from fgentic_governance.api.registry import PRINCIPAL_OFFBOARDING
-from fgentic_governance.kube.client import api_client
+from fgentic_governance.cli import inputs
 
 
 def object_name(principal: Principal) -> str:
@@ -38,7 +38,7 @@ def run_offboard(args: argparse.Namespace) -> int:
         print("INVALID_SPEC: a complete MXID and a known origin kind are required",
               file=sys.stderr)
         return 2
-    api = client.CustomObjectsApi(api_client(args.kubeconfig))
+    api = client.CustomObjectsApi(inputs.kube_client(args.kubeconfig))
     name = object_name(principal)
     try:
         api.create_cluster_custom_object(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural,

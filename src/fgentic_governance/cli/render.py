@@ -1,4 +1,10 @@
-"""`fgentic-governance render`: the manifests the operator would apply, for GitOps."""
+"""`fgentic-governance render`: the manifests the operator would apply, for GitOps.
+
+Offline: nothing is read but the files named. Input that cannot be used (a missing file, YAML
+that does not parse, a binding that does not validate or render, a webhook URL that is not
+``https://HOST``, a CA file without a PEM certificate) is one line on stderr naming the file or
+flag, never a value from it, and exit 2 (``cli.errors``).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +16,15 @@ import pydantic
 import yaml
 
 from fgentic_governance.admission.render import webhook_configuration
+from fgentic_governance.cli import inputs
+from fgentic_governance.cli.errors import InputError
 
 
 def run_render(args: argparse.Namespace) -> int:
     if args.target == "webhook-config":
-        doc = webhook_configuration(args.name, args.url, args.ca_file.read_bytes())
+        url = inputs.https_url(args.url)
+        doc = webhook_configuration(args.name, url,
+                                    inputs.pem_certificates(args.ca_file, "ca_file"))
         yaml.safe_dump(doc, sys.stdout, sort_keys=False)
         return 0
     if args.target == "retrievalbinding":
@@ -52,29 +62,24 @@ def _retrieval_bindings(args: argparse.Namespace) -> int:
 
     fmt = args.format or ("all" if args.output else "kubernetes")
     if fmt == "all" and not args.output:
-        print("--format all needs -o DIR (the two forms are separate files)", file=sys.stderr)
-        return 2
-    try:
-        hosts = dict(_host(item) for item in args.standalone_host)
-    except ValueError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+        raise InputError("--format all needs -o DIR (the two forms are separate files)")
+    hosts = dict(_host(item) for item in args.standalone_host)
     options = RenderOptions(cluster_domain=args.cluster_domain, standalone_hosts=hosts)
-    jwks = args.jwks_file.read_text() if args.jwks_file else None
-    docs = [d for d in yaml.safe_load_all(args.file.read_text())
+    jwks = inputs.read_text(args.jwks_file, "jwks_file") if args.jwks_file else None
+    docs = [d for d in inputs.yaml_documents(args.file, "file")
             if isinstance(d, dict) and d.get("kind") == "RetrievalBinding"]
     if not docs:
-        print(f"no RetrievalBinding in {args.file}", file=sys.stderr)
-        return 2
+        raise InputError(f"{args.file}: no RetrievalBinding in it")
     for doc in docs:
         meta = doc.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "default")), str(meta.get("name", ""))
         try:
             spec = RetrievalBindingSpec.from_wire(doc.get("spec") or {})
             rendered = render(namespace, name, spec, jwks=jwks, options=options)
-        except (pydantic.ValidationError, RenderError) as exc:
-            print(f"{namespace}/{name}: {exc}", file=sys.stderr)
-            return 1
+        except pydantic.ValidationError as exc:  # its text quotes the input: codes only
+            raise InputError(f"{args.file}: {namespace}/{name}: {_invalid(exc)}") from None
+        except RenderError as exc:  # names a field, never a value
+            raise InputError(f"{args.file}: {namespace}/{name}: {exc}") from None
         if spec.public_route is not None and jwks is None and fmt != "standalone":
             print(f"{namespace}/{name}: no --jwks-file: the public route's inline JWKS is "
                   "empty and rejects every token", file=sys.stderr)
@@ -89,10 +94,18 @@ def _retrieval_bindings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _invalid(exc: pydantic.ValidationError) -> str:
+    """The first problem's place and pydantic's code for it, and how many more."""
+    problems = exc.errors(include_url=False, include_input=False)
+    where = ".".join(["spec", *(str(part) for part in problems[0]["loc"])])
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"not a valid RetrievalBinding: {where}: {problems[0]['type']}{more}"
+
+
 def _host(item: str) -> tuple[str, str]:
     key, sep, address = item.partition("=")
     if not sep or key not in {"projector", "kagent", "retrieval"} or ":" not in address:
-        raise ValueError(f"--standalone-host wants projector|kagent|retrieval=HOST:PORT: {item}")
+        raise InputError(f"--standalone-host wants projector|kagent|retrieval=HOST:PORT: {item}")
     return key, address
 
 
