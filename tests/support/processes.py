@@ -33,7 +33,8 @@ def spawn_operator(kubeconfig: Path, dsn_file: Path, namespaces: Sequence[str],
 
 def spawn_webhook(kubeconfig: Path, work: Path, *, audit_interval: int = 0,
                   memory_api_url: str = "", memory_api_ready_url: str = "",
-                  memory_model_url: str = "") -> tuple[subprocess.Popen[bytes], int, bytes]:
+                  memory_model_url: str = "", extra: Sequence[str] = ()
+                  ) -> tuple[subprocess.Popen[bytes], int, bytes]:
     """The webhook on 127.0.0.1 with a fresh serving bundle in ``work/tls``: (process, review
     port, CA bundle). With ``memory_api_url`` it routes memory-enabled Agents' Pods there;
     with ``memory_model_url`` their ModelConfigs must use that governed model route."""
@@ -49,7 +50,7 @@ def spawn_webhook(kubeconfig: Path, work: Path, *, audit_interval: int = 0,
         ["webhook", "--kubeconfig", str(kubeconfig), "--tls-dir", str(work / "tls"),
          "--host", "127.0.0.1", "--port", str(port), "--health-port", str(free_port()),
          "--local-homeserver", "fgentic.local", "--audit-interval", str(audit_interval),
-         *routing],
+         *routing, *extra],
         work / "webhook.log", port)
     return proc, port, ca.read_bytes()
 

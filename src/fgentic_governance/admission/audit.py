@@ -1,7 +1,8 @@
 """Audit mode: periodically evaluate every existing kagent Agent, as Gatekeeper audits.
 
-Results go to content-free metrics (violations by reason code) and to one Warning event per
-non-compliant Agent version, whose message is the bounded code and field path only.
+Results go to content-free metrics (violations by reason code) on every replica, and, from the
+one replica holding the audit Lease, to one Warning event per non-compliant Agent version
+(its uid included) and to a PolicyReport per namespace (``reports``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.admission import metrics
+from fgentic_governance.admission import metrics, reports
+from fgentic_governance.admission.leader import LeaseElector
 from fgentic_governance.admission.policy import AdmissionCode, PolicyState, agent_denials
 
 log = logging.getLogger("fgentic_governance.admission.audit")
@@ -46,25 +49,73 @@ def publish(found: dict[AuditKey, list[str]]) -> None:
 
 
 async def run(api_client: client.ApiClient, state: Callable[[], PolicyState | None],
-              interval: float) -> None:
+              interval: float, elector: LeaseElector | None = None) -> None:
+    """Every ``interval``: metrics on every replica; events and PolicyReports only on the
+    replica holding the audit Lease (one writer, however many replicas)."""
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
     reported: set[AuditKey] = set()
+    writer = ReportWriter(custom)
     while True:
         await asyncio.sleep(interval)
         current = state()
         if current is None:
             continue
         try:
+            leading = elector is None or await asyncio.to_thread(elector.try_acquire)
             listing: Any = await asyncio.to_thread(
                 custom.list_cluster_custom_object, "kagent.dev", "v1alpha2", "agents")
-            found = scan(list(listing.get("items", [])), current)
+            agents = list(listing.get("items", []))
+            audited = [(a, agent_denials(a, current)) for a in agents]
+            found = scan(agents, current)
             publish(found)
+            if not leading:
+                continue
             for key in found.keys() - reported:
                 await asyncio.to_thread(core.create_namespaced_event, key[0],
                                         _event(key, found[key]))  # type: ignore[arg-type]
                 reported.add(key)
+            await asyncio.to_thread(writer.write, reports.namespace_reports(audited))
         except Exception as exc:
             log.warning("audit failed: %s", type(exc).__name__)
+
+
+class ReportWriter:
+    """Writes each namespace's PolicyReport in place (only when its results changed) and
+    removes ours from namespaces without Agents. Without the PolicyReport CRD it says so once
+    and writes nothing."""
+
+    def __init__(self, custom: client.CustomObjectsApi) -> None:
+        self._custom = custom
+        self._missing = False
+
+    def write(self, wanted: dict[str, dict[str, Any]]) -> None:
+        if self._missing:
+            return
+        try:
+            existing: Any = self._custom.list_cluster_custom_object(
+                reports.GROUP, reports.VERSION, reports.PLURAL,
+                label_selector=f"app.kubernetes.io/managed-by={reports.SOURCE}")
+        except ApiException as exc:
+            if exc.status == 404:
+                self._missing = True
+                log.info("no PolicyReport CRD (wgpolicyk8s.io): audit results go to events only")
+                return
+            raise
+        have = {str(r["metadata"]["namespace"]): r for r in existing.get("items", [])}
+        for namespace, report in wanted.items():
+            self._put(namespace, report, have.get(namespace))
+        for namespace in have.keys() - wanted.keys():
+            self._custom.delete_namespaced_custom_object(
+                reports.GROUP, reports.VERSION, namespace, reports.PLURAL, reports.NAME)
+
+    def _put(self, namespace: str, report: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if old is None:
+            self._custom.create_namespaced_custom_object(
+                reports.GROUP, reports.VERSION, namespace, reports.PLURAL, report)
+        elif (old.get("summary"), old.get("results")) != (report["summary"], report["results"]):
+            report["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            self._custom.replace_namespaced_custom_object(
+                reports.GROUP, reports.VERSION, namespace, reports.PLURAL, reports.NAME, report)
 
 
 def _event(key: AuditKey, messages: list[str]) -> dict[str, Any]:

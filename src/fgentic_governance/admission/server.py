@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import json
 import logging
+import socket
 import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.admission import audit, bootstrap, metrics
 from fgentic_governance.admission.informer import Informer
+from fgentic_governance.admission.leader import LeaseElector
 from fgentic_governance.admission.policy import AdmissionCode, PolicyState
 from fgentic_governance.admission.review import (
     Lookups,
@@ -350,12 +352,20 @@ async def serve(args: argparse.Namespace, shell: process.Shell) -> None:
         return None if state is None else dataclasses.replace(state, memory_routed=ready)
 
     if args.audit_interval > 0:
-        shell.background(audit.run(api_client, audited_state, args.audit_interval))
+        shell.background(audit.run(api_client, audited_state, args.audit_interval,
+                                   _elector(api_client, args.audit_lease, args.identity)))
     certificate = ServingCertificate(Path(args.tls_dir), args.client_ca_file)
     shell.background(certificate.watch(args.tls_reload_seconds))
     await shell.serve(ReviewService(Reviewer(source.lookups(), args.local_homeserver, routing)),
                       args.host, args.port, tls=certificate.listener)
     log.info("webhook serving on %s:%d", args.host, args.port)
+
+
+def _elector(api_client: client.ApiClient, lease: str, identity: str) -> LeaseElector | None:
+    if not lease:
+        return None
+    namespace, _, name = lease.partition("/")
+    return LeaseElector(api_client, namespace, name, identity or socket.gethostname())
 
 
 def run_webhook(args: argparse.Namespace) -> int:

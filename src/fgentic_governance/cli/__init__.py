@@ -186,6 +186,12 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                     help="plain HTTP: /healthz, /readyz, /metrics")
     wh.add_argument("--audit-interval", type=float, default=60.0,
                     help="seconds between audits of existing Agents (0 disables)")
+    wh.add_argument("--audit-lease", default="",
+                    help="NAMESPACE/NAME of the coordination.k8s.io Lease that elects the one "
+                         "replica writing audit events and PolicyReports (empty: this "
+                         "replica writes; with several replicas set it)")
+    wh.add_argument("--identity", default="",
+                    help="this replica's name in the Lease (default: the host name)")
     wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
                     help="how often to check the certificate files for renewal")
     wh.add_argument("--client-ca-file", type=Path, default=None,

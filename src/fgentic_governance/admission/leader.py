@@ -1,0 +1,70 @@
+"""One writer among the webhook's replicas: a coordination.k8s.io Lease, as cert-manager and
+Kyverno elect theirs. Only the holder posts audit events and writes PolicyReports; every
+replica still answers reviews. A holder that stops renewing loses the Lease after its
+duration, and another replica takes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger("fgentic_governance.admission.leader")
+LEASE_SECONDS: Final = 30
+
+
+@dataclass
+class LeaseElector:
+    api_client: client.ApiClient
+    namespace: str
+    name: str
+    identity: str
+    seconds: int = LEASE_SECONDS
+    leading: bool = False
+
+    def try_acquire(self) -> bool:
+        """Take or renew the Lease when it is free, expired or ours (bounded API calls; a
+        conflict means another replica won this round)."""
+        api = client.CoordinationV1Api(self.api_client)
+        now = dt.datetime.now(dt.UTC)
+        try:
+            lease = api.read_namespaced_lease(self.name, self.namespace, _request_timeout=5)
+        except ApiException as exc:
+            if exc.status != 404:
+                return self._set(False)
+            body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.name),
+                                  spec=self._spec(now, now))
+            try:
+                api.create_namespaced_lease(self.namespace, body, _request_timeout=5)
+            except ApiException:
+                return self._set(False)
+            return self._set(True)
+        spec = lease.spec or client.V1LeaseSpec()
+        mine = spec.holder_identity == self.identity
+        renewed = spec.renew_time or spec.acquire_time
+        expired = renewed is None or now - renewed > dt.timedelta(
+            seconds=spec.lease_duration_seconds or self.seconds)
+        if not (mine or expired):
+            return self._set(False)
+        lease.spec = self._spec(spec.acquire_time if mine and spec.acquire_time else now, now)
+        try:  # replace carries resourceVersion: a concurrent taker gets 409
+            api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=5)
+        except ApiException:
+            return self._set(False)
+        return self._set(True)
+
+    def _spec(self, acquired: dt.datetime, renewed: dt.datetime) -> client.V1LeaseSpec:
+        return client.V1LeaseSpec(holder_identity=self.identity,
+                                  lease_duration_seconds=self.seconds,
+                                  acquire_time=acquired, renew_time=renewed)
+
+    def _set(self, leading: bool) -> bool:
+        if leading != self.leading:
+            log.info("audit lease %s", "acquired" if leading else "lost")
+        self.leading = leading
+        return leading
