@@ -6,6 +6,18 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
+# Each step says what it builds and, when it ends, how long it took (a cold machine spends
+# most of its time in the control-plane build and the kagent runtime's venv).
+started=$SECONDS
+step_start=$SECONDS
+step() {
+  if [[ -n "${step_name:-}" ]]; then
+    echo "   done: $step_name in $((SECONDS - step_start)) s"
+  fi
+  step_name="$1"; step_start=$SECONDS
+  echo "== $1"
+}
+
 need_apt=()
 command -v go >/dev/null || need_apt+=(golang-go)
 command -v useradd >/dev/null || need_apt+=(passwd)
@@ -23,6 +35,7 @@ for pair in make:make gcc:gcc objdump:binutils; do
   command -v "${pair%%:*}" >/dev/null || need_apt+=("${pair#*:}")
 done
 [[ -f /usr/include/locale.h ]] || need_apt+=(libc6-dev)
+step "Debian packages (${#need_apt[@]} missing)"
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
@@ -32,22 +45,33 @@ if ((${#need_apt[@]})); then
   fi
 fi
 
-echo "== control-plane and node binaries (Kubernetes v1.36.3, etcd v3.6.8, helm v4.3.2, kube-router v2.1.0)"
+step "control-plane and node binaries (Kubernetes v1.36.3, etcd v3.6.8, helm v4.3.2, kube-router v2.1.0; cached)"
 hack/build-controlplane.sh all
 
-echo "== python environment (.venv)"
+step "python environment (.venv: the package and devtools, editable)"
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 stamp=".venv/.installed-$(cat pyproject.toml devtools/pyproject.toml | sha256sum | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]" -e ./devtools
+  # setuptools' editable installs warn about a deprecated mechanism on every run; the
+  # warning says nothing about this repository.
+  # A failure still shows everything pip said.
+  pip_log=$(mktemp)
+  if ! PYTHONWARNINGS="ignore::DeprecationWarning,ignore::UserWarning" \
+      .venv/bin/python -m pip install -q -e ".[dev]" -e ./devtools >"$pip_log" 2>&1; then
+    cat "$pip_log" >&2; rm -f "$pip_log"; exit 1
+  fi
+  grep -v -i -E "setuptools|editable|^\s*$|^!!|^\*+$" "$pip_log" || true
+  rm -f "$pip_log"
   rm -f .venv/.installed-* && touch "$stamp"
 fi
 
-echo "== pgvector 0.8.2, portable build (cached), and the embedded PostgreSQL's self-test"
+step "pgvector 0.8.2, portable build (cached), and the embedded PostgreSQL's self-test"
 .venv/bin/python -m fgentic_devenv.pgvector --self-test
 
-echo "== the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"
+step "the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"
 hack/kagent-runtime.sh >/dev/null
+step "ready"
+echo "   bootstrap took $((SECONDS - started)) s"
