@@ -585,3 +585,31 @@ def test_tls_modes_render_what_each_promises() -> None:
     (cert,) = [d for d in given if d["kind"] == "Certificate"]
     assert cert["spec"]["issuerRef"] == {"name": "corp", "kind": "ClusterIssuer",
                                          "group": "cert-manager.io"}
+
+
+def test_the_chart_packages_for_an_oci_registry(tmp_path: Path) -> None:
+    """Issue 27: hack/chart.sh checks the generated files, lints and packages the chart (push
+    with an oci:// repository); the package carries the schema, the CRDs and the helm test,
+    and its image is the one docs/image.md builds (image.repository:appVersion)."""
+    import os
+    import tarfile
+
+    done = subprocess.run(["bash", "hack/chart.sh"], cwd=ROOT, capture_output=True, text=True,
+                          check=False, env={**os.environ, "FGENTIC_CHART_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    package = Path(done.stdout.strip().splitlines()[-1])
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert package == tmp_path / f"fgentic-governance-{chart['version']}.tgz"
+    names = set(tarfile.open(package).getnames())
+    for member in ("values.schema.json", "templates/tests/smoke.yaml", "templates/NOTES.txt",
+                   "crds/governance.fgentic.dev_memoryscopes.yaml",
+                   "files/grafana-dashboard.json"):
+        assert f"fgentic-governance/{member}" in names, member
+    image = yaml.safe_load((CHART / "values.yaml").read_text())["image"]
+    assert image["repository"] == "ghcr.io/fgentic/fgentic-governance" and not image["tag"]
+    assert f"ghcr.io/fgentic/fgentic-governance:{chart['appVersion']}" in \
+        (ROOT / "docs" / "image.md").read_text()
+    refused = subprocess.run(["bash", "hack/chart.sh", "https://example.org"], cwd=ROOT,
+                             capture_output=True, text=True, check=False,
+                             env={**os.environ, "FGENTIC_CHART_DIR": str(tmp_path)})
+    assert refused.returncode == 2 and "oci://" in refused.stderr
