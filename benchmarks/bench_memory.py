@@ -30,8 +30,8 @@ import asyncio
 import random
 import time
 import uuid
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 

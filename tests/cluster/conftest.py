@@ -17,7 +17,8 @@ import pytest
 from fgentic_devenv.binaries import upstream_crds
 from fgentic_devenv.node import BRIDGE_ADDRESS, POD_CIDR, LocalCluster, leftovers
 from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
-from tests.support.cluster import NAMESPACE, Release, apply, built_image
+from tests.support import install_doc
+from tests.support.cluster import NAMESPACE, Release, apply, built_image, merge_values
 
 LOCAL_HOMESERVER = "fgentic.local"
 STORE_DB = "fgentic_cluster"
@@ -77,41 +78,43 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
             control_token: str) -> Iterator[Release]:
     repository, tag = image[1].rsplit(":", 1)
     pod_dsn = f"postgresql://{SUPERUSER}@{BRIDGE_ADDRESS}:{cluster_postgres.port}/{STORE_DB}"
+    # docs/install.md's helm install, as written (its store port taken from the DSN, as the
+    # doc derives it), plus only what this node needs: its image, the API server's source
+    # address, pinned Service addresses (no cluster DNS here), the stand-in controller and
+    # provider routes, and the tier's own Agent namespace.
+    documented = install_doc.documented_install(store_port=cluster_postgres.port)
+    named = install_doc.secrets_named(documented)
     apply(cluster, [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         # The chart renders a NetworkPolicy into each memoryApi.agentNamespaces entry.
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {
             "name": AGENT_NAMESPACE, "labels": {"fgentic.dev/memory-routing": "enabled"}}},
         {"apiVersion": "v1", "kind": "Secret",
-         "metadata": {"name": "fg-store", "namespace": NAMESPACE},
-         "stringData": {"dsn": pod_dsn}},
+         "metadata": {"name": named["store"][0], "namespace": NAMESPACE},
+         "stringData": {named["store"][1]: pod_dsn}},
         {"apiVersion": "v1", "kind": "Secret",
-         "metadata": {"name": "fg-control-token", "namespace": NAMESPACE},
-         "stringData": {"token": control_token}},
+         "metadata": {"name": named["token"][0], "namespace": NAMESPACE},
+         "stringData": {named["token"][1]: control_token}},
     ])
-    values = {
+    node = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
-        "localHomeserver": LOCAL_HOMESERVER,
-        # The API server runs on the host and reaches pods from the bridge address; the chart
-        # has no default for the review port's sources.
+        # The API server runs on the host and reaches pods from the bridge address.
         "webhook": {"networkPolicy": {"apiServerSources": [
             {"ipBlock": {"cidr": f"{BRIDGE_ADDRESS}/32"}}]}},
-        "store": {"dsnSecret": {"name": "fg-store"}},
-        "controlApi": {"enabled": True, "tokenSecret": {"name": "fg-control-token"},
-                       "botMxid": f"@fgentic:{LOCAL_HOMESERVER}"},
-        # The memory API with its Pod routing, as issue 17 ships it; kagent's controller is a
-        # stand-in Service in namespace kagent (test_memory_routing.py).
-        "memoryApi": {"enabled": True, "url": f"http://{MEMORY_API_IP}:8083",
+        # kagent's controller is a stand-in Service in namespace kagent
+        # (test_memory_routing.py); the governed provider routes go to the same echo.
+        "memoryApi": {"url": f"http://{MEMORY_API_IP}:8083",
                       "service": {"clusterIP": MEMORY_API_IP},
                       "controllerUrl": f"http://{CONTROLLER_IP}:8083",
-                      # The governed provider routes, to the same stand-in (an echo).
                       "embeddingsUpstream": f"http://{CONTROLLER_IP}:8083/v1/embeddings",
                       "modelUpstream": f"http://{CONTROLLER_IP}:8083/v1/chat/completions",
-                      "networkPolicy": {"storePort": cluster_postgres.port,
-                                        "embeddingsPort": 8083, "embeddingsPeers": KAGENT_PEERS,
+                      "networkPolicy": {"embeddingsPort": 8083, "embeddingsPeers": KAGENT_PEERS,
                                         "modelPort": 8083, "modelPeers": KAGENT_PEERS},
                       "agentNamespaces": [AGENT_NAMESPACE]},
     }
+    values = merge_values(install_doc.values_of(documented), node)
+    assert values["localHomeserver"] == LOCAL_HOMESERVER
+    assert values["memoryApi"]["networkPolicy"]["storePort"] == cluster_postgres.port
     installed = Release(cluster, values)
     installed.install()
     yield installed

@@ -600,7 +600,8 @@ def test_the_chart_packages_for_an_oci_registry(tmp_path: Path) -> None:
     package = Path(done.stdout.strip().splitlines()[-1])
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert package == tmp_path / f"fgentic-governance-{chart['version']}.tgz"
-    names = set(tarfile.open(package).getnames())
+    with tarfile.open(package) as archive:
+        names = set(archive.getnames())
     for member in ("values.schema.json", "templates/tests/smoke.yaml", "templates/NOTES.txt",
                    "crds/governance.fgentic.dev_memoryscopes.yaml",
                    "files/grafana-dashboard.json"):

@@ -5,37 +5,30 @@ examples' (a mismatch refuses every example MemoryScope with FEDERATION_DENIED).
 from __future__ import annotations
 
 import re
-import shlex
 import subprocess
 
 import pytest
 import yaml
 
 from fgentic_devenv.binaries import binary
+from tests.support.install_doc import documented_install, values_of
 from tests.support.objects import ROOT
 
 pytestmark = pytest.mark.integration
 
-DOC = ROOT / "docs" / "install.md"
 CHART = ROOT / "charts" / "fgentic-governance"
-MARK = "<!-- install-doc: helm -->"
 
 
 def _helm_installs() -> list[list[str]]:
-    text = DOC.read_text()
-    block = text[text.index(MARK):].split("```sh\n", 1)[1].split("```", 1)[0]
-    commands = block.replace("\\\n", " ").splitlines()
-    installs = [shlex.split(c.replace('"$store_port"', "5432")) for c in commands
-                if c.strip().startswith("helm install")]
-    assert installs, "no helm install in the marked block"
-    return installs
+    return [documented_install()]
 
 
 def _flag(argv: list[str], name: str) -> str:
-    for i, arg in enumerate(argv):
-        if arg == "--set" and argv[i + 1].startswith(name + "="):
-            return argv[i + 1].split("=", 1)[1]
-    raise AssertionError(f"{name} not set")
+    value = values_of(argv)
+    for part in name.split("."):
+        value = value[part]
+    assert isinstance(value, str)
+    return value
 
 
 @pytest.mark.parametrize("argv", _helm_installs())

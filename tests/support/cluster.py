@@ -57,7 +57,7 @@ class Release:
         self._apply("upgrade", chart, overrides)
 
     def _apply(self, verb: str, chart: Path, overrides: Mapping[str, Any]) -> None:
-        values = _merge(self.values, overrides)
+        values = merge_values(self.values, overrides)
         path = Path(self.cluster.workdir) / f"values-{len(self.history)}.yaml"
         path.write_text(yaml.safe_dump(values))
         try:
@@ -170,11 +170,11 @@ def run_pod(cluster: LocalCluster, pod: Mapping[str, Any], timeout: float = 90) 
     return str(phase), log
 
 
-def _merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def merge_values(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in overrides.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge_values(merged[key], value)
         else:
             merged[key] = value
     return merged
