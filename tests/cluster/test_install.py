@@ -42,7 +42,7 @@ def test_helm_test_passes_on_the_installed_release(release: Release) -> None:
     wait_for(lambda: all(ready(p) for c in ("operator", "webhook", "memory-api")
                          for p in release.pods(c)) or None, "components ready")
     out = release.helm("test", release.name, "--namespace", release.namespace, "--logs",
-                       timeout=180)
+                       "--timeout", "6m", timeout=420)
     assert "Phase:          Succeeded" in out or "Phase: Succeeded" in out, out
     assert "FAIL " not in out and out.count("ok   ") >= 5, out
 
