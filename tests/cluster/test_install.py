@@ -41,8 +41,13 @@ def test_helm_test_passes_on_the_installed_release(release: Release) -> None:
     product's metric families."""
     wait_for(lambda: all(ready(p) for c in ("operator", "webhook", "memory-api")
                          for p in release.pods(c)) or None, "components ready")
-    out = release.helm("test", release.name, "--namespace", release.namespace, "--logs",
-                       "--timeout", "6m", timeout=420)
+    try:
+        out = release.helm("test", release.name, "--namespace", release.namespace, "--logs",
+                           "--timeout", "6m", timeout=420)
+    except RuntimeError as failed:  # say which check failed (the Pod stays when it fails)
+        logs = release.kubectl("logs", "-n", release.namespace, f"{release.name}-smoke",
+                               timeout=30)
+        raise AssertionError(f"{failed}\nsmoke Pod:\n{logs}") from None
     assert "Phase:          Succeeded" in out or "Phase: Succeeded" in out, out
     assert "FAIL " not in out and out.count("ok   ") >= 5, out
 
