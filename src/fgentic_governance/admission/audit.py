@@ -19,7 +19,12 @@ from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.admission import metrics, reports
 from fgentic_governance.admission.leader import LeaseElector
-from fgentic_governance.admission.policy import AdmissionCode, PolicyState, agent_denials
+from fgentic_governance.admission.policy import (
+    AdmissionCode,
+    Denial,
+    PolicyState,
+    agent_denials,
+)
 
 log = logging.getLogger("fgentic_governance.admission.audit")
 
@@ -28,11 +33,18 @@ AuditKey = tuple[str, str, str, str]
 """(namespace, name, resourceVersion, uid) of an Agent version."""
 
 
-def scan(agents: list[dict[str, Any]], state: PolicyState) -> dict[AuditKey, list[str]]:
+Audited = list[tuple[dict[str, Any], list[Denial]]]
+"""Every Agent with its denials (none when compliant)."""
+
+
+def audit(agents: list[dict[str, Any]], state: PolicyState) -> Audited:
+    return [(agent, agent_denials(agent, state)) for agent in agents]
+
+
+def scan(audited: Audited) -> dict[AuditKey, list[str]]:
     """Agent version → denial messages, for non-compliant Agents."""
     found = {}
-    for agent in agents:
-        denials = agent_denials(agent, state)
+    for agent, denials in audited:
         if denials:
             meta = agent.get("metadata") or {}
             key = (str(meta.get("namespace")), str(meta.get("name")),
@@ -64,9 +76,8 @@ async def run(api_client: client.ApiClient, state: Callable[[], PolicyState | No
             leading = elector is None or await asyncio.to_thread(elector.try_acquire)
             listing: Any = await asyncio.to_thread(
                 custom.list_cluster_custom_object, "kagent.dev", "v1alpha2", "agents")
-            agents = list(listing.get("items", []))
-            audited = [(a, agent_denials(a, current)) for a in agents]
-            found = scan(agents, current)
+            audited = audit(list(listing.get("items", [])), current)
+            found = scan(audited)
             publish(found)
             if not leading:
                 continue

@@ -153,12 +153,12 @@ class Reviewer:
     async def _models(self, agent: Mapping[str, Any]) -> list[Denial]:
         """A memory-enabled Agent's ModelConfigs use the governed model route (live reads)."""
         routing = self._routing
-        names = {n for n in model_refs(agent).values() if n is not None}
-        if routing is None or not routing.model_url or routing.model_config is None \
-                or not model_refs(agent):
+        refs = model_refs(agent)
+        if routing is None or not routing.model_url or routing.model_config is None or not refs:
             return []
         namespace = str((agent.get("metadata") or {}).get("namespace", ""))
-        configs = {name: await routing.model_config(namespace, name) for name in sorted(names)}
+        names = sorted({name for name in refs.values() if name is not None})
+        configs = {name: await routing.model_config(namespace, name) for name in names}
         return model_denials(agent, configs, routing.model_url)
 
     async def _model_config(self, model_config: Mapping[str, Any]) -> list[Denial]:
