@@ -5,9 +5,9 @@ drift. The chart adds only what Helm knows: names, excluded namespaces, the home
 from __future__ import annotations
 
 import json
-import sys
 from typing import Final
 
+from fgentic_devenv.generated import write_or_check
 from fgentic_devenv.paths import repo_root
 from fgentic_governance.admission import cel
 
@@ -63,13 +63,4 @@ def render() -> str:
 
 
 def run(*, check: bool) -> int:
-    text = render()
-    if check:
-        if TEMPLATE.read_text() != text:
-            print(f"drift: {TEMPLATE}; run `fgentic-dev chart-policy`", file=sys.stderr)
-            return 1
-        print(f"{TEMPLATE.name} up to date")
-        return 0
-    TEMPLATE.write_text(text)
-    print(f"wrote {TEMPLATE}")
-    return 0
+    return write_or_check(TEMPLATE, render(), check=check, command="fgentic-dev chart-policy")

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from fgentic_devenv.generated import write_or_check
 from fgentic_devenv.paths import repo_root
 
 REPO_ROOT: Final = repo_root()
@@ -118,14 +118,4 @@ def run(*, check: bool) -> int:
     if stale:
         print(f"constraints name values that do not exist: {', '.join(stale)}", file=sys.stderr)
         return 1
-    text = render()
-    if check:
-        if not SCHEMA.exists() or SCHEMA.read_text() != text:
-            print(f"drift: {SCHEMA.relative_to(REPO_ROOT)}; run `fgentic-dev chart-schema`",
-                  file=sys.stderr)
-            return 1
-        print(f"{SCHEMA.relative_to(REPO_ROOT)} up to date")
-        return 0
-    Path(SCHEMA).write_text(text)
-    print(f"wrote {SCHEMA.relative_to(REPO_ROOT)}")
-    return 0
+    return write_or_check(SCHEMA, render(), check=check, command="fgentic-dev chart-schema")

@@ -16,8 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from fgentic_governance.admission.offline import (
     Options,
     Setup,
@@ -27,6 +25,8 @@ from fgentic_governance.admission.offline import (
     route_of,
 )
 from fgentic_governance.admission.policy import AdmissionCode, Denial
+from fgentic_governance.cli.errors import InputError
+from fgentic_governance.cli.inputs import yaml_documents
 
 SUITE_FIELDS: Final = frozenset({"settings", "setup", "tests"})
 SETTINGS: Final[Mapping[str, tuple[str, type]]] = {
@@ -83,21 +83,11 @@ def got(denials: Sequence[Denial]) -> str:
 
 
 def documents(path: Path) -> list[Any]:
-    """The YAML documents of a file (empty ones dropped)."""
+    """The YAML documents of a file (empty ones dropped), read as every tool reads them."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise Unusable(f"{path}: no such file") from None
-    except UnicodeDecodeError:
-        raise Unusable(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise Unusable(f"{path}: cannot be read ({type(exc).__name__})") from None
-    try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise Unusable(f"{path}: not valid YAML{at}") from None
+        return yaml_documents(path, "file")
+    except InputError as exc:
+        raise Unusable(str(exc)) from None
 
 
 def _fields(node: Any, where: str, allowed: frozenset[str]) -> Mapping[str, Any]:
