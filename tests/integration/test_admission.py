@@ -32,7 +32,7 @@ from fgentic_governance.admission.render import (
 )
 from fgentic_governance.api.common import GROUP
 from tests.support import processes
-from tests.support.objects import api_message, example
+from tests.support.objects import api_message, example, scoped_policies
 
 pytestmark = pytest.mark.integration
 NS = "admission"
@@ -575,17 +575,14 @@ def test_stopped_webhook_fails_closed(stack: dict[str, Any]) -> None:
     }
 
 
+def _only(namespace: str) -> dict[str, Any]:
+    return {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+
+
 def test_admission_policy_alone_blocks_authorization(control_plane: Any, tmp_path: Path) -> None:
     namespace = f"vap-{uuid.uuid4().hex[:6]}"
     control_plane.ensure_namespace(namespace)
-    policy, binding = admission_policy()
-    suffix = uuid.uuid4().hex[:6]
-    policy["metadata"]["name"] += suffix
-    binding["metadata"]["name"] += suffix
-    binding["spec"]["policyName"] = policy["metadata"]["name"]
-    binding["spec"]["matchResources"] = {"namespaceSelector": {
-        "matchLabels": {"kubernetes.io/metadata.name": namespace}}}
-    for doc in (policy, binding):
+    for doc in scoped_policies([admission_policy()], _only(namespace), uuid.uuid4().hex[:6]):
         control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
     leaky = agent("leaky", mcp(OTHER, ["t"], allowedHeaders=["Authorization"]))
     leaky["metadata"]["namespace"] = namespace
@@ -615,15 +612,9 @@ def test_generated_policies_alone_refuse_every_stateless_rule(control_plane: Any
     webhook's own code and sentence; their near misses pass."""
     namespace = f"vapgen-{uuid.uuid4().hex[:6]}"
     control_plane.ensure_namespace(namespace)
-    suffix = uuid.uuid4().hex[:6]
-    for policy, binding in (admission_policy(), scope_policy("fgentic.local")):
-        policy["metadata"]["name"] += suffix
-        binding["metadata"]["name"] += suffix
-        binding["spec"]["policyName"] = policy["metadata"]["name"]
-        binding["spec"]["matchResources"] = {"namespaceSelector": {
-            "matchLabels": {"kubernetes.io/metadata.name": namespace}}}
-        for doc in (policy, binding):
-            control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    for doc in scoped_policies([admission_policy(), scope_policy("fgentic.local")],
+                               _only(namespace), uuid.uuid4().hex[:6]):
+        control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
     no_ttl = agent("no-ttl", memory={"modelConfig": "embed"})
     odd_name = agent("odd", with_headers_from(mcp(OTHER, ["t"]), "X-Tr\u0430ce"))
     far = _scope("far", "x")

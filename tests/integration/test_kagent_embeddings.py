@@ -14,6 +14,9 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -27,6 +30,7 @@ from tests.support.kagent import (
     ChatStub,
     ControllerStub,
     EmbeddingStub,
+    RunningAgent,
     a2a_turn,
     start_agent,
 )
@@ -51,11 +55,25 @@ def api_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
             f"{r.getMessage()}" for r in caplog.records if r.name == API_LOG]
 
 
-async def test_the_runtime_embeds_nothing_without_a_lease(
-        k8s_client: client.ApiClient, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool,
-        store: MemoryStore, *, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=API_LOG)
-    ns = f"embed-{uuid.uuid4().hex[:8]}"
+@dataclass
+class Governed:
+    """An Agent's namespace (its service account's token, its routed Pod at 127.0.0.1), the
+    stubs outside the system, Alice's granted scope, the memory API and the real runtime with
+    its embeddings (and, with ``model_route``, its model) at the memory API."""
+
+    ns: str
+    access: Access
+    provider: EmbeddingStub
+    chat: ChatStub
+    controller: ControllerStub
+    agent: RunningAgent
+
+
+@asynccontextmanager
+async def governed(k8s_client: client.ApiClient, delegate_pool: asyncpg.Pool,
+                   store: MemoryStore, workdir: Path, prefix: str, *,
+                   model_route: bool = False) -> AsyncIterator[Governed]:
+    ns = f"{prefix}-{uuid.uuid4().hex[:8]}"
     await asyncio.to_thread(client.CoreV1Api(k8s_client).create_namespace,
                             client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
     token = await agent_token(k8s_client, ns, AGENT)
@@ -71,79 +89,14 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
     try:
         async with memory_api(delegate_pool, k8s_client, controller.base_url,
                               local_server="fgentic.local",
-                              embeddings_url=provider.url + "/embeddings") as url:
-            agent = await start_agent(tmp_path / "runtime", kagent_url=url, chat=chat,
+                              embeddings_url=provider.url + "/embeddings",
+                              model_url=chat.url + "/chat/completions" if model_route else ""
+                              ) as url:
+            agent = await start_agent(workdir / "runtime", kagent_url=url, chat=chat,
                                       embeddings=provider, embeddings_url=url + "/v1",
+                                      model_url=url + "/v1" if model_route else None,
                                       token=token, namespace=ns, agent=AGENT)
-            fact = "Alice likes green tea with her breakfast every day."
-
-            async def turn() -> None:
-                try:
-                    await a2a_turn(agent.base_url, fact, user_id=ALICE,
-                                   context_id=uuid.uuid4().hex)
-                except TimeoutError:  # say what the runtime had done by then
-                    calls = [(r.method, r.path, r.status) for stub in (controller, chat, provider)
-                             for r in stub.requests]
-                    raise AssertionError(
-                        f"turn timed out at {time.strftime('%H:%M:%S')}; calls: {calls}; "
-                        f"memory API: {api_lines(caplog)}; "
-                        f"runtime log: {agent.log_text()[-1500:]}; "
-                        f"runtime stacks: {await agent.dump_stacks()}"
-                    ) from None
-
-            chat.script(CallTool("save_memory", {"content": fact}))
-            await turn()
-            # The first turn's prefetch and the save_memory call both needed an embedding:
-            # refused before the provider (no live lease), so nothing was embedded or stored.
-            assert provider.requests == []
-            assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
-            lines = api_lines(caplog)
-            refused = [line for line in lines if "action=embeddings reason=LEASE_MISSING" in line]
-            assert len(refused) == 2 == len(lines)  # the prefetch's and the save's
-            await store.open_lease(access, 120)
-            chat.script(CallTool("save_memory", {"content": fact}))
-            await turn()
-            embedded = len(provider.requests)
-            assert embedded >= 2  # prefetch + save, now inside the lease
-            assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
-            # Each embedding was charged to Alice's scope before it was made.
-            assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) >= embedded
-
-            # A failing provider whose error quotes a sentinel (ADR 0023 §44): the route
-            # relays no failed body, so the runtime logs (at ERROR, which LOG_LEVEL keeps)
-            # our bounded code, and no sink of ours sees the sentinel.
-            sentinel = f"sentinel-provider-{uuid.uuid4().hex[:8]}"
-            provider.failure = sentinel
-            chat.script(CallTool("save_memory", {"content": "Alice cycles to work."}))
-            await turn()
-            assert len(provider.requests) > embedded  # it was asked, and failed
-            runtime_log = agent.log_text()
-            assert "UPSTREAM_UNAVAILABLE" in runtime_log  # what the runtime was answered
-            metrics = generate_latest(REGISTRY).decode()
-            for sink in (runtime_log, "\n".join(api_lines(caplog)), caplog.text, metrics):
-                assert sentinel not in sink
-            assert 'fgentic_memory_api_passthrough_total{status="replaced"}' in metrics
-            assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
-
-            # Two users of the Agent leased at once: an embedding names neither (kagent's
-            # embeddings client sends no X-User-Id), so it is refused, not charged to one of
-            # them, and the turn is still answered, without memory.
-            provider.failure = None
-            bob = scope_record(f"{ns}/bob", subject_mxid=BOB, agent_namespace=ns,
-                               agent_name=AGENT, control_room="!bob-control:fgentic.local")
-            await store.ensure_scope(bob)
-            await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 120)
-            asked, charged = len(provider.requests), await pool.fetchval(
-                EMBEDDING_UNITS, access.scope_key)
-            chat.script(CallTool("save_memory", {"content": "Alice walks her dog at six."},
-                                 then="Noted."))
-            await turn()  # answered: a2a_turn raises unless the task completed
-            assert len(provider.requests) == asked
-            assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) == charged
-            assert await pool.fetchval(EMBEDDING_UNITS, bob.scope_key) == 0
-            assert any("action=embeddings reason=SCOPE_AMBIGUOUS" in line
-                       for line in api_lines(caplog))
-            assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
+            yield Governed(ns, access, provider, chat, controller, agent)
     finally:
         if agent is not None:
             agent.stop()
@@ -151,6 +104,84 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
             await stub.stop()
         await asyncio.to_thread(client.CoreV1Api(k8s_client).delete_namespaced_pod,
                                 f"{AGENT}-pod", ns, grace_period_seconds=0)
+
+
+async def test_the_runtime_embeds_nothing_without_a_lease(
+        k8s_client: client.ApiClient, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool,
+        store: MemoryStore, *, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=API_LOG)
+    async with governed(k8s_client, delegate_pool, store, tmp_path, "embed") as world:
+        ns, access, agent = world.ns, world.access, world.agent
+        provider, chat, controller = world.provider, world.chat, world.controller
+        fact = "Alice likes green tea with her breakfast every day."
+
+        async def turn() -> None:
+            try:
+                await a2a_turn(agent.base_url, fact, user_id=ALICE,
+                               context_id=uuid.uuid4().hex)
+            except TimeoutError:  # say what the runtime had done by then
+                calls = [(r.method, r.path, r.status) for stub in (controller, chat, provider)
+                         for r in stub.requests]
+                raise AssertionError(
+                    f"turn timed out at {time.strftime('%H:%M:%S')}; calls: {calls}; "
+                    f"memory API: {api_lines(caplog)}; "
+                    f"runtime log: {agent.log_text()[-1500:]}; "
+                    f"runtime stacks: {await agent.dump_stacks()}"
+                ) from None
+
+        chat.script(CallTool("save_memory", {"content": fact}))
+        await turn()
+        # The first turn's prefetch and the save_memory call both needed an embedding:
+        # refused before the provider (no live lease), so nothing was embedded or stored.
+        assert provider.requests == []
+        assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
+        lines = api_lines(caplog)
+        refused = [line for line in lines if "action=embeddings reason=LEASE_MISSING" in line]
+        assert len(refused) == 2 == len(lines)  # the prefetch's and the save's
+        await store.open_lease(access, 120)
+        chat.script(CallTool("save_memory", {"content": fact}))
+        await turn()
+        embedded = len(provider.requests)
+        assert embedded >= 2  # prefetch + save, now inside the lease
+        assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
+        # Each embedding was charged to Alice's scope before it was made.
+        assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) >= embedded
+
+        # A failing provider whose error quotes a sentinel (ADR 0023 §44): the route
+        # relays no failed body, so the runtime logs (at ERROR, which LOG_LEVEL keeps)
+        # our bounded code, and no sink of ours sees the sentinel.
+        sentinel = f"sentinel-provider-{uuid.uuid4().hex[:8]}"
+        provider.failure = sentinel
+        chat.script(CallTool("save_memory", {"content": "Alice cycles to work."}))
+        await turn()
+        assert len(provider.requests) > embedded  # it was asked, and failed
+        runtime_log = agent.log_text()
+        assert "UPSTREAM_UNAVAILABLE" in runtime_log  # what the runtime was answered
+        metrics = generate_latest(REGISTRY).decode()
+        for sink in (runtime_log, "\n".join(api_lines(caplog)), caplog.text, metrics):
+            assert sentinel not in sink
+        assert 'fgentic_memory_api_passthrough_total{status="replaced"}' in metrics
+        assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
+
+        # Two users of the Agent leased at once: an embedding names neither (kagent's
+        # embeddings client sends no X-User-Id), so it is refused, not charged to one of
+        # them, and the turn is still answered, without memory.
+        provider.failure = None
+        bob = scope_record(f"{ns}/bob", subject_mxid=BOB, agent_namespace=ns,
+                           agent_name=AGENT, control_room="!bob-control:fgentic.local")
+        await store.ensure_scope(bob)
+        await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 120)
+        asked, charged = len(provider.requests), await pool.fetchval(
+            EMBEDDING_UNITS, access.scope_key)
+        chat.script(CallTool("save_memory", {"content": "Alice walks her dog at six."},
+                             then="Noted."))
+        await turn()  # answered: a2a_turn raises unless the task completed
+        assert len(provider.requests) == asked
+        assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) == charged
+        assert await pool.fetchval(EMBEDDING_UNITS, bob.scope_key) == 0
+        assert any("action=embeddings reason=SCOPE_AMBIGUOUS" in line
+                   for line in api_lines(caplog))
+        assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
 
 
 SUMMARIZE_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
@@ -168,78 +199,52 @@ async def test_a_summary_is_admitted_before_the_model_works(
     admitted, it is charged once (the automatic save takes its reservation). The Agent's own
     turns pass unchanged; the embeddings route refuses a query over 512 bytes."""
     caplog.set_level(logging.INFO, logger=API_LOG)
-    ns = f"summ-{uuid.uuid4().hex[:8]}"
-    await asyncio.to_thread(client.CoreV1Api(k8s_client).create_namespace,
-                            client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
-    token = await agent_token(k8s_client, ns, AGENT)
-    await asyncio.to_thread(routed_pod, k8s_client, ns, AGENT, "127.0.0.1")
-    provider, chat, controller = EmbeddingStub(), ChatStub(), ControllerStub()
-    for stub in (provider, chat, controller):
-        await stub.start()
-    record = scope_record(f"{ns}/alice", subject_mxid=ALICE, agent_namespace=ns,
-                          agent_name=AGENT, control_room="!alice-control:fgentic.local")
-    await store.ensure_scope(record)
-    access = Access.for_scope(record, await store.grant(record.scope_key))
-    chat.summary = ["Alice likes green tea.", "Alice cycles to work."]
-    agent = None
-    try:
-        async with memory_api(delegate_pool, k8s_client, controller.base_url,
-                              local_server="fgentic.local",
-                              embeddings_url=provider.url + "/embeddings",
-                              model_url=chat.url + "/chat/completions") as url:
-            agent = await start_agent(tmp_path / "runtime", kagent_url=url, chat=chat,
-                                      embeddings=provider, embeddings_url=url + "/v1",
-                                      model_url=url + "/v1", token=token, namespace=ns,
-                                      agent=AGENT)
+    async with governed(k8s_client, delegate_pool, store, tmp_path, "summ",
+                        model_route=True) as world:
+        access, agent, provider, chat = world.access, world.agent, world.provider, world.chat
+        chat.summary = ["Alice likes green tea.", "Alice cycles to work."]
 
-            async def session(texts: list[str]) -> None:
-                """One session of ``len(texts)`` user turns; each reply arrives (a2a_turn
-                raises unless the task completed), then the background save settles."""
-                context = uuid.uuid4().hex
-                for text in texts:
-                    assert await a2a_turn(agent.base_url, text, user_id=ALICE,
-                                          context_id=context) == "OK."
-                await asyncio.sleep(1.0)
+        async def session(texts: list[str]) -> None:
+            """One session of ``len(texts)`` user turns; each reply arrives (a2a_turn
+            raises unless the task completed), then the background save settles."""
+            context = uuid.uuid4().hex
+            for text in texts:
+                assert await a2a_turn(agent.base_url, text, user_id=ALICE,
+                                      context_id=context) == "OK."
+            await asyncio.sleep(1.0)
 
-            def lines(code: str) -> int:
-                return sum(f"action=model kind=summary reason={code}" in line
-                           for line in api_lines(caplog))
-
-            five = [f"Turn {i}: Alice mentions the weather." for i in range(5)]
-            # No lease: the fifth turn's summary is refused before the model sees it.
-            await session(five)
-            assert lines("LEASE_MISSING") == 1
-            assert chat.summariser_requests() == []
-            assert len(chat.requests) == 5  # the turns themselves passed unchanged
-            # A live lease but fewer than five leased turns: the cadence refuses it.
-            await store.open_lease(access, 300)
-            await session(five)
-            assert lines("SUMMARY_CADENCE_REACHED") == 1
-            assert chat.summariser_requests() == []
-            # Five leased turns: admitted, summarised, saved; charged one summarisation.
-            await past_turns(store, access, 4)
-            await session(five)
-            assert lines("OK") == 1
-            assert len(chat.summariser_requests()) == 1
-            assert await pool.fetchval(ROWS) == 2
-            assert await pool.fetchval(SUMMARIZE_UNITS, access.scope_key) == 1
-            # Over 16 KiB of conversation: refused before the model, whatever the cadence.
-            # Its first turn, one sentence of 4 KiB, is also a prefetch query over 512 bytes:
-            # refused at the embeddings route before the provider.
-            embedded = len(provider.requests)
-            await past_turns(store, access, 5)
-            await session(["Alice says " + "tea " * 1000] * 5)
-            assert lines("SUMMARY_INPUT_TOO_LARGE") == 1
-            assert len(chat.summariser_requests()) == 1
-            assert any("action=embeddings reason=FACT_TOO_LARGE" in line
+        def lines(code: str) -> int:
+            return sum(f"action=model kind=summary reason={code}" in line
                        for line in api_lines(caplog))
-            assert len(provider.requests) == embedded
-            assert await pool.fetchval(ROWS) == 2
-            assert await pool.fetchval(SUMMARIZE_UNITS, access.scope_key) == 1
-    finally:
-        if agent is not None:
-            agent.stop()
-        for stub in (provider, chat, controller):
-            await stub.stop()
-        await asyncio.to_thread(client.CoreV1Api(k8s_client).delete_namespaced_pod,
-                                f"{AGENT}-pod", ns, grace_period_seconds=0)
+
+        five = [f"Turn {i}: Alice mentions the weather." for i in range(5)]
+        # No lease: the fifth turn's summary is refused before the model sees it.
+        await session(five)
+        assert lines("LEASE_MISSING") == 1
+        assert chat.summariser_requests() == []
+        assert len(chat.requests) == 5  # the turns themselves passed unchanged
+        # A live lease but fewer than five leased turns: the cadence refuses it.
+        await store.open_lease(access, 300)
+        await session(five)
+        assert lines("SUMMARY_CADENCE_REACHED") == 1
+        assert chat.summariser_requests() == []
+        # Five leased turns: admitted, summarised, saved; charged one summarisation.
+        await past_turns(store, access, 4)
+        await session(five)
+        assert lines("OK") == 1
+        assert len(chat.summariser_requests()) == 1
+        assert await pool.fetchval(ROWS) == 2
+        assert await pool.fetchval(SUMMARIZE_UNITS, access.scope_key) == 1
+        # Over 16 KiB of conversation: refused before the model, whatever the cadence.
+        # Its first turn, one sentence of 4 KiB, is also a prefetch query over 512 bytes:
+        # refused at the embeddings route before the provider.
+        embedded = len(provider.requests)
+        await past_turns(store, access, 5)
+        await session(["Alice says " + "tea " * 1000] * 5)
+        assert lines("SUMMARY_INPUT_TOO_LARGE") == 1
+        assert len(chat.summariser_requests()) == 1
+        assert any("action=embeddings reason=FACT_TOO_LARGE" in line
+                   for line in api_lines(caplog))
+        assert len(provider.requests) == embedded
+        assert await pool.fetchval(ROWS) == 2
+        assert await pool.fetchval(SUMMARIZE_UNITS, access.scope_key) == 1

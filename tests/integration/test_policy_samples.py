@@ -38,7 +38,7 @@ from fgentic_governance.admission.render import (
 )
 from fgentic_governance.admission.views import scope_view
 from tests.support import processes
-from tests.support.objects import api_message
+from tests.support.objects import api_message, scoped_policies
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,13 +220,8 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
                                        ca, memory_routing=True)
         for hook in config["webhooks"]:
             hook["namespaceSelector"] = selector
-        policies = []
-        for policy, binding in (admission_policy(), scope_policy("fgentic.local")):
-            for doc in (policy, binding):
-                doc["metadata"]["name"] += f"-{suffix}"
-            binding["spec"]["policyName"] = policy["metadata"]["name"]
-            binding["spec"]["matchResources"] = {"namespaceSelector": selector}
-            policies += [policy, binding]
+        policies = scoped_policies([admission_policy(), scope_policy("fgentic.local")],
+                                   selector, f"-{suffix}")
         for doc in (*policies, config):
             control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
             cleanup.callback(control_plane.kubectl, "delete", "--ignore-not-found", "--wait=false",

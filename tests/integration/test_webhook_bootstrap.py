@@ -30,6 +30,17 @@ def _start(cp: Any, work: Path, ns: str, config_name: str, port: int) -> Any:
         work.parent / f"{work.name}.log", port)
 
 
+def _configuration(admission: client.AdmissionregistrationV1Api, ns: str, port: int) -> str:
+    """Our webhook configuration for a webhook on ``port``, for ``ns`` only, its CA a
+    placeholder the bootstrap replaces; its name."""
+    config = webhook_configuration(f"boot-{uuid.uuid4().hex[:6]}", f"https://127.0.0.1:{port}",
+                                   b"placeholder")
+    for hook in config["webhooks"]:
+        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    admission.create_validating_webhook_configuration(config)
+    return str(config["metadata"]["name"])
+
+
 def test_bootstrap_creates_adopts_and_renews(control_plane: Any, k8s_client: client.ApiClient,
                                              tmp_path: Path) -> None:
     ns = f"boot-{uuid.uuid4().hex[:6]}"
@@ -37,12 +48,7 @@ def test_bootstrap_creates_adopts_and_renews(control_plane: Any, k8s_client: cli
     core = client.CoreV1Api(k8s_client)
     admission = client.AdmissionregistrationV1Api(k8s_client)
     port = processes.free_port()
-    config = webhook_configuration(f"boot-{uuid.uuid4().hex[:6]}", f"https://127.0.0.1:{port}",
-                                   b"placeholder")
-    for hook in config["webhooks"]:
-        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
-    admission.create_validating_webhook_configuration(config)
-    name = config["metadata"]["name"]
+    name = _configuration(admission, ns, port)
     first = _start(control_plane, tmp_path / "a", ns, name, port)
     try:
         secret = core.read_namespaced_secret("webhook-tls", ns)
@@ -90,12 +96,7 @@ def test_a_rollover_keeps_the_old_ca_and_reaches_running_replicas(
     core = client.CoreV1Api(k8s_client)
     admission = client.AdmissionregistrationV1Api(k8s_client)
     port = processes.free_port()
-    config = webhook_configuration(f"roll-{uuid.uuid4().hex[:6]}", f"https://127.0.0.1:{port}",
-                                   b"placeholder")
-    for hook in config["webhooks"]:
-        hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
-    admission.create_validating_webhook_configuration(config)
-    name = config["metadata"]["name"]
+    name = _configuration(admission, ns, port)
     running = _start(control_plane, tmp_path / "a", ns, name, port)
     try:
         first = core.read_namespaced_secret("webhook-tls", ns).data

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,18 @@ def consent_obj(ns: str, scope: str, mxid: str) -> dict[str, Any]:
     obj["spec"]["subject"]["mxid"] = mxid
     obj["spec"]["decision"] = "granted"
     return obj
+
+
+def scoped_policies(pairs: Iterable[Sequence[dict[str, Any]]], selector: dict[str, Any],
+                    suffix: str) -> list[dict[str, Any]]:
+    """ValidatingAdmissionPolicies and their bindings (``render.admission_policy`` pairs) named
+    apart by ``suffix`` and bound only to the namespaces ``selector`` matches: a test's own,
+    beside every other test's on the shared API server."""
+    docs = []
+    for policy, binding in pairs:
+        policy["metadata"]["name"] += suffix
+        binding["metadata"]["name"] += suffix
+        binding["spec"]["policyName"] = policy["metadata"]["name"]
+        binding["spec"]["matchResources"] = {"namespaceSelector": selector}
+        docs += [policy, binding]
+    return docs
