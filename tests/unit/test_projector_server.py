@@ -141,8 +141,15 @@ async def test_parser_failures_answer_and_log_without_content(
     assert "details withheld" in caplog.text
 
 
-def test_cli_refuses_an_unusable_configuration(tmp_path: Path) -> None:
+def test_cli_refuses_an_unusable_configuration(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "projector.yaml"
     bad.write_text("local: {}\n")
     assert main(["projector", "--config", str(bad), "--port", "0"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"fgentic-governance projector: --config {bad}: "), line
+    assert "\n" not in line and "Traceback" not in line
     assert main(["projector", "--config", str(tmp_path / "absent.yaml")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("fgentic-governance projector: --config "), line
+    assert "Traceback" not in line

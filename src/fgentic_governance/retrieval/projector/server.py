@@ -109,12 +109,11 @@ async def serve(shell: process.Shell, projector: Projector, host: str, port: int
 
 def run_projector(args: argparse.Namespace) -> int:
     """`fgentic-governance projector --config FILE --port N [--host H]`."""
-    process.start_logging()
     try:
         config = load_config(Path(args.config))
-    except (OSError, ProjectorConfigError) as exc:
-        log.error("projector configuration %s unusable: %s", args.config, exc)
-        return 2
+    except ProjectorConfigError as exc:  # one line and exit 2, as every server's start-up
+        raise SystemExit(f"--config {args.config}: {exc}") from None
+    process.start_logging()
     projector = Projector(config)
     # uvloop trims the event loop's share of the per-check latency.
     return process.run(functools.partial(serve, projector=projector, host=args.host,
