@@ -35,7 +35,7 @@ FREE_FORM: Final = frozenset({
 CONSTRAINTS: Final[Mapping[str, dict[str, Any]]] = {
     "image.pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
     "localHomeserver": {"pattern": "^$|^[A-Za-z0-9.-]+(:[0-9]{1,5})?$"},
-    "operator.replicas": {"type": "integer", "minimum": 1, "maximum": 1},
+    "operator.replicas": {"type": "integer", "minimum": 1},
     "webhook.replicas": {"type": "integer", "minimum": 1},
     "webhook.timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 30},
     "webhook.failurePolicy": {"enum": ["Fail"]},

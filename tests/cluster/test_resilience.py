@@ -132,3 +132,38 @@ def test_deleting_a_namespace_is_never_blocked_while_the_operator_runs(release: 
                     "--timeout=120s", timeout=150)
     assert "not found" in kubectl_result(cluster, "get", "namespace",
                                          "fgentic-short-lived").stderr
+
+
+def _lease_holder(release: Release) -> str:
+    lease = release.json("get", "lease", "-n", release.namespace, f"{release.name}-operator")
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def test_two_operator_replicas_elect_one_leader_and_hand_over(release: Release) -> None:
+    """Issue 27: with operator.replicas 2 one Pod holds the Lease and the other waits, Ready;
+    deleting the leader Pod (a drain) hands the Lease to the standby, which reconciles."""
+    cluster = release.cluster
+    deployment = f"deployment/{release.name}-operator"
+    cluster.kubectl("scale", "-n", release.namespace, deployment, "--replicas=2")
+    try:
+        wait_for(lambda: _ready_count(release, "operator") == 2, "two operator pods Ready")
+        names = {p["metadata"]["name"] for p in release.pods("operator")}
+        leader = wait_for(lambda: next((n for n in names
+                                        if _lease_holder(release).startswith(n + "_")), None),
+                          "one of them holding the Lease")
+        (standby,) = names - {leader}
+        logs = cluster.kubectl("logs", "-n", release.namespace, standby)
+        assert "operator standby" in logs and "operator leading" not in logs
+        cluster.kubectl("delete", "pod", "-n", release.namespace, leader, "--wait=true",
+                        timeout=90)
+        # Released at SIGTERM: the standby leads well before the Lease (30 s) could expire.
+        wait_for(lambda: _lease_holder(release).startswith(standby + "_"),
+                 "the standby leading", timeout=20, interval=0.5)
+        cluster.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in
+                        scope_and_consent(NS, "erin-plain", "erin", "plain-agent")))
+        wait_for(lambda: phase_is(cluster, "erin-plain", "Enabled", ns=NS),
+                 "erin Enabled by the new leader")
+    finally:
+        cluster.kubectl("scale", "-n", release.namespace, deployment, "--replicas=1")
+        wait_for(lambda: _ready_count(release, "operator") == 1
+                 and len(release.pods("operator")) == 1, "one operator pod again")

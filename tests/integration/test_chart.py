@@ -449,7 +449,7 @@ def test_the_retrieval_server_refuses_to_render_incomplete(sets: tuple[str, ...]
 @pytest.mark.parametrize(("sets", "message"), [
     (("webhook.replicas=abc",), "at '/webhook/replicas'"),
     (("webhook.tls.mode=bogus",), "at '/webhook/tls/mode'"),
-    (("operator.replicas=2",), "at '/operator/replicas': maximum"),
+    (("operator.replicas=0",), "at '/operator/replicas': minimum"),
     (("webhok.replicas=2",), "additional properties 'webhok' not allowed"),
     (("webhook.failurePolicy=Ignore",), "at '/webhook/failurePolicy'"),
     (("memoryApi.url=memory-api:8083",), "at '/memoryApi/url'"),
@@ -458,7 +458,7 @@ def test_the_retrieval_server_refuses_to_render_incomplete(sets: tuple[str, ...]
       "localHomeserver=fgentic.local"),
      "controlApi.botMxid must be a user of localHomeserver (fgentic.local)"),
     (("memoryApi.enabled=true", "store.dsnSecret.name=store"), "memoryApi needs localHomeserver"),
-], ids=["replicas-not-a-number", "tls-mode", "operator-ha", "misspelt-key", "fail-open",
+], ids=["replicas-not-a-number", "tls-mode", "no-operator", "misspelt-key", "fail-open",
         "url-without-scheme", "bot-on-another-server", "memory-without-homeserver"])
 def test_contradictory_values_are_refused_at_render_time(sets: tuple[str, ...],
                                                          message: str) -> None:
@@ -510,6 +510,27 @@ def test_every_workload_takes_the_usual_pod_knobs() -> None:
     budgets = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
     assert "fg-webhook" not in budgets  # one replica: no budget
     assert {"fg-memory-api", "fg-control-api", "fg-retrieval-server"} <= budgets
+
+
+def test_operator_replicas_elect_a_leader() -> None:
+    """Issue 27: every operator replica takes part in the Lease election (its Role may touch
+    only that Lease); more than one gets a PodDisruptionBudget and is spread over nodes."""
+    for replicas in (1, 3):
+        docs = _render(f"operator.replicas={replicas}")
+        (deploy,) = [d for d in docs if d["kind"] == "Deployment"
+                     and d["metadata"]["name"] == "fg-operator"]
+        assert deploy["spec"]["replicas"] == replicas
+        assert deploy["spec"]["strategy"] == {"type": "RollingUpdate"}
+        (container,) = deploy["spec"]["template"]["spec"]["containers"]
+        assert f"--leader-lease={NS}/fg-operator" in container["args"]
+        (role,) = [d for d in docs if d["kind"] == "Role"
+                   and d["metadata"]["name"] == "fg-operator-leader"]
+        named = [r for r in role["rules"] if "resourceNames" in r]
+        assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                          "resourceNames": ["fg-operator"], "verbs": ["get", "update"]}]
+        budgets = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
+        assert ("fg-operator" in budgets) is (replicas > 1)
+        assert ("affinity" in deploy["spec"]["template"]["spec"]) is (replicas > 1)
 
 
 def _defined_metric_series() -> set[str]:

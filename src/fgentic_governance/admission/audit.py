@@ -18,13 +18,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.admission import metrics, reports
-from fgentic_governance.admission.leader import LeaseElector
 from fgentic_governance.admission.policy import (
     AdmissionCode,
     Denial,
     PolicyState,
     agent_denials,
 )
+from fgentic_governance.kube.lease import LeaseElector
 
 log = logging.getLogger("fgentic_governance.admission.audit")
 

@@ -32,7 +32,6 @@ from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.admission import audit, bootstrap, metrics
 from fgentic_governance.admission.informer import Informer
-from fgentic_governance.admission.leader import LeaseElector
 from fgentic_governance.admission.policy import AdmissionCode, PolicyState
 from fgentic_governance.admission.review import (
     Lookups,
@@ -45,6 +44,7 @@ from fgentic_governance.admission.views import build_state
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING, RETRIEVAL_BINDING
 from fgentic_governance.kube import client as kube_client
+from fgentic_governance.kube.lease import LeaseElector
 from fgentic_governance.serving import http as serving
 from fgentic_governance.serving import process, strict_json
 

@@ -175,6 +175,13 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
 
     op = sub.add_parser("operator", help="run the reconcilers")
     _add_runtime_flags(op)
+    op.add_argument("--leader-lease", default="",
+                    help="NAMESPACE/NAME of the coordination.k8s.io Lease that elects the one "
+                         "replica running the handlers; the others wait as standbys (empty: "
+                         "this process runs them; required with several replicas)")
+    op.add_argument("--identity", default="",
+                    help="this replica's name in the Lease (default: host name and a random "
+                         "suffix)")
     op.set_defaults(func=_operator)
 
     wh = sub.add_parser("webhook", help="run the validating admission webhook server")

@@ -7,14 +7,18 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
 import kopf
 
 from fgentic_governance.api.common import FINALIZER
+from fgentic_governance.controller import leadership, metrics
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import configure, context
+from fgentic_governance.kube.lease import LeaseElector
 from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance")
@@ -124,18 +128,11 @@ def run_operator(args: argparse.Namespace) -> int:
     )
 
     tasks: list[asyncio.Task[None]] = []
-    metrics_runners: list[Any] = []
 
     @kopf.on.startup()
     async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         _settings(settings)
         settings.persistence.diffbase_storage = diffbase.DIFFBASE
-        if args.metrics_port:
-            from fgentic_governance.serving import http as serving
-
-            serving.scrub_library_logs()
-            metrics_runners.append(await serving.serve(
-                serving.health_handler(), "0.0.0.0", args.metrics_port))  # noqa: S104
         if args.store_dsn_file:
             tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file)))
 
@@ -143,14 +140,55 @@ def run_operator(args: argparse.Namespace) -> int:
     async def _cleanup(**_: Any) -> None:
         for task in tasks:
             task.cancel()
-        for runner in metrics_runners:
-            await runner.cleanup()
         pool = getattr(context(), "store_pool", None)
         if pool is not None:
             await pool.close()
 
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)
-    asyncio.run(kopf.operator(clusterwide=not namespaces, namespaces=namespaces,
-                              standalone=True))
-    return 0
+    elector = _elector(api_client, args.leader_lease, args.identity)
+    return asyncio.run(_serve(args.metrics_port, namespaces, elector))
+
+
+def _elector(api_client: Any, lease: str, identity: str) -> LeaseElector | None:
+    """The Lease that elects one running replica (none: this process runs alone)."""
+    if not lease:
+        return None
+    namespace, name = leadership.parse_lease(lease)
+    # Unique per process: a restarted Pod keeps its host name but is not the old holder.
+    who = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return LeaseElector(api_client, namespace, name, who)
+
+
+async def _serve(metrics_port: int | None, namespaces: list[str],
+                 elector: LeaseElector | None) -> int:
+    """Probes and metrics from the start (a standby is live), then the handlers once this
+    replica leads; exit 1 when leadership is lost, so the Pod restarts as a standby."""
+    runner: Any = None
+    if metrics_port:
+        from fgentic_governance.serving import http as serving
+
+        serving.scrub_library_logs()
+        runner = await serving.serve(serving.health_handler(), "0.0.0.0", metrics_port)  # noqa: S104
+    stop = asyncio.Event()
+    keeper: asyncio.Task[None] | None = None
+    try:
+        if elector is not None:
+            await leadership.acquire(elector)
+            metrics.LEADING.set(1)
+            keeper = asyncio.create_task(leadership.keep(elector, stop))
+            keeper.add_done_callback(lambda _: stop.set())  # no renewals, no handlers
+        await kopf.operator(clusterwide=not namespaces, namespaces=namespaces,
+                            standalone=True, stop_flag=stop)
+    finally:
+        metrics.LEADING.set(0)
+        if keeper is not None:
+            keeper.cancel()
+        if runner is not None:
+            await runner.cleanup()
+    if elector is None:
+        return 0
+    if elector.leading:  # a clean stop (SIGTERM): hand over at once
+        await asyncio.to_thread(elector.release)
+        return 0
+    return 1

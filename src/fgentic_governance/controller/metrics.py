@@ -5,7 +5,7 @@ No label may carry a principal, a room, an Agent name or content.
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 SCOPE_TRANSITIONS = Counter(
     "fgentic_scope_reconciles_total",
@@ -21,4 +21,8 @@ SCOPE_STATUS_WRITES = Counter(
     "fgentic_scope_status_writes_total",
     "MemoryScope reconciliations that wrote the status, or found it already as computed.",
     ["result"],
+)
+LEADING = Gauge(
+    "fgentic_operator_leading",
+    "1 while this operator replica holds the leader Lease and runs the handlers, else 0.",
 )

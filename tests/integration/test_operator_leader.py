@@ -1,0 +1,168 @@
+"""Issue 27: operator replicas elect one leader with a coordination.k8s.io Lease.
+
+Real kube-apiserver, real operator processes (no store: a MemoryScope they reconcile goes
+Failed/STORE_UNAVAILABLE, which is enough to see who runs the handlers). A standby is live and
+runs nothing; a killed leader's Lease expires and the standby takes over; a leader that sees
+the Lease held by another stops (exit 1); a clean stop hands the Lease over at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from fgentic_governance.controller.leadership import RENEW_SECONDS, STOP_GRACE_SECONDS
+from fgentic_governance.kube.lease import LEASE_SECONDS
+from tests.support import processes
+from tests.support.kube import GROUP, VERSION, get_object, phase
+from tests.support.objects import example
+
+pytestmark = pytest.mark.integration
+LEASE = "operator-leader"
+
+
+class Replica:
+    def __init__(self, kubeconfig: Path, work: Path, ns: str, home: str, who: str) -> None:
+        self.who, self.port = who, processes.free_port()
+        self.log = work / f"operator-{who}.log"
+        self.args = ["operator", "--kubeconfig", str(kubeconfig), "--namespace", ns,
+                     "--local-homeserver", "fgentic.local", "--metrics-port", str(self.port),
+                     "--leader-lease", f"{home}/{LEASE}", "--identity", who]
+        self.proc: subprocess.Popen[bytes] = processes.spawn_cli(self.args, self.log)
+
+    def metric(self, name: str) -> float | None:
+        """``name``'s value on /metrics (None while the port is not yet serving)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics",  # noqa: S310
+                                        timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        values = [line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")]
+        return float(values[0]) if values else None
+
+    def logged(self, text: str) -> bool:
+        return text in self.log.read_text(errors="replace")
+
+
+def _until(check: Callable[[], Any], what: str, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+@pytest.fixture
+def setting(control_plane: Any, k8s_client: client.ApiClient,
+            tmp_path: Path) -> Iterator[tuple[str, str, list[Replica]]]:
+    ns, home = (f"{p}-{uuid.uuid4().hex[:6]}" for p in ("leader", "fgentic"))
+    for name in (ns, home):
+        control_plane.ensure_namespace(name)
+    replicas: list[Replica] = []
+    yield ns, home, replicas
+    for replica in replicas:
+        if replica.proc.poll() is None:
+            processes.stop(replica.proc)
+        assert "Traceback" not in replica.log.read_text(errors="replace"), replica.who
+
+
+def _holder(coordination: client.CoordinationV1Api, home: str) -> str | None:
+    try:
+        lease = coordination.read_namespaced_lease(LEASE, home)
+    except client.ApiException:
+        return None
+    return lease.spec.holder_identity if lease.spec else None
+
+
+def _reconciled(api: client.CustomObjectsApi, ns: str, name: str) -> Callable[[], bool]:
+    def check() -> bool:
+        status = get_object(api, "memoryscopes", ns, name).get("status") or {}
+        return phase("Failed", "STORE_UNAVAILABLE")(status)
+    return check
+
+
+def _new_scope(api: client.CustomObjectsApi, ns: str) -> str:
+    obj = example("MemoryScope")
+    name = f"s-{uuid.uuid4().hex[:6]}"
+    obj["metadata"] = {"name": name, "namespace": ns}
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, "memoryscopes", obj)
+    return name
+
+
+def test_one_replica_runs_the_handlers_and_a_standby_takes_over(
+    control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path,
+    setting: tuple[str, str, list[Replica]],
+) -> None:
+    ns, home, replicas = setting
+    api, coordination = client.CustomObjectsApi(k8s_client), client.CoordinationV1Api(k8s_client)
+    first = Replica(control_plane.kubeconfig, tmp_path, ns, home, "first")
+    replicas.append(first)
+    _until(lambda: _holder(coordination, home) == "first", "the first replica leading", 60)
+    second = Replica(control_plane.kubeconfig, tmp_path, ns, home, "second")
+    replicas.append(second)
+    # The standby is live (its probe port answers) and says it does not lead.
+    _until(lambda: second.metric("fgentic_operator_leading") == 0.0, "the standby's metrics", 60)
+    _until(lambda: first.metric("fgentic_operator_leading") == 1.0, "the leader's metrics", 60)
+    scope = _new_scope(api, ns)
+    _until(_reconciled(api, ns, scope), "the leader reconciling", 60)
+    assert second.logged("operator standby") and not second.logged("operator leading")
+    assert _holder(coordination, home) == "first"
+
+    # A killed leader never releases: the standby waits for the Lease to expire, then leads.
+    first.proc.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    _until(lambda: _holder(coordination, home) == "second", "the standby taking over",
+           LEASE_SECONDS + 30)
+    assert time.monotonic() - killed >= LEASE_SECONDS - RENEW_SECONDS - 1, \
+        "taken before the Lease could have expired"
+    later = _new_scope(api, ns)
+    _until(_reconciled(api, ns, later), "the new leader reconciling", 60)
+    assert second.metric("fgentic_operator_leading") == 1.0
+
+    # Another holder appears (a partition healed the other way): the leader stops, exit 1.
+    lease = coordination.read_namespaced_lease(LEASE, home)
+    now = dt.datetime.now(dt.UTC)
+    lease.spec.holder_identity, lease.spec.renew_time = "elsewhere", now
+    coordination.replace_namespaced_lease(LEASE, home, lease)
+    assert second.proc.wait(RENEW_SECONDS + STOP_GRACE_SECONDS + 15) == 1
+    assert second.logged("operator lease lost (held by another replica)")
+
+
+def test_a_clean_stop_hands_the_lease_over(
+    control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path,
+    setting: tuple[str, str, list[Replica]],
+) -> None:
+    ns, home, replicas = setting
+    coordination = client.CoordinationV1Api(k8s_client)
+    only = Replica(control_plane.kubeconfig, tmp_path, ns, home, "only")
+    replicas.append(only)
+    _until(lambda: _holder(coordination, home) == "only", "the replica leading", 60)
+    only.proc.send_signal(signal.SIGTERM)
+    assert only.proc.wait(30) == 0
+    assert _holder(coordination, home) is None
+    successor = Replica(control_plane.kubeconfig, tmp_path, ns, home, "successor")
+    replicas.append(successor)
+    # Long before the Lease's duration: it was released, not left to expire.
+    _until(lambda: _holder(coordination, home) == "successor", "the successor leading",
+           LEASE_SECONDS / 2)
+
+
+def test_a_malformed_lease_flag_stops_start_up(tmp_path: Path, control_plane: Any) -> None:
+    log = tmp_path / "operator.log"
+    proc = processes.spawn_cli(["operator", "--kubeconfig", str(control_plane.kubeconfig),
+                                "--leader-lease", "no-slash"], log)
+    assert proc.wait(60) == 2
+    assert "--leader-lease no-slash: expected NAMESPACE/NAME" in log.read_text()
