@@ -10,6 +10,7 @@ from typing import Final
 from fgentic_devenv.generated import write_or_check
 from fgentic_devenv.paths import repo_root
 from fgentic_governance.admission import cel
+from fgentic_governance.admission.enforcement import WARNABLE
 
 TEMPLATE: Final = repo_root() / "charts" / "fgentic-governance" / "templates" / \
     "admission-policy.yaml"
@@ -28,8 +29,26 @@ _SELECTOR: Final = f"""    namespaceSelector:
 """
 
 
-def _policy(suffix: str, group: str, version: str, plural: str,
-            rules: list[dict[str, str]]) -> str:
+def _validation(rule: cel.CelRule, homeserver: str, *, warn: bool) -> list[str]:
+    """One validation, in the deny policy unless its rule is set to warn (and in the warn
+    policy only then); a rule that may not warn is unconditional."""
+    body = rule.validation(homeserver)
+    lines = [f"    - expression: {json.dumps(body['expression'])}",
+             f"      message: {json.dumps(body['message'])}",
+             f"      reason: {body['reason']}"]
+    if rule.code not in WARNABLE:
+        return lines
+    test = f"{'' if warn else 'not '}(has {json.dumps(rule.code.value)} .Values.webhook.warnRules)"
+    return [f"{{{{- if {test} }}}}", *lines, "{{- end }}"]
+
+
+Kind = tuple[str, str, str]
+"""(API group, version, plural) a policy matches."""
+
+
+def _policy(suffix: str, kind: Kind, rules: list[cel.CelRule], homeserver: str = "", *,
+            warn: bool = False) -> str:
+    group, version, plural = kind
     lines = [
         "---", "apiVersion: admissionregistration.k8s.io/v1",
         "kind: ValidatingAdmissionPolicy", "metadata:",
@@ -41,24 +60,43 @@ def _policy(suffix: str, group: str, version: str, plural: str,
         "  validations:",
     ]
     for rule in rules:
-        lines += [f"    - expression: {json.dumps(rule['expression'])}",
-                  f"      message: {json.dumps(rule['message'])}",
-                  f"      reason: {rule['reason']}"]
+        lines += _validation(rule, homeserver, warn=warn)
+    actions = "[Warn, Audit]" if warn else "[Deny]"
     lines += ["---", "apiVersion: admissionregistration.k8s.io/v1",
               "kind: ValidatingAdmissionPolicyBinding", "metadata:",
               f"  name: {{{{ .Release.Name }}}}-{suffix}",
               '  labels: {{- include "fg.labels" . | nindent 4 }}', "spec:",
               f"  policyName: {{{{ .Release.Name }}}}-{suffix}",
-              "  validationActions: [Deny]", "  matchResources:"]
+              f"  validationActions: {actions}", "  matchResources:"]
     return "\n".join(lines) + "\n" + _SELECTOR
+
+
+def _warn_policy(suffix: str, kind: Kind, rules: list[cel.CelRule],
+                 homeserver: str = "") -> str:
+    """The rules set to warn, as a policy whose binding warns and audits; rendered only when
+    one of them is set."""
+    warnable = [rule for rule in rules if rule.code in WARNABLE]
+    if not warnable:
+        return ""
+    tests = " ".join(f"(has {json.dumps(r.code.value)} .Values.webhook.warnRules)"
+                     for r in warnable)
+    condition = tests if len(warnable) == 1 else f"or {tests}"
+    return (f"{{{{- if {condition} }}}}\n"
+            + _policy(f"{suffix}-warn", kind, warnable, homeserver, warn=True)
+            + "{{- end }}\n")
 
 
 def render() -> str:
     homeserver = "{{ .Values.localHomeserver }}"
-    agents = _policy("agents", "kagent.dev", "v1alpha2", "agents", cel.validations("agents"))
-    scopes = _policy("memoryscopes", "governance.fgentic.dev", "v1alpha1", "memoryscopes",
-                     cel.validations("memoryscopes", homeserver))
-    return (_HEADER + agents + "{{- if .Values.localHomeserver }}\n" + scopes
+    agents = cel.rules("agents")
+    scopes = cel.rules("memoryscopes", homeserver)
+    kagent = ("kagent.dev", "v1alpha2", "agents")
+    ours = ("governance.fgentic.dev", "v1alpha1", "memoryscopes")
+    return (_HEADER + _policy("agents", kagent, agents)
+            + _warn_policy("agents", kagent, agents)
+            + "{{- if .Values.localHomeserver }}\n"
+            + _policy("memoryscopes", ours, scopes, homeserver)
+            + _warn_policy("memoryscopes", ours, scopes, homeserver)
             + "{{- end }}\n{{- end }}\n")
 
 

@@ -19,6 +19,7 @@ import yaml
 
 from fgentic_devenv.generated import write_or_check
 from fgentic_devenv.paths import repo_root
+from fgentic_governance.admission.enforcement import WARNABLE
 
 REPO_ROOT: Final = repo_root()
 CHART: Final = REPO_ROOT / "charts" / "fgentic-governance"
@@ -42,6 +43,8 @@ CONSTRAINTS: Final[Mapping[str, dict[str, Any]]] = {
     "webhook.tls.mode": {"enum": ["bootstrap", "certManager", "generate", "secret"]},
     "webhook.tls.certManager.issuerRef.kind": {"enum": ["Issuer", "ClusterIssuer"]},
     "webhook.auditIntervalSeconds": {"type": "integer", "minimum": 0},
+    "webhook.warnRules": {"type": "array", "uniqueItems": True,
+                          "items": {"enum": sorted(c.value for c in WARNABLE)}},
     "webhook.networkPolicy.apiServerSources": {"type": ["array", "null"]},
     "memoryApi.replicas": {"type": "integer", "minimum": 2},
     "memoryApi.url": URL_OR_EMPTY,

@@ -7,10 +7,12 @@ webhook fails closed when stopped; the ValidatingAdmissionPolicy alone blocks Au
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import socket
 import ssl
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +24,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_devenv.binaries import binary
 from fgentic_devenv.controlplane import KubectlError
+from fgentic_devenv.paths import repo_root
 from fgentic_governance.admission.render import (
     ROUTED_NAMESPACE_LABEL,
     admission_policy,
@@ -37,6 +41,7 @@ from tests.support.objects import api_message, example, scoped_policies
 pytestmark = pytest.mark.integration
 NS = "admission"
 PLAIN_NS = "admission-plain"  # not labelled for routing
+CHART = repo_root() / "charts" / "fgentic-governance"
 GOVERNED_URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
 CONTROLLER_URL = "http://kagent-controller.kagent.svc:8083"
 BOUND = {"apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": NS,
@@ -107,7 +112,8 @@ def stack(control_plane: Any, postgres: Any, tmp_path_factory: pytest.TempPathFa
         assert _apply(control_plane, doc, work) == "allow"
     _wait_gated(k8s_client, "gated")
     yield {"cp": control_plane, "tmp": work, "webhook": webhook, "config": config,
-           "mutating": mutating, "log": work / "webhook.log", "ca": ca, "port": port}
+           "mutating": mutating, "log": work / "webhook.log", "ca": ca, "port": port,
+           "memory_ready": f"http://127.0.0.1:{memory_port}"}
     processes.stop(webhook)
     processes.stop(memory_api)
     processes.stop(operator)
@@ -642,3 +648,102 @@ def test_generated_policies_alone_refuse_every_stateless_rule(control_plane: Any
     with_ttl = agent("ttl", memory={"modelConfig": "embed", "ttlDays": 3})
     with_ttl["metadata"]["namespace"] = namespace
     assert _apply(control_plane, with_ttl, tmp_path) == "allow"
+
+
+def _kubectl_apply(cp: Any, doc: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """`kubectl apply`, keeping stderr (where kubectl prints admission warnings) on success."""
+    return subprocess.run([str(binary("kubectl")), "--kubeconfig", str(cp.kubeconfig), "apply",
+                           "-f", "-"], input=json.dumps(doc), capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def test_a_rule_set_to_warn_admits_with_a_warning_and_the_rest_still_deny(
+        stack: dict[str, Any], tmp_path: Path) -> None:
+    """Issue 27 roll-out: with --warn-rule, the TTL rules (whose bound the store holds anyway)
+    admit with a Kubernetes warning naming the code, the path and what to change; a rule that
+    may not warn still denies beside them; a rule outside WARNABLE stops start-up."""
+    cp = stack["cp"]
+    warn, port, ca = processes.spawn_webhook(
+        cp.kubeconfig, tmp_path, memory_api_url=GOVERNED_URL,
+        memory_api_ready_url=stack["memory_ready"],
+        extra=["--warn-rule", "MEMORY_TTL_MISSING", "--warn-rule", "MEMORY_TTL_EXCEEDS_RETENTION"])
+    refused = processes.spawn_cli(["webhook", "--kubeconfig", str(cp.kubeconfig), "--tls-dir",
+                                   str(tmp_path / "tls"), "--warn-rule", "FORBIDDEN_HEADER"],
+                                  tmp_path / "refused.log")
+    assert refused.wait(60) == 2
+    assert "--warn-rule FORBIDDEN_HEADER: only MEMORY_TTL_EXCEEDS_RETENTION, " \
+        "MEMORY_TTL_MISSING may warn" in (tmp_path / "refused.log").read_text()
+    config = copy.deepcopy(stack["config"])
+    for hook in config["webhooks"]:
+        hook["clientConfig"]["url"] = hook["clientConfig"]["url"].replace(
+            f":{stack['port']}/", f":{port}/")
+        hook["clientConfig"]["caBundle"] = base64.b64encode(ca).decode()
+    cp.kubectl("apply", "-f", "-", input=json.dumps(config))
+    try:
+        no_ttl = agent("memory-agent", memory={"modelConfig": "embed"})
+        done = _kubectl_apply(cp, no_ttl)
+        for _ in range(20):  # the API server picks the new configuration up in a moment
+            if done.returncode == 0:
+                break
+            time.sleep(0.5)
+            done = _kubectl_apply(cp, no_ttl)
+        assert done.returncode == 0, done.stderr
+        assert "Warning: MEMORY_TTL_MISSING at spec.declarative.memory" in done.stderr
+        cp.kubectl("delete", "agent", "-n", NS, "memory-agent")
+        too_long = agent("memory-agent", memory={"modelConfig": "embed", "ttlDays": 5})
+        done = _kubectl_apply(cp, too_long)
+        assert done.returncode == 0, done.stderr
+        assert "Warning: MEMORY_TTL_EXCEEDS_RETENTION at " in done.stderr
+        cp.kubectl("delete", "agent", "-n", NS, "memory-agent")
+        leaky = agent("memory-agent", mcp(OTHER, ["t"], allowedHeaders=["Authorization"]),
+                      memory={"modelConfig": "embed"})
+        done = _kubectl_apply(cp, leaky)
+        assert done.returncode != 0 and "FORBIDDEN_HEADER at " in done.stderr, done.stderr
+        assert "MEMORY_TTL_MISSING" not in done.stderr.partition("denied the request")[2]
+    finally:
+        cp.kubectl("apply", "-f", "-", input=json.dumps(stack["config"]))
+        processes.stop(warn)
+
+
+def test_the_charts_warn_policy_warns_where_the_deny_policy_no_longer_refuses(
+        control_plane: Any, tmp_path: Path) -> None:
+    """Issue 27: the chart with webhook.warnRules=[MEMORY_TTL_MISSING] moves that rule from its
+    Deny ValidatingAdmissionPolicy to a Warn/Audit one; the API server itself then admits an
+    Agent without ttlDays with a warning, and still refuses the other stateless rules."""
+    rendered = subprocess.run(
+        [str(binary("helm")), "template", "fg", str(CHART), "--set-json",
+         "webhook.networkPolicy.apiServerSources=[]", "--set",
+         "webhook.warnRules={MEMORY_TTL_MISSING}"],
+        capture_output=True, text=True, check=True, timeout=60).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d and d["kind"].startswith(
+        "ValidatingAdmissionPolicy") and d["metadata"]["name"] in ("fg-agents", "fg-agents-warn")]
+    policies = [(p, b) for p in docs if p["kind"] == "ValidatingAdmissionPolicy"
+                for b in docs if b["kind"] == "ValidatingAdmissionPolicyBinding"
+                and b["spec"]["policyName"] == p["metadata"]["name"]]
+    assert len(policies) == 2
+    namespace = f"vapwarn-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(namespace)
+    for doc in scoped_policies(policies, _only(namespace), uuid.uuid4().hex[:6]):
+        control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    odd = agent("odd", with_headers_from(mcp(OTHER, ["t"]), "X-Tr\u0430ce"))
+    odd["metadata"]["namespace"] = namespace
+    deadline = time.monotonic() + 20
+    verdict = "allow"
+    while time.monotonic() < deadline and verdict == "allow":  # policies load in a moment
+        verdict = _apply(control_plane, odd, tmp_path)
+        if verdict == "allow":
+            control_plane.kubectl("delete", "agent", "-n", namespace, "odd")
+            time.sleep(0.5)
+    assert "FORBIDDEN_HEADERS_FROM: " in verdict
+    no_ttl = agent("no-ttl", memory={"modelConfig": "embed"})
+    no_ttl["metadata"]["namespace"] = namespace
+    deadline = time.monotonic() + 20
+    done = _kubectl_apply(control_plane, no_ttl)
+    while done.returncode == 0 and "Warning" not in done.stderr \
+            and time.monotonic() < deadline:  # the warn policy loads on its own
+        control_plane.kubectl("delete", "agent", "-n", namespace, "no-ttl")
+        time.sleep(0.5)
+        done = _kubectl_apply(control_plane, no_ttl)
+    assert done.returncode == 0, done.stderr
+    assert "Warning: Validation failed for ValidatingAdmissionPolicy" in done.stderr, done.stderr
+    assert "MEMORY_TTL_MISSING: set memory.ttlDays" in done.stderr

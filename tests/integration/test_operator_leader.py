@@ -43,7 +43,7 @@ class Replica:
     def metric(self, name: str) -> float | None:
         """``name``'s value on /metrics (None while the port is not yet serving)."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics",  # noqa: S310
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics",
                                         timeout=2) as response:
                 text = response.read().decode()
         except OSError:

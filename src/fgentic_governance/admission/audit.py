@@ -61,7 +61,8 @@ def publish(found: dict[AuditKey, list[str]]) -> None:
 
 
 async def run(api_client: client.ApiClient, state: Callable[[], PolicyState | None],
-              interval: float, elector: LeaseElector | None = None) -> None:
+              interval: float, elector: LeaseElector | None = None,
+              warned: frozenset[AdmissionCode] = frozenset()) -> None:
     """Every ``interval``: metrics on every replica; events and PolicyReports only on the
     replica holding the audit Lease (one writer, however many replicas)."""
     custom, core = client.CustomObjectsApi(api_client), client.CoreV1Api(api_client)
@@ -85,7 +86,7 @@ async def run(api_client: client.ApiClient, state: Callable[[], PolicyState | No
                 await asyncio.to_thread(core.create_namespaced_event, key[0],
                                         _event(key, found[key]))  # type: ignore[arg-type]
                 reported.add(key)
-            await asyncio.to_thread(writer.write, reports.namespace_reports(audited))
+            await asyncio.to_thread(writer.write, reports.namespace_reports(audited, warned))
         except Exception as exc:
             log.warning("audit failed: %s", type(exc).__name__)
 

@@ -53,9 +53,12 @@ STATELESS_RULES: Final = (
 )
 
 
-def validations(resource: str, local_homeserver: str = "") -> list[dict[str, str]]:
-    """The validations of one resource's policy; the homeserver rule only with a homeserver
+def rules(resource: str, local_homeserver: str = "") -> list[CelRule]:
+    """The rules of one resource's policy; the homeserver rule only with a homeserver
     (without one the webhook refuses every scope anyway)."""
-    return [rule.validation(local_homeserver) for rule in STATELESS_RULES
-            if rule.resource == resource
+    return [rule for rule in STATELESS_RULES if rule.resource == resource
             and (HOMESERVER not in rule.expression or local_homeserver)]
+
+
+def validations(resource: str, local_homeserver: str = "") -> list[dict[str, str]]:
+    return [rule.validation(local_homeserver) for rule in rules(resource, local_homeserver)]

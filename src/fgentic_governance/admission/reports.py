@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from fgentic_governance.admission.guidance import GUIDANCE
-from fgentic_governance.admission.policy import Denial
+from fgentic_governance.admission.policy import AdmissionCode, Denial
 
 GROUP: Final = "wgpolicyk8s.io"
 VERSION: Final = "v1alpha2"
@@ -28,23 +28,28 @@ def _resource(agent: Mapping[str, Any]) -> dict[str, str]:
             "uid": str(meta.get("uid", ""))}
 
 
-def _results(agent: Mapping[str, Any], denials: Sequence[Denial]) -> list[dict[str, Any]]:
+def _results(agent: Mapping[str, Any], denials: Sequence[Denial],
+             warned: frozenset[AdmissionCode]) -> list[dict[str, Any]]:
     resource = [_resource(agent)]
     if not denials:
         return [{"policy": POLICY, "rule": "all", "result": "pass", "source": SOURCE,
                  "scored": True, "resources": resource}]
-    return [{"policy": POLICY, "rule": d.code.value, "result": "fail", "source": SOURCE,
-             "scored": True, "severity": "high", "resources": resource,
-             "message": f"{d.message()}: {GUIDANCE[d.code]}"} for d in denials]
+    return [{"policy": POLICY, "rule": d.code.value, "source": SOURCE, "scored": True,
+             **({"result": "warn", "severity": "medium"} if d.code in warned
+                else {"result": "fail", "severity": "high"}),
+             "resources": resource, "message": f"{d.message()}: {GUIDANCE[d.code]}"}
+            for d in denials]
 
 
-def namespace_reports(audited: Sequence[tuple[Mapping[str, Any], Sequence[Denial]]]
+def namespace_reports(audited: Sequence[tuple[Mapping[str, Any], Sequence[Denial]]],
+                      warned: frozenset[AdmissionCode] = frozenset(),
                       ) -> dict[str, dict[str, Any]]:
-    """Namespace → its PolicyReport (without resourceVersion), results in a stable order."""
+    """Namespace → its PolicyReport (without resourceVersion), results in a stable order; a
+    rule set to warn (enforcement.py) is a ``warn`` result, every other denial ``fail``."""
     by_namespace: dict[str, list[dict[str, Any]]] = {}
     for agent, denials in audited:
         namespace = str((agent.get("metadata") or {}).get("namespace", ""))
-        by_namespace.setdefault(namespace, []).extend(_results(agent, denials))
+        by_namespace.setdefault(namespace, []).extend(_results(agent, denials, warned))
     reports = {}
     for namespace, results in by_namespace.items():
         results.sort(key=lambda r: (r["resources"][0]["name"], r["rule"]))

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from fgentic_governance.admission import metrics, pods
+from fgentic_governance.admission import enforcement, metrics, pods
 from fgentic_governance.admission.guidance import explained
 from fgentic_governance.admission.model_routes import (
     model_config_denials,
@@ -98,10 +98,12 @@ class MemoryRouting:
 
 class Reviewer:
     def __init__(self, lookups: Lookups, local_homeserver: str,
-                 routing: MemoryRouting | None = None) -> None:
+                 routing: MemoryRouting | None = None,
+                 warned: frozenset[AdmissionCode] = frozenset()) -> None:
         self._lookups = lookups
         self._local = local_homeserver
         self._routing = routing
+        self._warned = warned  # enforcement.WARNABLE codes set to warn (checked at start-up)
 
     async def __call__(self, body: Any, *, webhook: str | None = None,
                        **_: Any) -> dict[str, Any]:
@@ -123,9 +125,10 @@ class Reviewer:
                       failure_code(exc))
             denials = [Denial(AdmissionCode.POLICY_STATE_UNAVAILABLE, "request")]
         metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
-        reason = denials[0].code.value if denials else "OK"
+        denials, warnings = enforcement.split(denials, self._warned)
+        reason = (denials or warnings)[0].code.value if denials or warnings else "OK"
         metrics.DECISIONS.labels(route, str(not denials).lower(), reason).inc()
-        return response(uid, denials, patch)
+        return response(uid, denials, patch, warnings)
 
     async def _decide(self, route: str, request: Mapping[str, Any]) -> list[Denial]:
         obj = request["object"]
@@ -240,9 +243,13 @@ def _unexpected_kind(route: str, obj: Mapping[str, Any]) -> list[Denial]:
     return []
 
 
-def response(uid: str, denials: Sequence[Denial],
-             patch: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def response(uid: str, denials: Sequence[Denial], patch: Sequence[Mapping[str, Any]] = (),
+             warnings: Sequence[Denial] = ()) -> dict[str, Any]:
+    """The AdmissionReview answer; ``warnings`` (warned rules) reach the client as admission
+    warnings, whether or not another rule denies."""
     result: dict[str, Any] = {"uid": uid, "allowed": not denials}
+    if warnings:
+        result["warnings"] = [explained(w) for w in warnings]
     if patch and not denials:
         result["patchType"] = "JSONPatch"
         result["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()

@@ -30,7 +30,7 @@ from aiohttp import web
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.admission import audit, bootstrap, metrics
+from fgentic_governance.admission import audit, bootstrap, enforcement, metrics
 from fgentic_governance.admission.informer import Informer
 from fgentic_governance.admission.policy import AdmissionCode, PolicyState
 from fgentic_governance.admission.review import (
@@ -326,9 +326,11 @@ class ServingCertificate:
 # -- the process -------------------------------------------------------------------------------
 
 
-async def serve(args: argparse.Namespace, shell: process.Shell) -> None:
-    """Listening; at the stop the background tasks are cancelled, then the review port and the
-    health port closed, in that order (:func:`process.serve_until_stopped`)."""
+async def serve(args: argparse.Namespace, shell: process.Shell,
+                warned: frozenset[AdmissionCode] = frozenset()) -> None:
+    """Listening, with the rules in ``warned`` warning (enforcement.py). At the stop the
+    background tasks are cancelled, then the review port and the health port closed, in that
+    order (:func:`process.serve_until_stopped`)."""
     api_client = kube_client.api_client(args.kubeconfig)
     if args.bootstrap_secret:
         # cert-manager style: own CA in a Secret, files written for the listener, CA injected.
@@ -353,10 +355,12 @@ async def serve(args: argparse.Namespace, shell: process.Shell) -> None:
 
     if args.audit_interval > 0:
         shell.background(audit.run(api_client, audited_state, args.audit_interval,
-                                   _elector(api_client, args.audit_lease, args.identity)))
+                                   _elector(api_client, args.audit_lease, args.identity),
+                                   warned))
     certificate = ServingCertificate(Path(args.tls_dir), args.client_ca_file)
     shell.background(certificate.watch(args.tls_reload_seconds))
-    await shell.serve(ReviewService(Reviewer(source.lookups(), args.local_homeserver, routing)),
+    await shell.serve(ReviewService(Reviewer(source.lookups(), args.local_homeserver, routing,
+                                             warned)),
                       args.host, args.port, tls=certificate.listener)
     log.info("webhook serving on %s:%d", args.host, args.port)
 
@@ -369,5 +373,6 @@ def _elector(api_client: client.ApiClient, lease: str, identity: str) -> LeaseEl
 
 
 def run_webhook(args: argparse.Namespace) -> int:
+    warned = enforcement.warned_rules(args.warn_rule or ())  # before anything serves
     # uvloop roughly halves the per-review overhead of the event loop.
-    return process.run(functools.partial(serve, args), fast_loop=True)
+    return process.run(functools.partial(serve, args, warned=warned), fast_loop=True)

@@ -199,6 +199,10 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                          "replica writes; with several replicas set it)")
     wh.add_argument("--identity", default="",
                     help="this replica's name in the Lease (default: the host name)")
+    wh.add_argument("--warn-rule", action="append", metavar="CODE",
+                    help="admit with a warning instead of denying for this rule (repeatable; "
+                         "only MEMORY_TTL_MISSING and MEMORY_TTL_EXCEEDS_RETENTION, whose bound "
+                         "the store also holds)")
     wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
                     help="how often to check the certificate files for renewal")
     wh.add_argument("--client-ca-file", type=Path, default=None,
