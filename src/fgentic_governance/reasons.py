@@ -63,6 +63,10 @@ class Reason(StrEnum):
     # A RetrievalBinding's Agent does not exist, or does not list the bound server's tool.
     AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
     TOOL_NOT_BOUND = "TOOL_NOT_BOUND"
+    # A MemoryScope's Agent: its memory's model work (kagent's summarisation, its embeddings)
+    # does not go through the governed model route, or no route is configured (ADR 0023 §42).
+    MODEL_ROUTE_UNGOVERNED = "MODEL_ROUTE_UNGOVERNED"
+    MODEL_ROUTE_UNCONFIGURED = "MODEL_ROUTE_UNCONFIGURED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 

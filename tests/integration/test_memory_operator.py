@@ -334,3 +334,52 @@ async def test_every_kind_reports_ready_with_a_message_and_events(
             off_name, "default")
     finally:
         api.delete_cluster_custom_object(GROUP, VERSION, "principaloffboardings", off_name)
+
+
+def _route_condition(scope: dict[str, Any]) -> tuple[str, str] | None:
+    found = {c["type"]: c for c in (scope.get("status") or {}).get("conditions", [])}
+    cond = found.get("ModelRouteGoverned")
+    return None if cond is None else (cond["status"], cond["reason"])
+
+
+async def test_each_scope_reports_whether_its_agents_model_route_is_governed(
+    operator: Operator, api: client.CustomObjectsApi,
+) -> None:
+    """Issue 26 (ADR 0023 §42, per Agent): a scope's ModelRouteGoverned condition says whether
+    its Agent's model and memory embedding ModelConfigs use the governed model route: False
+    while no route is configured, while the Agent is missing, and when a ModelConfig points
+    elsewhere; True when both are at the memory API's /v1."""
+    route = "http://fgentic-memory-api.fgentic-system.svc:8083/v1"
+    _create(api, "memoryscopes", _scope("routed", agent={"namespace": NS, "name": "routed"}))
+
+    def route_is(expected: tuple[str, str]) -> Any:
+        return lambda _status: _route_condition(get_object(api, "memoryscopes", NS,
+                                                           "routed")) == expected
+
+    await until_status(api, "memoryscopes", NS, "routed",
+                       route_is(("False", "MODEL_ROUTE_UNCONFIGURED")))
+    operator.stop()
+    operator.args += ["--memory-model-url", route]
+    operator.start()
+    await until_status(api, "memoryscopes", NS, "routed",
+                       route_is(("False", "AGENT_NOT_FOUND")), timeout=60)
+    kagent = ("kagent.dev", "v1alpha2", NS)
+    for name, model in (("chat", "gpt-4o-mini"), ("embed", "text-embedding-3-small")):
+        api.create_namespaced_custom_object(*kagent, "modelconfigs", {
+            "apiVersion": "kagent.dev/v1alpha2", "kind": "ModelConfig",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"model": model, "provider": "OpenAI", "openAI": {"baseUrl": route}}})
+    api.create_namespaced_custom_object(*kagent, "agents", {
+        "apiVersion": "kagent.dev/v1alpha2", "kind": "Agent",
+        "metadata": {"name": "routed", "namespace": NS},
+        "spec": {"type": "Declarative", "declarative": {
+            "modelConfig": "chat", "systemMessage": "You help.",
+            "memory": {"modelConfig": "embed", "ttlDays": 3}}}})
+    ok = await until_status(api, "memoryscopes", NS, "routed", route_is(("True", "OK")),
+                            timeout=60)
+    cond = {c["type"]: c for c in ok["status"]["conditions"]}["ModelRouteGoverned"]
+    assert cond["message"] and "http" not in cond["message"]  # constant text, no value
+    api.patch_namespaced_custom_object(*kagent, "modelconfigs", "chat",
+                                       {"spec": {"openAI": {"baseUrl": "http://llm.example/v1"}}})
+    await until_status(api, "memoryscopes", NS, "routed",
+                       route_is(("False", "MODEL_ROUTE_UNGOVERNED")), timeout=60)

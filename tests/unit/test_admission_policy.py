@@ -18,27 +18,18 @@ from fgentic_governance.admission.policy import (
     consent_denials,
     scope_denials,
 )
-from fgentic_governance.admission.review import Lookups, MemoryRouting, Reviewer, Unanswerable
+from fgentic_governance.admission.review import Reviewer, Unanswerable
 from fgentic_governance.api.kagent import ROUTED_LABEL
 from tests.support.objects import example
-
-SERVER = ("kagent.dev", "RemoteMCPServer", "ns", "knowledge")
-STATE = PolicyState(
-    bindings={("ns", "retriever"): [BindingView("ns", "b", ("ns", "retriever"), SERVER, "search")]},
-    scopes={("ns", "mem"): [ScopeView("ns", "s", ("ns", "mem"), "demo", 3, True)]},
+from tests.support.reviews import (
+    SENTINEL,
+    SERVER,
+    STATE,
+    agent,
+    lookups,
+    ready_routing,
+    review,
 )
-SENTINEL = "SENTINEL-c0ffee"
-
-
-def agent(name: str = "retriever", headers: Any = None, **mcp: Any) -> dict[str, Any]:
-    doc = example("Agent")
-    doc["metadata"] = {"name": name, "namespace": "ns"}
-    ref = {"apiGroup": "kagent.dev", "kind": "RemoteMCPServer", "namespace": "ns",
-           "name": "knowledge", "toolNames": ["search"], **mcp}
-    if headers is not None:
-        ref["allowedHeaders"] = headers
-    doc["spec"]["declarative"]["tools"] = [{"type": "McpServer", "mcpServer": ref}]
-    return doc
 
 
 def codes(doc: dict[str, Any], state: PolicyState = STATE) -> list[AdmissionCode]:
@@ -151,46 +142,23 @@ def test_cross_object_rules() -> None:
             AdmissionCode.FEDERATION_DENIED]
 
 
-def _review(doc: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
-    return {"request": {"uid": "u-1", "operation": operation, "object": doc}}
-
-
-def _lookups(cached: PolicyState | None, live: PolicyState, fail: bool = False) -> Lookups:
-    async def live_state() -> PolicyState:
-        if fail:
-            raise RuntimeError(SENTINEL)
-        return live
-
-    async def none(*_: Any) -> None:
-        return None
-
-    async def empty() -> list[Any]:
-        return []
-
-    async def false(_: Any) -> bool:
-        return False
-
-    return Lookups(cached_state=lambda: cached, live_state=live_state, get_scope=none,
-                   list_bindings=empty, offboarding=false)
-
-
 async def test_lagging_cache_is_rechecked_live_before_denying() -> None:
-    reviewer = Reviewer(_lookups(PolicyState(), STATE), "fgentic.local")
-    out = await reviewer(_review(agent(headers=["x-fgentic-identity"])), webhook="agents")
+    reviewer = Reviewer(lookups(PolicyState(), STATE), "fgentic.local")
+    out = await reviewer(review(agent(headers=["x-fgentic-identity"])), webhook="agents")
     assert out["response"] == {"uid": "u-1", "allowed": True}
 
 
 async def test_errors_deny_without_echoing() -> None:
-    reviewer = Reviewer(_lookups(None, STATE, fail=True), "fgentic.local")
-    out = await reviewer(_review(agent(headers=[SENTINEL])), webhook="agents")
+    reviewer = Reviewer(lookups(None, STATE, fail=True), "fgentic.local")
+    out = await reviewer(review(agent(headers=[SENTINEL])), webhook="agents")
     assert out["response"]["allowed"] is False
     assert SENTINEL not in str(out)
     assert "POLICY_STATE_UNAVAILABLE" in out["response"]["status"]["message"]
 
 
 async def test_unknown_routes_are_denied() -> None:
-    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
-    unknown = await reviewer(_review(agent()), webhook="nope")
+    reviewer = Reviewer(lookups(STATE, STATE), "fgentic.local")
+    unknown = await reviewer(review(agent()), webhook="nope")
     assert "UNSUPPORTED_KIND" in unknown["response"]["status"]["message"]
 
 
@@ -215,8 +183,8 @@ def _no_api_version() -> dict[str, Any]:
 async def test_the_agents_route_refuses_objects_that_are_not_agents(obj: dict[str, Any]) -> None:
     """L2: /agents judged any object by the Agent rules, and an object without tools or
     memory passed them all (``allowed: true``)."""
-    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
-    out = await reviewer(_review(obj), webhook="agents")
+    reviewer = Reviewer(lookups(STATE, STATE), "fgentic.local")
+    out = await reviewer(review(obj), webhook="agents")
     assert out["response"]["allowed"] is False
     assert out["response"]["status"]["message"].partition(": ")[0] == "UNSUPPORTED_KIND at kind"
     assert SENTINEL not in str(out)
@@ -229,37 +197,27 @@ async def test_the_agents_route_refuses_objects_that_are_not_agents(obj: dict[st
 async def test_every_route_refuses_kinds_it_is_not_configured_for(route: str,
                                                                   obj: dict[str, Any]) -> None:
     """L2 on the other routes: the kind alone was checked, not the API group."""
-    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
-    out = await reviewer(_review(obj), webhook=route)
+    reviewer = Reviewer(lookups(STATE, STATE), "fgentic.local")
+    out = await reviewer(review(obj), webhook=route)
     assert out["response"]["status"]["message"].partition(": ")[0] == "UNSUPPORTED_KIND at kind"
-
-
-def _routing(agents: list[dict[str, Any]]) -> MemoryRouting:
-    async def ready() -> bool:
-        return True
-
-    async def listed(_namespace: str) -> list[dict[str, Any]]:
-        return agents
-
-    return MemoryRouting("http://memory-api:8083", ready, listed)
 
 
 @pytest.mark.parametrize("routing", [True, False], ids=["routing", "no-routing"])
 async def test_podcheck_refuses_the_routed_label_on_a_pod_it_does_not_route(
         routing: bool) -> None:
     """N7: the label admits its bearer to the memory API; only the mutating webhook sets it."""
-    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local",
-                        _routing([]) if routing else None)
+    reviewer = Reviewer(lookups(STATE, STATE), "fgentic.local",
+                        ready_routing([]) if routing else None)
     labelled = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "p", "namespace": "ns", "labels": {ROUTED_LABEL: "true"}},
                 "spec": {"containers": [{"name": "c"}]}}
-    out = await reviewer(_review(labelled), webhook="podcheck")
+    out = await reviewer(review(labelled), webhook="podcheck")
     assert out["response"]["status"]["message"].partition(": ")[0] == \
         "ROUTED_LABEL_RESERVED at metadata.labels"
     kept = {"request": {"uid": "u-1", "operation": "UPDATE", "object": labelled,
                         "oldObject": labelled}}
     assert (await reviewer(kept, webhook="podcheck"))["response"]["allowed"] is True
-    mutated = await reviewer(_review(labelled), webhook="pods")  # refused by the check only
+    mutated = await reviewer(review(labelled), webhook="pods")  # refused by the check only
     assert mutated["response"] == {"uid": "u-1", "allowed": True}
 
 
@@ -276,7 +234,7 @@ MALFORMED_REQUESTS: list[Any] = [
 
 @pytest.mark.parametrize("request_", MALFORMED_REQUESTS)
 async def test_malformed_reviews_are_denied_never_allowed(request_: Any) -> None:
-    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    reviewer = Reviewer(lookups(STATE, STATE), "fgentic.local")
     out = await reviewer({"request": request_}, webhook="agents")
     assert out["response"]["uid"] == "u-1"
     assert out["response"]["allowed"] is False
@@ -291,14 +249,14 @@ async def test_malformed_reviews_are_denied_never_allowed(request_: Any) -> None
       for uid in ("", 7, None, ["u"], "u\n1", "u\x00", "u\u00e9", "u" * 129)),
 ])
 async def test_reviews_without_a_usable_uid_are_unanswerable(body: Any) -> None:
-    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    reviewer = Reviewer(lookups(STATE, STATE), "fgentic.local")
     with pytest.raises(Unanswerable) as info:
         await reviewer(body, webhook="agents")
     assert str(info.value) == "REVIEW_MALFORMED"
 
 
 async def test_a_bounded_uid_is_echoed() -> None:
-    reviewer = Reviewer(_lookups(STATE, STATE), "fgentic.local")
+    reviewer = Reviewer(lookups(STATE, STATE), "fgentic.local")
     uid = "705ab4f5-6393-11e8-b7cc-42010a800002"
     out = await reviewer({"request": {"uid": uid, "operation": "CREATE", "object": agent()}},
                          webhook="agents")

@@ -10,7 +10,7 @@ import pytest
 from fgentic_governance.admission import enforcement, reports
 from fgentic_governance.admission.policy import AdmissionCode, Denial
 from fgentic_governance.admission.review import Reviewer, response
-from tests.unit.test_admission_policy import STATE, _lookups, _review, _routing, agent
+from tests.support.reviews import STATE, agent, lookups, ready_routing, review
 
 TTL = frozenset({AdmissionCode.MEMORY_TTL_MISSING, AdmissionCode.MEMORY_TTL_EXCEEDS_RETENTION})
 MISSING = Denial(AdmissionCode.MEMORY_TTL_MISSING, "spec.declarative.memory.ttlDays")
@@ -53,18 +53,18 @@ def _memory_agent(**memory: Any) -> dict[str, Any]:
 
 
 async def test_the_reviewer_warns_only_for_the_rules_it_was_started_with() -> None:
-    routed = _routing([])
-    strict = Reviewer(_lookups(STATE, STATE), "fgentic.local", routed)
-    lenient = Reviewer(_lookups(STATE, STATE), "fgentic.local", routed, TTL)
+    routed = ready_routing([])
+    strict = Reviewer(lookups(STATE, STATE), "fgentic.local", routed)
+    lenient = Reviewer(lookups(STATE, STATE), "fgentic.local", routed, TTL)
     for doc in (_memory_agent(), _memory_agent(ttlDays=5)):
-        refused = (await strict(_review(doc), webhook="agents"))["response"]
-        admitted = (await lenient(_review(doc), webhook="agents"))["response"]
+        refused = (await strict(review(doc), webhook="agents"))["response"]
+        admitted = (await lenient(review(doc), webhook="agents"))["response"]
         assert refused["allowed"] is False and "warnings" not in refused
         assert admitted["allowed"] is True
         assert admitted["warnings"] == [refused["status"]["message"]]
     # Without the routing the memory path itself is ungoverned: that never warns.
-    bare = Reviewer(_lookups(STATE, STATE), "fgentic.local", None, TTL)
-    out = (await bare(_review(_memory_agent()), webhook="agents"))["response"]
+    bare = Reviewer(lookups(STATE, STATE), "fgentic.local", None, TTL)
+    out = (await bare(review(_memory_agent()), webhook="agents"))["response"]
     assert out["allowed"] is False
     assert out["status"]["message"].startswith("MEMORY_RUNTIME_UNGOVERNED")
 

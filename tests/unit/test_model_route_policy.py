@@ -7,14 +7,10 @@ from typing import Any
 
 import pytest
 
-from fgentic_governance.admission.model_routes import (
-    governed,
-    model_config_denials,
-    model_denials,
-    model_refs,
-)
+from fgentic_governance.admission.model_routes import model_config_denials, model_denials
 from fgentic_governance.admission.policy import AdmissionCode, PolicyState, ScopeView
 from fgentic_governance.admission.review import Lookups, MemoryRouting, Reviewer
+from fgentic_governance.api.kagent import governed, model_refs
 from tests.support.objects import example
 
 ROUTE = "http://memory-api.fgentic-system.svc:8083/v1"

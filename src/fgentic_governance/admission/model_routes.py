@@ -12,50 +12,10 @@ governed base URL; and such a ModelConfig cannot be repointed while that Agent u
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from fgentic_governance.admission.policy import AdmissionCode, Denial
-
-DEFAULT_MODEL_CONFIG: Final = "default-model-config"
-"""kagent v0.9.11's ModelConfig for a declarative Agent that names none."""
-OPENAI: Final = "OpenAI"
-
-
-def model_refs(agent: Mapping[str, Any]) -> dict[str, str | None]:
-    """Field path -> the ModelConfig (a name in the Agent's namespace) that part of a
-    memory-enabled v1alpha2 Agent's model work uses; None where it names another namespace
-    or nothing usable. Empty for an Agent without memory."""
-    meta = agent.get("metadata") or {}
-    declarative = (agent.get("spec") or {}).get("declarative") or {}
-    memory = declarative.get("memory")
-    if not isinstance(memory, Mapping):
-        return {}
-    own = str(meta.get("namespace", ""))
-    return {
-        "spec.declarative.modelConfig": _local(
-            declarative.get("modelConfig") or DEFAULT_MODEL_CONFIG, own),
-        "spec.declarative.memory.modelConfig": _local(memory.get("modelConfig"), own),
-    }
-
-
-def _local(ref: Any, namespace: str) -> str | None:
-    if not isinstance(ref, str) or not ref:
-        return None
-    if "/" in ref:  # kagent's <namespace>/<name>: only the Agent's own namespace is reviewed
-        ref_namespace, _, name = ref.partition("/")
-        return name if ref_namespace == namespace and name else None
-    return ref
-
-
-def governed(model_config: Mapping[str, Any] | None, route: str) -> bool:
-    """An OpenAI-compatible ModelConfig whose base URL is the governed route."""
-    if not isinstance(model_config, Mapping):
-        return False
-    spec = model_config.get("spec")
-    openai = spec.get("openAI") if isinstance(spec, Mapping) else None
-    base = openai.get("baseUrl") if isinstance(openai, Mapping) else None
-    return isinstance(spec, Mapping) and spec.get("provider") == OPENAI \
-        and isinstance(base, str) and base.rstrip("/") == route.rstrip("/")
+from fgentic_governance.api.kagent import governed, model_refs
 
 
 def model_denials(agent: Mapping[str, Any], configs: Mapping[str, Mapping[str, Any] | None],

@@ -24,11 +24,7 @@ from typing import Any, Final
 
 from fgentic_governance.admission import enforcement, metrics, pods
 from fgentic_governance.admission.guidance import explained
-from fgentic_governance.admission.model_routes import (
-    model_config_denials,
-    model_denials,
-    model_refs,
-)
+from fgentic_governance.admission.model_routes import model_config_denials, model_denials
 from fgentic_governance.admission.policy import (
     AdmissionCode,
     Denial,
@@ -39,7 +35,7 @@ from fgentic_governance.admission.policy import (
     scope_denials,
 )
 from fgentic_governance.api.common import GROUP
-from fgentic_governance.api.kagent import memory_agent_of
+from fgentic_governance.api.kagent import memory_agent_of, model_refs
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, RETRIEVAL_BINDING
 from fgentic_governance.kube.failures import failure_code
 

@@ -182,6 +182,10 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     op.add_argument("--identity", default="",
                     help="this replica's name in the Lease (default: host name and a random "
                          "suffix)")
+    op.add_argument("--memory-model-url", default="",
+                    help="the governed model route (<memory API>/v1): each MemoryScope's "
+                         "ModelRouteGoverned condition says whether its Agent's ModelConfigs "
+                         "use it (empty: none configured, the condition is False)")
     op.set_defaults(func=_operator)
 
     wh = sub.add_parser("webhook", help="run the validating admission webhook server")

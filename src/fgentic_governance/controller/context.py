@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # Types only: the handlers import this module early and often.
     from kubernetes.client import ApiClient
 
+    from fgentic_governance.controller.model_route import ModelRoutes
     from fgentic_governance.memory import MemoryStore
     from fgentic_governance.reasons import Reason
 
@@ -26,6 +27,10 @@ class OperatorContext:
     store_problem: Reason | None = None
     """A reason code while the store is connected but unfit to grant (STORE_SETTINGS_UNSAFE):
     nothing is granted, erasures still run, StoreReady is False."""
+    memory_model_url: str = ""
+    """The governed model route (the memory API's /v1); empty: none is configured."""
+    model_routes: ModelRoutes | None = None
+    """Judges each scope's ModelRouteGoverned condition (set at start-up)."""
 
 
 _CONTEXT = OperatorContext()

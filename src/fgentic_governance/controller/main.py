@@ -18,6 +18,7 @@ from fgentic_governance.api.common import FINALIZER
 from fgentic_governance.controller import leadership, metrics
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import configure, context
+from fgentic_governance.controller.model_route import ModelRoutes
 from fgentic_governance.kube.lease import LeaseElector
 from fgentic_governance.reasons import Reason
 
@@ -118,7 +119,8 @@ def run_operator(args: argparse.Namespace) -> int:
     from fgentic_governance.kube.client import api_client as build_api_client
 
     api_client = build_api_client(args.kubeconfig)
-    configure(local_homeserver=args.local_homeserver, api_client=api_client)
+    configure(local_homeserver=args.local_homeserver, api_client=api_client,
+              memory_model_url=args.memory_model_url, model_routes=ModelRoutes())
 
     from fgentic_governance.controller.handlers import (  # noqa: F401  (registration by import)
         diffbase,

@@ -34,6 +34,12 @@ MESSAGES: Final = MappingProxyType({
     Reason.APPLY_FAILED: "Applying the rendered objects failed; the operator retries.",
     Reason.AGENT_NOT_FOUND: "The bound kagent Agent does not exist.",
     Reason.TOOL_NOT_BOUND: "The Agent does not list the bound server's tool.",
+    Reason.MODEL_ROUTE_UNGOVERNED: "The Agent's model or memory embedding ModelConfig is not "
+                                   "at the memory API's governed /v1: kagent's summaries and "
+                                   "embeddings reach a model before any admission.",
+    Reason.MODEL_ROUTE_UNCONFIGURED: "No governed model route is configured (chart "
+                                     "memoryApi.modelUpstream): kagent's summaries reach the "
+                                     "Agent's model before any admission.",
 })
 
 

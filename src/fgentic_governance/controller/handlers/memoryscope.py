@@ -86,12 +86,15 @@ async def _reconcile(
                                        verdict.reason))
         _announce(body, status, ScopePhase.DISABLED, verdict.reason)
         return
+    route = None if ctx.model_routes is None else await ctx.model_routes.reason(
+        scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
     if ctx.store is None or (verdict.enabled and ctx.store_problem is not None):
         # Without the store nothing is fenced, and an earlier enablement may still stand
         # there: report a failure, not a disabled scope. A store unfit to grant (its settings
         # could log content) grants nothing, but a withdrawal still erases (below).
         problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
-        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, problem))
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, problem,
+                                       model_route=route))
         _announce(body, status, ScopePhase.FAILED, problem)
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
@@ -100,10 +103,11 @@ async def _reconcile(
             outcome = await flow.reconcile(ctx.store, record, verdict,
                                            _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
-        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason))
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason,
+                                       model_route=route))
         _announce(body, status, ScopePhase.FAILED, refusal.reason)
         raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
-    _commit(patch, status, _outcome_status(generation, previous, outcome))
+    _commit(patch, status, _outcome_status(generation, previous, outcome, route))
     _announce(body, status, outcome.phase, outcome.reason)
     if outcome.erasure is not None:
         receipt = outcome.erasure
@@ -150,9 +154,10 @@ def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: R
 
 def _status(
     generation: int, previous: list[dict[str, Any]] | None, phase: ScopePhase, reason: Reason,
-    *, gated: bool = False,
+    *, gated: bool = False, model_route: Reason | None = None,
 ) -> dict[str, Any]:
-    """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version."""
+    """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version;
+    ModelRouteGoverned for the scope's Agent (left as it was while it cannot be read)."""
     enabled = phase is ScopePhase.ENABLED
     # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected
     # once; nor is one whose settings could write content to its log.
@@ -178,14 +183,19 @@ def _status(
             # generation-checked by the database from here on.
             condition("ConsentGated", gated, Reason.OK if gated else Reason.STORE_UNAVAILABLE,
                       generation, previous),
+            *([] if model_route is None else [condition(
+                "ModelRouteGoverned", model_route is Reason.OK, model_route, generation,
+                previous)]),
         ),
     }
 
 
 def _outcome_status(
     generation: int, previous: list[dict[str, Any]] | None, outcome: flow.Outcome,
+    model_route: Reason | None,
 ) -> dict[str, Any]:
-    fields = _status(generation, previous, outcome.phase, outcome.reason, gated=True)
+    fields = _status(generation, previous, outcome.phase, outcome.reason, gated=True,
+                     model_route=model_route)
     fields["consentGeneration"] = outcome.generation
     fields["entryCount"] = outcome.entry_count
     fields["hardExpiry"] = (outcome.hard_expiry.strftime("%Y-%m-%dT%H:%M:%SZ")
