@@ -31,6 +31,7 @@ from tests.support.cluster import (
     phase_is,
     ready,
     scope_and_consent,
+    scope_status,
     wait_for,
 )
 from tests.support.store import migrated_pool
@@ -260,8 +261,18 @@ def test_the_agents_model_routes_are_governed_in_place(
     (here the lease the test above opened is one turn: the cadence refuses it, and tells the
     runtime's OpenAI client not to retry); the Agent's own turn reaches the model upstream
     (the stand-in echoes its path); an embedding over 512 bytes never leaves; and the webhook
-    refuses to repoint a ModelConfig the memory-enabled Agent uses."""
+    refuses to repoint a ModelConfig the memory-enabled Agent uses. The scope says so per
+    Agent: its ModelRouteGoverned condition is True."""
     governed = routed["governed"] + "/v1"
+
+    def route_condition() -> tuple[str, str] | None:
+        conditions = scope_status(release.cluster, SCOPE, NS).get("conditions", [])
+        found = [(c["status"], c["reason"]) for c in conditions
+                 if c["type"] == "ModelRouteGoverned"]
+        return found[0] if found else None
+
+    wait_for(lambda: route_condition() == ("True", "OK"), "ModelRouteGoverned True",
+             timeout=120, interval=2)
     summary = {"model": "stub", "messages": [{"role": "user", "content": (
         SUMMARY_HEAD + "user: I like tea." + SUMMARY_TAIL)}]}
     status, body = call(release, "mem-agent-pod", "POST", governed + "/chat/completions",
