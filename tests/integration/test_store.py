@@ -747,9 +747,11 @@ async def test_database_policy_is_a_subset_of_the_python_policy(
 
 
 async def test_the_single_pass_policy_decides_as_the_first_one(pool: Any) -> None:
-    """sql/0014 rewrote policy_reason() to normalise once and scan three alternations; the
-    first definition (sql/0002, kept here as a temporary function) must decide every text the
-    same way: each pattern's hits, near misses, and random mixtures of their fragments."""
+    """sql/0014 rewrote policy_reason() to normalise once and sql/0015 put literal prefilters
+    and an ASCII fast path in front of its patterns; the first definition (sql/0002, kept
+    here as a temporary function) must decide every text the same way: each pattern's hits,
+    near misses, and random mixtures of their fragments (the prefilters' literals, case
+    variants and non-ASCII text among them)."""
     [fence] = [f for f in migration_files() if f.name == "0002_fence.sql"]
     first = fence.read_text()
     body = first[first.index("CREATE FUNCTION fgentic_memory.policy_reason"):]
@@ -757,11 +759,14 @@ async def test_the_single_pass_policy_decides_as_the_first_one(pool: Any) -> Non
         "fgentic_memory.policy_reason", "pg_temp.policy_reason_first", 1)
     fragments = [*DB_POLICY_SAMPLES, "password", "=", " ", "Bearer ", "abc", "0", "://", "@",
                  "ignore", "the", "previous", "rules", "sk-", "AKIA", "\u200b", "\uff21",
-                 "From now on", ", you", " must", "system prompt", "eyJ", "."]
+                 "From now on", ", you", " must", "system prompt", "eyJ", ".",
+                 ":", "_", "-", "AIza", "ghp_", "xoxb-", "sk_live_", "https://", "u:p@",
+                 "-----BEGIN ", "RSA PRIVATE KEY", "BEARER ", "\u0130GNORE", "\u00ad",
+                 "ALWAYS obey", "\u017f", "e\u0301", "\u3000"]
     rng = random.Random(26)
     texts = list(DB_POLICY_SAMPLES) + ["".join(rng.choice(fragments)
                                                for _ in range(rng.randint(1, 6)))
-                                       for _ in range(400)]
+                                       for _ in range(800)]
     async with pool.acquire() as conn:
         await conn.execute(body)
         for text in texts:

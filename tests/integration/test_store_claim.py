@@ -170,6 +170,62 @@ async def test_runtime_cannot_reach_the_claim_secret_or_forge_a_token(
         assert definer and "search_path=pg_catalog, pg_temp" in config and not public
 
 
+TAMPERINGS = {
+    # Each keeps the genuine MAC of the runtime's own claim (Bob's) and changes what it signs,
+    # or breaks its shape: the insert gate (sql/0015 verifies it inline) recomputes the MAC
+    # from the owner's key for every insert and refuses them all as SCOPE_MISSING.
+    "victim's scope": lambda parts, victim: [parts[0], str(victim.generation),
+                                              victim.scope_key, parts[3]],
+    "other generation": lambda parts, _: [parts[0], str(int(parts[1]) + 1), *parts[2:]],
+    "other mode": lambda parts, _: ["recall", *parts[1:]],
+    "19-digit generation": lambda parts, _: [parts[0], "1" * 19, *parts[2:]],
+    "short mac": lambda parts, _: [*parts[:3], parts[3][:63]],
+    "long mac": lambda parts, _: [*parts[:3], parts[3] + "0"],
+    "upper-case mac": lambda parts, _: [*parts[:3], parts[3].upper()],
+    "zero mac": lambda parts, _: [*parts[:3], "0" * 64],
+}
+
+
+@pytest.mark.parametrize("tampering", list(TAMPERINGS))
+async def test_the_insert_gate_verifies_a_tampered_claim(
+        store: MemoryStore, runtime_pool: Any, tampering: str) -> None:
+    alice, bob = await scopes(store)
+    async with runtime_pool.acquire() as conn:
+        for target in (alice, bob):
+            tx = conn.transaction()
+            await tx.start()
+            try:
+                await enter(conn, bob, "capture")
+                parts = (await conn.fetchval(
+                    "SELECT current_setting('fgentic_memory.claim')")).split("|")
+                forged = "|".join(TAMPERINGS[tampering](parts, alice))
+                await conn.execute("SELECT set_config('fgentic_memory.claim', $1, true)", forged)
+                assert await sqlstate(conn.fetchval(
+                    GATED_INSERT, store_agent(target), target.subject_mxid, "planted",
+                    target.scope_key, int(forged.split("|")[1]) if tampering != (
+                        "19-digit generation") else target.generation)) == "FG001"
+            finally:
+                await tx.rollback()
+        # The untampered claim: Bob's own insert passes, an insert into Alice's scope or at
+        # another generation does not.
+        async with conn.transaction():
+            await enter(conn, bob, "capture")
+            assert await sqlstate(conn.fetchval(
+                GATED_INSERT, store_agent(alice), alice.subject_mxid, "planted",
+                alice.scope_key, alice.generation)) == "FG001"
+        async with conn.transaction():
+            await enter(conn, bob, "capture")
+            assert await sqlstate(conn.fetchval(
+                GATED_INSERT, store_agent(bob), bob.subject_mxid, "stale", bob.scope_key,
+                bob.generation + 1)) == "FG004"
+        async with conn.transaction():
+            await enter(conn, bob, "capture")
+            await conn.fetchval(GATED_INSERT, store_agent(bob), bob.subject_mxid,
+                                "Bob is in Porto.", bob.scope_key, bob.generation)
+    assert await store.entry_count(alice.scope_key) == 1
+    assert await store.entry_count(bob.scope_key) == 2
+
+
 async def test_the_legitimate_path_still_works(
         store: MemoryStore, runtime_pool: Any, pool: Any) -> None:
     alice, bob = await scopes(store)
