@@ -61,6 +61,20 @@ def _apply(cp: Any, doc: dict[str, Any], tmp: Path) -> str:
     return "allow"
 
 
+def _refused_once_loaded(cp: Any, doc: dict[str, Any], tmp: Path) -> str:
+    """`_apply` until a ValidatingAdmissionPolicy just applied refuses ``doc`` (the API server
+    loads policies in a moment; an Agent admitted meanwhile is deleted); the last verdict."""
+    deadline = time.monotonic() + 20
+    verdict = "allow"
+    while time.monotonic() < deadline and verdict == "allow":
+        verdict = _apply(cp, doc, tmp)
+        if verdict == "allow":
+            cp.kubectl("delete", "agent", "-n", doc["metadata"]["namespace"],
+                       doc["metadata"]["name"])
+            time.sleep(0.5)
+    return verdict
+
+
 def _binding() -> dict[str, Any]:
     obj = example("RetrievalBinding")
     obj["metadata"] = {"name": "retriever-binding", "namespace": NS}
@@ -628,13 +642,7 @@ def test_generated_policies_alone_refuse_every_stateless_rule(control_plane: Any
     near = _scope("near", "x")
     for doc in (no_ttl, odd_name, far, near):
         doc["metadata"]["namespace"] = namespace
-    deadline = time.monotonic() + 20
-    verdict = "allow"
-    while time.monotonic() < deadline and verdict == "allow":  # policies load in a moment
-        verdict = _apply(control_plane, no_ttl, tmp_path)
-        if verdict == "allow":
-            control_plane.kubectl("delete", "agent", "-n", namespace, "no-ttl")
-            time.sleep(0.5)
+    verdict = _refused_once_loaded(control_plane, no_ttl, tmp_path)
     assert "ValidatingAdmissionPolicy" in verdict and "MEMORY_TTL_MISSING: set" in verdict
     assert "FORBIDDEN_HEADERS_FROM: " in _apply(control_plane, odd_name, tmp_path)
     deadline = time.monotonic() + 20
@@ -727,13 +735,7 @@ def test_the_charts_warn_policy_warns_where_the_deny_policy_no_longer_refuses(
         control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
     odd = agent("odd", with_headers_from(mcp(OTHER, ["t"]), "X-Tr\u0430ce"))
     odd["metadata"]["namespace"] = namespace
-    deadline = time.monotonic() + 20
-    verdict = "allow"
-    while time.monotonic() < deadline and verdict == "allow":  # policies load in a moment
-        verdict = _apply(control_plane, odd, tmp_path)
-        if verdict == "allow":
-            control_plane.kubectl("delete", "agent", "-n", namespace, "odd")
-            time.sleep(0.5)
+    verdict = _refused_once_loaded(control_plane, odd, tmp_path)
     assert "FORBIDDEN_HEADERS_FROM: " in verdict
     no_ttl = agent("no-ttl", memory={"modelConfig": "embed"})
     no_ttl["metadata"]["namespace"] = namespace

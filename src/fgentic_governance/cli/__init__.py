@@ -159,6 +159,17 @@ def _add_memory_commands(sub: Any) -> None:
     det.set_defaults(func=_detach)
 
 
+def _add_lease_flags(parser: argparse.ArgumentParser, flag: str, role: str) -> None:
+    """The Lease that elects one replica (kube/lease.py) and this replica's name in it."""
+    parser.add_argument(flag, default="",
+                        help=f"NAMESPACE/NAME of the coordination.k8s.io Lease that elects the "
+                             f"one replica {role} (empty: this process does; required with "
+                             f"several replicas)")
+    parser.add_argument("--identity", default="",
+                        help="this replica's name in the Lease (default: the host name, plus a "
+                             "random suffix for the operator)")
+
+
 def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of subcommands)
     parser = argparse.ArgumentParser(prog="fgentic-governance", description=__doc__)
     parser.add_argument("--version", action="version", version=f"fgentic-governance {version()}")
@@ -175,13 +186,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
 
     op = sub.add_parser("operator", help="run the reconcilers")
     _add_runtime_flags(op)
-    op.add_argument("--leader-lease", default="",
-                    help="NAMESPACE/NAME of the coordination.k8s.io Lease that elects the one "
-                         "replica running the handlers; the others wait as standbys (empty: "
-                         "this process runs them; required with several replicas)")
-    op.add_argument("--identity", default="",
-                    help="this replica's name in the Lease (default: host name and a random "
-                         "suffix)")
+    _add_lease_flags(op, "--leader-lease", "running the handlers; the others wait as standbys")
     op.add_argument("--memory-model-url", default="",
                     help="the governed model route (<memory API>/v1): each MemoryScope's "
                          "ModelRouteGoverned condition says whether its Agent's ModelConfigs "
@@ -197,12 +202,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                     help="plain HTTP: /healthz, /readyz, /metrics")
     wh.add_argument("--audit-interval", type=float, default=60.0,
                     help="seconds between audits of existing Agents (0 disables)")
-    wh.add_argument("--audit-lease", default="",
-                    help="NAMESPACE/NAME of the coordination.k8s.io Lease that elects the one "
-                         "replica writing audit events and PolicyReports (empty: this "
-                         "replica writes; with several replicas set it)")
-    wh.add_argument("--identity", default="",
-                    help="this replica's name in the Lease (default: the host name)")
+    _add_lease_flags(wh, "--audit-lease", "writing audit events and PolicyReports")
     wh.add_argument("--warn-rule", action="append", metavar="CODE",
                     help="admit with a warning instead of denying for this rule (repeatable; "
                          "only MEMORY_TTL_MISSING and MEMORY_TTL_EXCEEDS_RETENTION, whose bound "
