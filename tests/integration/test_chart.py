@@ -52,8 +52,9 @@ def test_webhook_configuration_is_ours_and_fails_closed() -> None:
         assert hook["timeoutSeconds"] <= 5
         excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
         assert {"kube-system", NS} <= set(excluded)
-        # The default bootstrap mode: the webhook injects its CA at run time.
-        assert hook["clientConfig"]["caBundle"] == ""
+        # The default bootstrap mode: the webhook injects its CA at run time, so none is
+        # rendered (a GitOps diff then has no caBundle to reset).
+        assert "caBundle" not in hook["clientConfig"]
     (vwc,) = [d for d in _render("webhook.tls.mode=generate")
               if d["kind"] == "ValidatingWebhookConfiguration"]
     assert all(hook["clientConfig"]["caBundle"] for hook in vwc["webhooks"])  # generated CA
@@ -597,6 +598,7 @@ def test_tls_modes_render_what_each_promises() -> None:
         for config in [d for d in docs if d["kind"] == kind]:
             assert config["metadata"]["annotations"] == {
                 "cert-manager.io/inject-ca-from": f"{NS}/fg-webhook"}
+            assert all("caBundle" not in hook["clientConfig"] for hook in config["webhooks"])
     (deploy,) = [d for d in docs if d["kind"] == "Deployment"
                  and d["metadata"]["name"] == "fg-webhook"]
     (tls,) = [v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]

@@ -31,10 +31,12 @@ def _start(cp: Any, work: Path, ns: str, config_name: str, port: int) -> Any:
 
 
 def _configuration(admission: client.AdmissionregistrationV1Api, ns: str, port: int) -> str:
-    """Our webhook configuration for a webhook on ``port``, for ``ns`` only, its CA a
-    placeholder the bootstrap replaces; its name."""
+    """Our webhook configuration for a webhook on ``port``, for ``ns`` only, its name. The
+    first hook has no CA (as the chart renders bootstrap mode), the other a placeholder: the
+    bootstrap sets both."""
     config = webhook_configuration(f"boot-{uuid.uuid4().hex[:6]}", f"https://127.0.0.1:{port}",
                                    b"placeholder")
+    del config["webhooks"][0]["clientConfig"]["caBundle"]
     for hook in config["webhooks"]:
         hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
     admission.create_validating_webhook_configuration(config)

@@ -52,7 +52,9 @@ spec:
       name: {{ include "fg.webhookService" $ctx }}
       namespace: {{ $ctx.Release.Namespace }}
       path: {{ $.path }}
-    caBundle: {{ $.ca | quote }}
+    {{- with $.ca }}
+    caBundle: {{ . | quote }}
+    {{- end }}
   rules:
     - apiGroups: [""]
       apiVersions: [v1]

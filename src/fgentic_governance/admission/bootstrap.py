@@ -138,7 +138,8 @@ def write_files(data: dict[str, str], tls_dir: Path) -> None:
 
 def inject_ca(admission: client.AdmissionregistrationV1Api, target: Target, ca_b64: str) -> None:
     config = admission.read_validating_webhook_configuration(target.webhook_config)
-    patch = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_b64}
+    # "add" sets the member whether or not it is there (the chart renders none while empty).
+    patch = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_b64}
              for i, hook in enumerate(config.webhooks or [])
              if hook.client_config.ca_bundle != ca_b64]
     if patch:
@@ -156,7 +157,8 @@ def _inject_mutating(admission: client.AdmissionregistrationV1Api, target: Targe
         if exc.status == 404:
             return
         raise
-    patch = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_b64}
+    # "add" sets the member whether or not it is there (the chart renders none while empty).
+    patch = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_b64}
              for i, hook in enumerate(config.webhooks or [])
              if hook.client_config.ca_bundle != ca_b64]
     if patch:
