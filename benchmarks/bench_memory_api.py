@@ -23,10 +23,10 @@ headers (``Authorization: Bearer``, ``X-Agent-Name`` = the Agent's app name, ``X
    shares the API's event loop, so the added time includes the client's share of an HTTP
    round trip (figure 2's direct stub call shows what a bare round trip costs). The two
    sides hand PostgreSQL the vector as each has it: the direct caller holds 768 floats and
-   formats them (``vector_literal``, ~0.4-0.5 ms); the API holds the request body and, once
-   ``wire`` has parsed and checked every component, passes the body's own digits
-   (``VectorText.of``: the text's numbers must equal the parsed floats, ~0.25 ms) instead of
-   formatting the parsed floats again. Variants run
+   formats them (``vector_literal``, ~0.4-0.5 ms); the API holds the request body, and
+   ``wire`` keeps every number as the token it read (no double is parsed: a vector is its
+   768 tokens joined, ``VectorText``, checked within float4 on the text), so it neither parses
+   nor formats floats. Variants run
    interleaved in batches, one call per subject per variant per batch, in a rotating order;
    between batches (untimed) the owner clears the hourly ledger, the sender buckets and the
    saved rows (a scope allows 60 units an hour, 3 explicit tokens and 100 entries), and

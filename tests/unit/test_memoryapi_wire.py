@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fgentic_governance.memory.model import FLOAT4_MAX, VectorText
-from fgentic_governance.memoryapi import wire
 from fgentic_governance.memoryapi.codes import ApiError
 from fgentic_governance.memoryapi.wire import parse_batch, parse_save, parse_search
 
@@ -95,32 +94,31 @@ def test_each_vector_text_is_its_own_items_numbers(
         assert _components(item.text.text) == [float(v) for v in vector] == item.vector
 
 
-def test_a_vector_member_spelled_otherwise_falls_back_to_the_floats() -> None:
+def test_an_escaped_member_name_is_read_like_any_other() -> None:
     plain = json.dumps({**ITEM, "vector": [0.25] * 768})
     escaped = plain.replace('"vector"', '"vect\\u006fr"')
     item = parse_save(escaped.encode())
-    assert (item.text, item.embedding) == (None, [0.25] * 768)
+    assert item.embedding is item.text and _components(item.text.text) == [0.25] * 768
     search = parse_search(json.dumps({k: ITEM[k] for k in ("agent_name", "user_id")}
                                      | {"vector": [0.25] * 768}).encode())
-    assert search.text is not None and _components(search.text.text) == [0.25] * 768
+    assert _components(search.text.text) == [0.25] * 768
 
 
 def test_a_vector_spelled_inside_a_string_is_not_taken_for_the_member() -> None:
-    """A fact that quotes a vector member: its quotes are escaped, so it is not a match."""
+    """A fact that quotes a vector member: only the parsed member's own tokens are joined."""
     decoy = '"vector": [' + ",".join(["9"] * 768) + "]"
     raw = json.dumps({**ITEM, "content": decoy, "vector": [0.5] * 768}).encode()
     item = parse_save(raw)
-    assert item.text is not None and _components(item.text.text) == [0.5] * 768
+    assert _components(item.text.text) == [0.5] * 768
+    escaped = raw.decode().replace('"vector": [0.5', '"vect\\u006fr": [0.5').encode()
+    assert _components(parse_save(escaped).text.text) == [0.5] * 768
 
 
-def test_a_decoy_array_is_never_taken_for_the_parsed_vector() -> None:
-    """A review's input: the real member's name escaped, and a decoy whose key ends in an
-    escaped quote (so the pattern matches it). parse_save refuses the body for its metadata
-    today; the spelling check must hold even without that rule."""
-    decoy = "[" + ",".join(["9"] * 768) + "]"
-    body = ('{"agent_name":"a","user_id":"u","content":"c","vect\\u006fr":'
-            + json.dumps([0.5] * 768) + ',"metadata":{"\\"vector":' + decoy + "}}")
-    assert wire._texts(body, [[0.5] * 768]) == [None]
+def test_the_text_is_the_tokens_as_sent() -> None:
+    tokens = (["5e-1", "-0", "0", "1", "-0.0", "1E-2", "0.12345678901234567890123"] * 110)[:768]
+    raw = ('{"agent_name":"a","user_id":"u","content":"c","vector":[ '
+           + " ,\n".join(tokens) + " ]}").encode()
+    assert parse_save(raw).text.text == "[" + ",".join(tokens) + "]"
 
 
 @pytest.mark.parametrize("text", [
