@@ -273,6 +273,11 @@ def test_the_agents_model_routes_are_governed_in_place(
 
     wait_for(lambda: route_condition() == ("True", "OK"), "ModelRouteGoverned True",
              timeout=120, interval=2)
+    # A turn of Alice's starts with its session (passed through to the controller): the
+    # summary that follows is hers (memoryapi/activity.py).
+    call(release, "mem-agent-pod", "GET",
+         routed["governed"] + "/api/sessions/ctx?user_id=" + ALICE.replace("@", "%40"),
+         headers=runtime_headers())
     summary = {"model": "stub", "messages": [{"role": "user", "content": (
         SUMMARY_HEAD + "user: I like tea." + SUMMARY_TAIL)}]}
     status, body = call(release, "mem-agent-pod", "POST", governed + "/chat/completions",

@@ -25,6 +25,7 @@ from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 
 from fgentic_governance.memory import Access, MemoryStore
+from fgentic_governance.memoryapi.activity import WINDOW_SECONDS
 from tests.support.kagent import (
     CallTool,
     ChatStub,
@@ -42,6 +43,8 @@ pytestmark = pytest.mark.integration
 AGENT = "helper"
 ALICE = "@alice:fgentic.local"
 BOB = "@bob:fgentic.local"
+WINDOW = 2.0
+"""The memory API's activity window in these tests (a turn's calls fall well within it)."""
 EMBEDDING_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
                    " WHERE scope_key = $1 AND operation = 'embedding'")
 
@@ -72,7 +75,8 @@ class Governed:
 @asynccontextmanager
 async def governed(k8s_client: client.ApiClient, delegate_pool: asyncpg.Pool,
                    store: MemoryStore, workdir: Path, prefix: str, *,
-                   model_route: bool = False) -> AsyncIterator[Governed]:
+                   model_route: bool = False,
+                   activity_seconds: float = WINDOW_SECONDS) -> AsyncIterator[Governed]:
     ns = f"{prefix}-{uuid.uuid4().hex[:8]}"
     await asyncio.to_thread(client.CoreV1Api(k8s_client).create_namespace,
                             client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
@@ -90,8 +94,8 @@ async def governed(k8s_client: client.ApiClient, delegate_pool: asyncpg.Pool,
         async with memory_api(delegate_pool, k8s_client, controller.base_url,
                               local_server="fgentic.local",
                               embeddings_url=provider.url + "/embeddings",
-                              model_url=chat.url + "/chat/completions" if model_route else ""
-                              ) as url:
+                              model_url=chat.url + "/chat/completions" if model_route else "",
+                              activity_seconds=activity_seconds) as url:
             agent = await start_agent(workdir / "runtime", kagent_url=url, chat=chat,
                                       embeddings=provider, embeddings_url=url + "/v1",
                                       model_url=url + "/v1" if model_route else None,
@@ -110,14 +114,15 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         k8s_client: client.ApiClient, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool,
         store: MemoryStore, *, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=API_LOG)
-    async with governed(k8s_client, delegate_pool, store, tmp_path, "embed") as world:
+    async with governed(k8s_client, delegate_pool, store, tmp_path, "embed",
+                        activity_seconds=WINDOW) as world:
         ns, access, agent = world.ns, world.access, world.agent
         provider, chat, controller = world.provider, world.chat, world.controller
         fact = "Alice likes green tea with her breakfast every day."
 
-        async def turn() -> None:
+        async def turn(user: str = ALICE) -> None:
             try:
-                await a2a_turn(agent.base_url, fact, user_id=ALICE,
+                await a2a_turn(agent.base_url, fact, user_id=user,
                                context_id=uuid.uuid4().hex)
             except TimeoutError:  # say what the runtime had done by then
                 calls = [(r.method, r.path, r.status) for stub in (controller, chat, provider)
@@ -163,25 +168,33 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         assert 'fgentic_memory_api_passthrough_total{status="replaced"}' in metrics
         assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
 
-        # Two users of the Agent leased at once: an embedding names neither (kagent's
-        # embeddings client sends no X-User-Id), so it is refused, not charged to one of
-        # them, and the turn is still answered, without memory.
+        # Another user's turn while Alice is leased (issue 26): an embedding names no user
+        # (kagent's embeddings client sends no X-User-Id), but the turn's session calls do,
+        # so Bob's embeddings are his: refused without a lease of his, never charged to
+        # Alice; once he is leased, charged to him. Each turn is still answered.
         provider.failure = None
+        await asyncio.sleep(WINDOW + 0.3)  # Alice's turn is no longer recent
+        asked, charged = len(provider.requests), await pool.fetchval(
+            EMBEDDING_UNITS, access.scope_key)
+        chat.script(CallTool("save_memory", {"content": "Bob walks his dog at six."},
+                             then="Noted."))
+        await turn(BOB)  # answered: a2a_turn raises unless the task completed
+        assert len(provider.requests) == asked
+        assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) == charged
+        assert any("action=embeddings reason=LEASE_MISSING" in line
+                   for line in api_lines(caplog)[-3:])
         bob = scope_record(f"{ns}/bob", subject_mxid=BOB, agent_namespace=ns,
                            agent_name=AGENT, control_room="!bob-control:fgentic.local")
         await store.ensure_scope(bob)
         await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 120)
-        asked, charged = len(provider.requests), await pool.fetchval(
-            EMBEDDING_UNITS, access.scope_key)
-        chat.script(CallTool("save_memory", {"content": "Alice walks her dog at six."},
+        await asyncio.sleep(WINDOW + 0.3)
+        chat.script(CallTool("save_memory", {"content": "Bob walks his dog at six."},
                              then="Noted."))
-        await turn()  # answered: a2a_turn raises unless the task completed
-        assert len(provider.requests) == asked
+        await turn(BOB)
+        assert len(provider.requests) > asked
+        assert await pool.fetchval(EMBEDDING_UNITS, bob.scope_key) >= 1
         assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) == charged
-        assert await pool.fetchval(EMBEDDING_UNITS, bob.scope_key) == 0
-        assert any("action=embeddings reason=SCOPE_AMBIGUOUS" in line
-                   for line in api_lines(caplog))
-        assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
+        assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 2
 
 
 SUMMARIZE_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"

@@ -409,11 +409,12 @@ async def test_passed_through_bodies_reach_no_sink_of_ours(
 # -- embeddings admitted per Agent before the provider (ADR 0023 §42) -------------------------
 
 
-async def test_embeddings_need_a_live_lease_of_the_calling_agent(
+async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
         env: Env, delegate_pool: asyncpg.Pool) -> None:
-    """The runtime embeds before it saves or searches; through /v1/embeddings the work is
-    refused outright while no user of the Agent has a live delegation, charged to the one
-    leased scope, and refused when several are leased (the request names no user)."""
+    """The runtime embeds before it saves or searches, naming no user; it fetched the turn's
+    session (naming the user) just before. Through /v1/embeddings the work is charged to the
+    one user the Agent's Pod served within the activity window, if that user holds a live
+    delegation; refused with none seen, several seen, or no lease of theirs (sql/0016)."""
     address = f"127.0.{uuid.uuid4().int % 250 + 1}.{uuid.uuid4().int % 250 + 1}"
     await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, address)
     provider = EmbeddingStub()
@@ -422,9 +423,11 @@ async def test_embeddings_need_a_live_lease_of_the_calling_agent(
             "encoding_format": "base64"}
     ledger = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
               " WHERE scope_key = $1 AND operation = 'embedding'")
+    window = 1.0
     try:
         async with memory_api(delegate_pool, env.kube, env.controller.base_url,
-                              embeddings_url=provider.url + "/embeddings") as url, \
+                              embeddings_url=provider.url + "/embeddings",
+                              activity_seconds=window) as url, \
                 aiohttp.ClientSession(connector=aiohttp.TCPConnector(
                     local_addr=(address, 0))) as pod, aiohttp.ClientSession() as stranger:
 
@@ -433,8 +436,17 @@ async def test_embeddings_need_a_live_lease_of_the_calling_agent(
                                         headers={"Authorization": "Bearer provider-key"}) as r:
                     return r.status, await r.json()
 
+            async def turn_of(user: str) -> None:
+                """The runtime's first call of a turn, passed through to the controller (the
+                stub knows no session: its 404 is the controller's answer, passed back)."""
+                async with pod.get(url + "/api/sessions/ctx-1", params={
+                        "user_id": user, "order": "asc", "limit": "-1"}) as r:
+                    assert r.status == 404
+
             alice = await scope(env, lease=False)
-            assert await embed(pod) == (403, {"error": "LEASE_MISSING"})
+            assert await embed(pod) == (403, {"error": "LEASE_MISSING"})  # no turn seen
+            await turn_of(ALICE)
+            assert await embed(pod) == (403, {"error": "LEASE_MISSING"})  # no lease of hers
             assert provider.requests == []  # nothing was embedded
             await env.store.open_lease(alice, 60)
             status, answer = await embed(pod)
@@ -444,12 +456,20 @@ async def test_embeddings_need_a_live_lease_of_the_calling_agent(
             assert seen.header("authorization") == "Bearer provider-key"
             assert await env.pool.fetchval(ledger, alice.scope_key) == 1
             bob = await scope(env, subject=BOB, name="bob")  # a second leased user
+            await turn_of(BOB)  # while Alice's turn is recent: whose embedding is it?
             assert await embed(pod) == (403, {"error": "SCOPE_AMBIGUOUS"})
-            assert await env.pool.fetchval(ledger, alice.scope_key) == 1  # nobody charged
-            assert await env.pool.fetchval(ledger, bob.scope_key) == 0
+            await asyncio.sleep(window + 0.2)
+            await turn_of(BOB)  # Bob's turn alone: his, not Alice's
+            assert (await embed(pod))[0] == 200
+            assert await env.pool.fetchval(ledger, bob.scope_key) == 1
+            await asyncio.sleep(window + 0.2)
+            await turn_of("@carol:fgentic.local")  # consented to nothing, while both are leased
+            assert await embed(pod) == (403, {"error": "LEASE_MISSING"})
+            assert await env.pool.fetchval(ledger, alice.scope_key) == 1  # never charged
+            assert await env.pool.fetchval(ledger, bob.scope_key) == 1  # for another's turn
             # Any other address (no routed Pod there) is no Agent at all.
             assert await embed(stranger) == (403, {"error": "AGENT_UNRESOLVED"})
-            assert len(provider.requests) == 1  # only the attributable one was embedded
+            assert len(provider.requests) == 2  # only the attributable ones were embedded
     finally:
         await provider.stop()
 

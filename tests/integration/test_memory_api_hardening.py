@@ -280,7 +280,12 @@ async def test_embeddings_are_charged_to_the_service_accounts_agent_never_the_la
             assert await embed(other) == (403, {"error": "AGENT_MISMATCH"})
             assert provider.requests == []
             assert await env.pool.fetchval(LEDGER, alice.scope_key) == 0
-            status, _ = await embed(genuine)  # the Agent's own Pod is still served
+            # The Agent's own Pod is still served, for the user whose turn it runs.
+            connector = aiohttp.TCPConnector(local_addr=(genuine, 0))
+            async with aiohttp.ClientSession(connector=connector) as pod, pod.get(
+                    f"http://127.0.0.1:{port}/api/sessions/ctx", params={"user_id": ALICE}):
+                pass
+            status, _ = await embed(genuine)
             assert status == 200 and len(provider.requests) == 1
             assert await env.pool.fetchval(LEDGER, alice.scope_key) == 1
     finally:

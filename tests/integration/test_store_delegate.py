@@ -69,7 +69,7 @@ async def test_a_runtime_login_cannot_delegate_into_another_subjects_leased_scop
         for sql, args in (
             ("SELECT * FROM enter_delegation($1, $2, $3, 'recall')", ALICE_HELPER.params()),
             ("SELECT * FROM enter_delegation($1, $2, $3, 'capture')", ALICE_HELPER.params()),
-            ("SELECT admit_agent_embedding($1, $2)", ("team-a", "helper")),
+            ("SELECT admit_agent_embedding($1, $2, $3)", ("team-a", "helper", ALICE)),
         ):
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await conn.fetch(sql, *args)
@@ -80,7 +80,7 @@ async def test_a_runtime_login_cannot_delegate_into_another_subjects_leased_scop
                                                     UNIT)], DEFAULT_ENVELOPE))
     await refused(intruder.admit(ALICE_HELPER, {Operation.LOAD: 1}, explicit=True))
     for _ in range(20):
-        await refused(intruder.admit_embedding("team-a", "helper"))
+        await refused(intruder.admit_embedding("team-a", "helper", ALICE))
     assert await pool.fetchval(ROWS, access.scope_key) == 1  # only Alice's own fact
     assert await pool.fetchval(LEDGER, access.scope_key) == 0
     assert await pool.fetchval(BUCKETS, ALICE) == 0
@@ -267,23 +267,24 @@ async def test_one_automatic_save_per_five_turns(
 async def test_a_summary_is_admitted_before_the_model_and_charged_once(
         store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool) -> None:
     """sql/0013: the model route admits kagent's summarisation before the model is called:
-    charged to the Agent's one leased scope, its input at most 16 KiB, its place in the
+    charged to the attributed user's leased scope, its input at most 16 KiB, its place in the
     cadence reserved; the automatic save that follows takes the reservation and is not charged
-    a second summarisation. Without a lease, or with two users leased, nothing is admitted."""
+    a second summarisation. Without that user's lease nothing is admitted, whoever else is
+    leased (sql/0016)."""
     api = DelegatedStore(delegate_pool)
     access = await enabled(store, scope_record(hourly_operation_ceiling=20))
-    assert await refused(api.admit_summary("team-a", "helper", 100)) is Reason.LEASE_MISSING
+    assert await refused(api.admit_summary("team-a", "helper", 100, ALICE)) is Reason.LEASE_MISSING
     assert await pool.fetchval("SELECT fgentic_memory.max_summary_input_bytes()") == \
         bounds.MAX_SUMMARY_INPUT_BYTES
     await past_turns(store, access, 4)
     await store.open_lease(access, 120)  # the fifth turn is running
     assert await refused(api.admit_summary(
-        "team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES + 1)) is \
+        "team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES + 1, ALICE)) is \
         Reason.SUMMARY_INPUT_TOO_LARGE
-    await api.admit_summary("team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES)
+    await api.admit_summary("team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES, ALICE)
     # One summary per five turns, the reservation included: a second one is refused before
     # the model works, and so is an automatic save that brings no reservation of its own.
-    assert await refused(api.admit_summary("team-a", "helper", 10)) is \
+    assert await refused(api.admit_summary("team-a", "helper", 10, ALICE)) is \
         Reason.SUMMARY_CADENCE_REACHED
     assert await pool.fetchval(LEDGER, access.scope_key) == 1
     automatic = {Operation.SUMMARIZE: 1, Operation.SAVE: 2, Operation.EMBEDDING: 2}
@@ -301,10 +302,20 @@ async def test_a_summary_is_admitted_before_the_model_and_charged_once(
     # A scope with no automatic save at all refuses the summary before the model works.
     await store.ensure_scope(scope_record(hourly_operation_ceiling=20, max_summary_facts=0))
     await past_turns(store, access, 5)
-    assert await refused(api.admit_summary("team-a", "helper", 10)) is Reason.SUMMARY_TOO_LARGE
-    # Two users of the Agent leased at once: the request names neither, so it is refused.
+    assert await refused(api.admit_summary("team-a", "helper", 10, ALICE)) is \
+        Reason.SUMMARY_TOO_LARGE
+    # sql/0016: two users of the Agent leased at once, each request is charged to the user
+    # the memory API attributed it to; another user's attempt charges no leased user.
     await store.ensure_scope(scope_record(hourly_operation_ceiling=20))
     bob = await enabled(store, scope_record("team-a/bob-helper", subject_mxid="@bob:example.org",
                                             control_room="!bob-control:example.org"))
     await store.open_lease(bob, 120)
-    assert await refused(api.admit_summary("team-a", "helper", 10)) is Reason.SCOPE_AMBIGUOUS
+    alice_spent = await pool.fetchval(LEDGER, access.scope_key)
+    await api.admit_embedding("team-a", "helper", "@bob:example.org")
+    assert await pool.fetchval(LEDGER, bob.scope_key) == 1
+    for stranger in ("@carol:example.org", ""):
+        assert await refused(api.admit_embedding("team-a", "helper", stranger)) is \
+            Reason.LEASE_MISSING
+        assert await refused(api.admit_summary("team-a", "helper", 10, stranger)) is \
+            Reason.LEASE_MISSING
+    assert await pool.fetchval(LEDGER, access.scope_key) == alice_spent

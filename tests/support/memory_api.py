@@ -15,6 +15,7 @@ from fgentic_devenv import free_port
 from fgentic_governance.api.kagent import ROUTED_LABEL, app_name
 from fgentic_governance.memory.delegated import DelegatedStore
 from fgentic_governance.memoryapi import proxy
+from fgentic_governance.memoryapi.activity import WINDOW_SECONDS, Activity
 from fgentic_governance.memoryapi.http import make_handler
 from fgentic_governance.memoryapi.service import MemoryApi
 from fgentic_governance.memoryapi.workloads import KubeIdentity
@@ -99,16 +100,19 @@ def routed_pod(api: client.ApiClient, ns: str, agent: str, address: str) -> None
 @asynccontextmanager
 async def memory_api(delegate_pool: asyncpg.Pool, api: client.ApiClient, upstream_url: str,
                      *, local_server: str = LOCAL, embeddings_url: str = "",
-                     model_url: str = "") -> AsyncIterator[str]:
+                     model_url: str = "",
+                     activity_seconds: float = WINDOW_SECONDS) -> AsyncIterator[str]:
     """The memory API served on 127.0.0.1; yields its base URL. With ``embeddings_url`` it
     also serves ``/v1/embeddings``, with ``model_url`` ``/v1/chat/completions``, identifying
-    the caller's Pod by address."""
+    the caller's Pod by address and charging them to the user whose calls it saw within
+    ``activity_seconds``."""
     upstream = proxy.session()
     identity = KubeIdentity(api)
     handler = make_handler(MemoryApi(DelegatedStore(delegate_pool), local_server),
                            identity.agent_for, upstream, upstream_url,
                            embeddings_url=embeddings_url, model_url=model_url,
-                           identify_address=identity.agent_for_address)
+                           identify_address=identity.agent_for_address,
+                           activity=Activity(activity_seconds))
     port = free_port()
     runner = await serving.serve(handler, "127.0.0.1", port)
     try:

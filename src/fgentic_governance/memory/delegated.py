@@ -38,8 +38,8 @@ _ENTER: Final = "SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, $4)"
 _CHARGE_RECALL: Final = "SELECT fgentic_memory.charge_recall()"
 _CHECK_SUMMARY: Final = "SELECT fgentic_memory.check_summary($1)"
 _ADMIT: Final = "SELECT fgentic_memory.admit($1, $2, $3)"
-_ADMIT_EMBEDDING: Final = "SELECT fgentic_memory.admit_agent_embedding($1, $2)"
-_ADMIT_SUMMARY: Final = "SELECT fgentic_memory.admit_agent_summary($1, $2, $3)"
+_ADMIT_EMBEDDING: Final = "SELECT fgentic_memory.admit_agent_embedding($1, $2, $3)"
+_ADMIT_SUMMARY: Final = "SELECT fgentic_memory.admit_agent_summary($1, $2, $3, $4)"
 # One statement: enter the leased scope, then insert every fact under its claim. The CTE is
 # materialised, so the claim exists before the first row reaches the write gate.
 _SAVE: Final = """
@@ -180,22 +180,26 @@ class DelegatedStore:
         for operation in items:
             record(ADMISSIONS, operation.value, Reason.OK)
 
-    async def admit_embedding(self, agent_namespace: str, agent_name: str) -> None:
-        """One embedding of this Agent, charged to its one leased scope (sql/0009, sql/0011):
-        LEASE_MISSING when none is leased, SCOPE_AMBIGUOUS when several are."""
+    async def admit_embedding(self, agent_namespace: str, agent_name: str,
+                              subject: str) -> None:
+        """One embedding of this Agent for ``subject``'s turn, charged to that subject's one
+        leased scope of the Agent (sql/0016): LEASE_MISSING without one, SCOPE_AMBIGUOUS with
+        two (two rooms leased at once)."""
         await self._admit_for_agent(Operation.EMBEDDING, _ADMIT_EMBEDDING,
-                                    agent_namespace, agent_name)
+                                    agent_namespace, agent_name, subject)
 
     async def admit_summary(self, agent_namespace: str, agent_name: str,
-                            input_bytes: int) -> None:
-        """One summarisation of this Agent, before its model is called (sql/0013): charged to
-        its one leased scope like an embedding, its input within MAX_SUMMARY_INPUT_BYTES, its
-        place in the cadence reserved for the automatic save that follows."""
+                            input_bytes: int, subject: str) -> None:
+        """One summarisation of this Agent for ``subject``'s turn, before its model is called
+        (sql/0013, sql/0016): charged like an embedding, its input within
+        MAX_SUMMARY_INPUT_BYTES, its place in the cadence reserved for the automatic save that
+        follows."""
         await self._admit_for_agent(Operation.SUMMARIZE, _ADMIT_SUMMARY,
-                                    agent_namespace, agent_name, input_bytes)
+                                    agent_namespace, agent_name, input_bytes, subject)
 
     async def _admit_for_agent(self, operation: Operation, statement: str, *args: Any) -> None:
-        """A request that names no user, charged to the Agent's one leased scope."""
+        """A request that names no user, charged to the leased scope of the user the memory
+        API attributed it to."""
         async def work() -> None:
             async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn, conn.transaction():
                 await conn.execute(statement, *args)

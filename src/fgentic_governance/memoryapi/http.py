@@ -25,6 +25,7 @@ from yarl import URL
 
 from fgentic_governance.api.kagent import AgentRef
 from fgentic_governance.memoryapi import proxy
+from fgentic_governance.memoryapi.activity import Activity, users_named
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason, Code, status_of
 from fgentic_governance.memoryapi.model_requests import (
     EMBEDDINGS_BODY_BYTES,
@@ -161,8 +162,10 @@ class _Handler:
     def __init__(self, api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
                  upstream_url: str, *, body_timeout: float,
                  store_ready: Callable[[], Awaitable[Reason]] | None, embeddings_url: str,
-                 model_url: str, identify_address: Identify | None, per_client: int) -> None:
+                 model_url: str, identify_address: Identify | None, per_client: int,
+                 activity: Activity) -> None:
         self._api, self._identify, self._upstream = api, identify, upstream
+        self._activity = activity
         self._identify_address = identify_address
         self._body_timeout, self._store_ready = body_timeout, store_ready
         self._routes = _routes(api)
@@ -188,19 +191,37 @@ class _Handler:
         return await self._forward(request, proxy.joined(self._base, target))
 
     async def _forward(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
+        await self._note_users(request)
         return await proxy.forward(request, self._upstream, target, self._in_flight,
                                    self._body_timeout)
 
+    async def _note_users(self, request: web.BaseRequest) -> None:
+        """Whose turn a routed Pod serves (its session and task calls name the user), for
+        the embeddings and summaries that follow (:mod:`activity`); never a reason to refuse
+        the pass-through itself."""
+        if self._identify_address is None:
+            return
+        users = users_named(request.headers, request.query)
+        if not users:
+            return
+        try:
+            agent = await self._identify_address(request.remote or "")
+        except Exception:  # not a routed Pod, or the lookup failed: nothing to note
+            return
+        for user in users:
+            self._activity.seen(agent, user)
+
     async def _embedding(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
-        """An embeddings request: at most ten texts of at most 512 bytes, charged to the
-        Agent's one live delegation (:meth:`MemoryApi.admit_embedding`), then forwarded."""
+        """An embeddings request: at most ten texts of at most 512 bytes, charged to the live
+        delegation of the user whose turn the Pod serves (:mod:`activity`,
+        :meth:`MemoryApi.admit_embedding`), then forwarded."""
         code: Code = Reason.OK
         raw = b""
         try:
             agent = await self._address_agent(request)
             raw = await _body(request, self._body_timeout, EMBEDDINGS_BODY_BYTES)
             check_embedding_inputs(raw)
-            await self._api.admit_embedding(agent)
+            await self._api.admit_embedding(agent, self._activity.user_of(agent))
         except Exception as exc:
             code = _outcome(exc)
         log.info("memory-api action=embeddings reason=%s request=%s", code.value,
@@ -225,7 +246,7 @@ class _Handler:
             size = summary_input_bytes(raw)
             if size is not None:
                 kind = "summary"
-                await self._api.admit_summary(agent, size)
+                await self._api.admit_summary(agent, size, self._activity.user_of(agent))
         except Exception as exc:
             code = _outcome(exc)
         log.info("memory-api action=model kind=%s reason=%s request=%s", kind, code.value,
@@ -265,6 +286,8 @@ class _Handler:
         if request.method != "POST":
             raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
         agent = await self._identify(_bearer(request.headers.get("Authorization")))
+        for user in users_named(request.headers, request.query):
+            self._activity.seen(agent, user)
         caller = Request(agent, request.headers.get("X-Agent-Name"),
                          request.headers.get("X-User-Id"))
         return await run(caller, await _body(request, self._body_timeout))
@@ -275,13 +298,16 @@ def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSes
                  store_ready: Callable[[], Awaitable[Reason]] | None = None,
                  embeddings_url: str = "", model_url: str = "",
                  identify_address: Identify | None = None,
-                 per_client: int = proxy.PER_CLIENT) -> serving.Handler:
+                 per_client: int = proxy.PER_CLIENT,
+                 activity: Activity | None = None) -> serving.Handler:
     """``embeddings_url`` (with ``identify_address``): serve ``POST /v1/embeddings`` for the
     runtime's embeddings provider route, admitted per Agent before it is forwarded there;
     ``model_url`` (with ``identify_address``): serve ``POST /v1/chat/completions`` for the
     Agents' model route, kagent's summarisation admitted before it is forwarded there.
     ``per_client``: pass-through requests one source address may have in flight, of the
-    ``upstream`` session's connection limit."""
+    ``upstream`` session's connection limit. ``activity``: whose turns the routed Pods serve
+    (:mod:`activity`), to which their embeddings and summaries are charged."""
     return _Handler(api, identify, upstream, upstream_url, body_timeout=body_timeout,
                     store_ready=store_ready, embeddings_url=embeddings_url,
-                    model_url=model_url, identify_address=identify_address, per_client=per_client)
+                    model_url=model_url, identify_address=identify_address, per_client=per_client,
+                    activity=activity or Activity())

@@ -49,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upstream-per-client", type=int, default=None,
                         help="pass-through requests one source address may have in flight, "
                              "below --upstream-connections (default: proxy.PER_CLIENT)")
+    parser.add_argument("--activity-seconds", type=float, default=None,
+                        help="an embedding or summary is charged to the one user whose "
+                             "session or memory calls the Agent's Pod made within this many "
+                             "seconds; none or several is refused (default: "
+                             "activity.WINDOW_SECONDS)")
     parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster ServiceAccount")
     parser.add_argument("--store-role", default=DELEGATE_ROLE,
                         help="the database role the pool assumes (default: %(default)s)")
@@ -65,6 +70,7 @@ async def start(args: argparse.Namespace, shell: Shell,
     from fgentic_governance.memory.delegated import DelegatedStore
     from fgentic_governance.memory.readiness import StoreReadiness
     from fgentic_governance.memoryapi import proxy
+    from fgentic_governance.memoryapi.activity import WINDOW_SECONDS, Activity
     from fgentic_governance.memoryapi.http import make_handler
     from fgentic_governance.memoryapi.service import MemoryApi
 
@@ -90,7 +96,8 @@ async def start(args: argparse.Namespace, shell: Shell,
                      embeddings_url=args.embeddings_upstream,
                      model_url=args.model_upstream,
                      identify_address=identify_address,
-                     per_client=args.upstream_per_client or proxy.PER_CLIENT),
+                     per_client=args.upstream_per_client or proxy.PER_CLIENT,
+                     activity=Activity(args.activity_seconds or WINDOW_SECONDS)),
         args.host, args.port)
 
 

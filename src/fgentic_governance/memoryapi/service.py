@@ -51,9 +51,10 @@ class Store(Protocol):
                            envelope: Envelope) -> list[str]: ...
     async def search(self, caller: Caller, vector: Embedding, *, limit: int,
                      min_score: float) -> list[Found]: ...
-    async def admit_embedding(self, agent_namespace: str, agent_name: str) -> None: ...
+    async def admit_embedding(self, agent_namespace: str, agent_name: str,
+                              subject: str) -> None: ...
     async def admit_summary(self, agent_namespace: str, agent_name: str,
-                            input_bytes: int) -> None: ...
+                            input_bytes: int, subject: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -133,22 +134,23 @@ class MemoryApi:
                             "metadata": {}, "created_at": _rfc3339(f)} for f in found])
 
 
-    async def admit_embedding(self, agent: AgentRef) -> None:
+    async def admit_embedding(self, agent: AgentRef, subject: str) -> None:
         """Before the runtime's embeddings request reaches the provider (ADR 0023 §42), charged
-        to exactly one live delegation or refused: no live lease on any scope of the Agent is
-        LEASE_MISSING; several (two users of the Agent leased at once) is SCOPE_AMBIGUOUS,
-        because the request names no user (kagent's embeddings client sends the provider's key
-        and no X-User-Id). A refused embedding fails that memory call only: the runtime still
-        answers the turn without memory. The store decides both (sql/0011)."""
-        await _store(self.store.admit_embedding(agent.namespace, agent.name))
+        to ``subject``'s one live delegation of the Agent or refused (LEASE_MISSING without
+        one). The request names no user (kagent's embeddings client sends the provider's key
+        and no X-User-Id): ``subject`` is the user whose turn the Agent's Pod is serving
+        (:mod:`activity`). A refused embedding fails that memory call only: the runtime still
+        answers the turn without memory. The store decides (sql/0016)."""
+        await _store(self.store.admit_embedding(agent.namespace, agent.name, subject))
 
-    async def admit_summary(self, agent: AgentRef, input_bytes: int) -> None:
+    async def admit_summary(self, agent: AgentRef, input_bytes: int, subject: str) -> None:
         """Before kagent's summarisation reaches the model (ADR 0023 §42-43): like an
-        embedding, charged to the Agent's one live delegation or refused, its conversation at
+        embedding, charged to ``subject``'s live delegation or refused, its conversation at
         most 16 KiB (SUMMARY_INPUT_TOO_LARGE), at most one per ``minUserTurns`` leases
         (SUMMARY_CADENCE_REACHED, the automatic save that follows takes this turn). A refused
-        summary fails the automatic save only; the store decides (sql/0013)."""
-        await _store(self.store.admit_summary(agent.namespace, agent.name, input_bytes))
+        summary fails the automatic save only; the store decides (sql/0013, sql/0016)."""
+        await _store(self.store.admit_summary(agent.namespace, agent.name, input_bytes,
+                                              subject))
 
 
 def _fact(item: SaveItem) -> CheckedFact:
