@@ -256,6 +256,8 @@ def test_memory_api_runs_replicated_least_privileged_and_fenced_by_policy() -> N
     deployment = named[("Deployment", "fg-memory-api")]
     assert deployment["spec"]["replicas"] >= 2
     assert ("PodDisruptionBudget", "fg-memory-api") in named
+    # A Pod's calls reach one replica, which attributes its embeddings and summaries.
+    assert named[("Service", "fg-memory-api")]["spec"]["sessionAffinity"] == "ClientIP"
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["args"][0] == "memory-api"
     assert "--local-homeserver=example.org" in container["args"]
