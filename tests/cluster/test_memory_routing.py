@@ -273,16 +273,24 @@ def test_the_agents_model_routes_are_governed_in_place(
 
     wait_for(lambda: route_condition() == ("True", "OK"), "ModelRouteGoverned True",
              timeout=120, interval=2)
-    # A turn of Alice's starts with its session (passed through to the controller): the
-    # summary that follows is hers (memoryapi/activity.py).
-    call(release, "mem-agent-pod", "GET",
-         routed["governed"] + "/api/sessions/ctx?user_id=" + ALICE.replace("@", "%40"),
-         headers=runtime_headers())
     summary = {"model": "stub", "messages": [{"role": "user", "content": (
         SUMMARY_HEAD + "user: I like tea." + SUMMARY_TAIL)}]}
-    status, body = call(release, "mem-agent-pod", "POST", governed + "/chat/completions",
-                        body=summary, headers={"Content-Type": "application/json"})
-    assert (status, json.loads(body)) == ("429", {"error": "SUMMARY_CADENCE_REACHED"})
+
+    def alices_summary() -> tuple[str, Any] | None:
+        """A turn of Alice's starts with its session (passed through to the controller): the
+        summary that follows is hers (memoryapi/activity.py). The test above named Bob from
+        this Pod; until that ages out of the 60 s window the summary is SCOPE_AMBIGUOUS."""
+        call(release, "mem-agent-pod", "GET",
+             routed["governed"] + "/api/sessions/ctx?user_id=" + ALICE.replace("@", "%40"),
+             headers=runtime_headers())
+        status, body = call(release, "mem-agent-pod", "POST", governed + "/chat/completions",
+                            body=summary, headers={"Content-Type": "application/json"})
+        answer = (status, json.loads(body))
+        return None if answer == ("403", {"error": "SCOPE_AMBIGUOUS"}) else answer
+
+    answer = wait_for(alices_summary, "the summary attributed to Alice alone", timeout=120,
+                      interval=5)
+    assert answer == ("429", {"error": "SUMMARY_CADENCE_REACHED"})
     turn = {"model": "stub", "messages": [{"role": "system", "content": "help"},
                                           {"role": "user", "content": "Hello"}]}
     status, body = call(release, "mem-agent-pod", "POST", governed + "/chat/completions",
