@@ -142,7 +142,7 @@ def _lease_holder(release: Release) -> str:
 
 def test_two_operator_replicas_elect_one_leader_and_hand_over(release: Release) -> None:
     """Issue 27: with operator.replicas 2 one Pod holds the Lease and the other waits, Ready;
-    deleting the leader Pod (a drain) passes the Lease to the standby, which reconciles."""
+    deleting the leader Pod (a drain) passes the Lease to a live replica, which reconciles."""
     cluster = release.cluster
     deployment = f"deployment/{release.name}-operator"
     cluster.kubectl("scale", "-n", release.namespace, deployment, "--replicas=2")
@@ -157,11 +157,16 @@ def test_two_operator_replicas_elect_one_leader_and_hand_over(release: Release) 
         assert "operator standby" in logs and "operator leading" not in logs
         cluster.kubectl("delete", "pod", "-n", release.namespace, leader, "--wait=true",
                         timeout=90)
-        # Released at SIGTERM (test_operator_leader.py times that); on a loaded node the old
-        # Pod may be killed before it releases, and the standby then takes the Lease once it
-        # expires (30 s). Either way it leads, and nothing reconciles twice meanwhile.
-        wait_for(lambda: _lease_holder(release).startswith(standby + "_"),
-                 "the standby leading", timeout=LEASE_SECONDS + 30, interval=0.5)
+        # Released at SIGTERM (test_operator_leader.py times that), or, when the old Pod is
+        # killed first, expired after 30 s. The standby or the Deployment's replacement Pod,
+        # whichever asks first, then leads: a live replica, never the deleted one.
+        def new_leader() -> str | None:
+            live = {p["metadata"]["name"] for p in release.pods("operator")} - {leader}
+            holder = _lease_holder(release)
+            return next((n for n in live if holder.startswith(n + "_")), None)
+
+        assert wait_for(new_leader, "another replica leading",
+                        timeout=LEASE_SECONDS + 30, interval=0.5) != leader
         cluster.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in
                         scope_and_consent(NS, "erin-plain", "erin", "plain-agent")))
         wait_for(lambda: phase_is(cluster, "erin-plain", "Enabled", ns=NS),
