@@ -158,6 +158,13 @@ def test_a_clean_stop_hands_the_lease_over(
     # Long before the Lease's duration: it was released, not left to expire.
     _until(lambda: _holder(coordination, home) == "successor", "the successor leading",
            LEASE_SECONDS / 2)
+    # A standby stopped while it waits exits cleanly and takes nothing.
+    standby = Replica(control_plane.kubeconfig, tmp_path, ns, home, "standby")
+    replicas.append(standby)
+    _until(lambda: standby.logged("operator standby"), "the standby waiting", 60)
+    standby.proc.send_signal(signal.SIGTERM)
+    assert standby.proc.wait(30) == 0
+    assert _holder(coordination, home) == "successor"
 
 
 def test_a_malformed_lease_flag_stops_start_up(tmp_path: Path, control_plane: Any) -> None:

@@ -12,6 +12,7 @@ down, then the process exits) before a standby can see the Lease expire and take
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -35,13 +36,18 @@ def parse_lease(value: str) -> tuple[str, str]:
     return namespace, name
 
 
-async def acquire(elector: LeaseElector) -> None:
+async def acquire(elector: LeaseElector, stop: asyncio.Event) -> bool:
     """Wait as a standby until this replica holds the Lease (each attempt's API calls are
-    bounded; the standby itself waits as long as another replica leads)."""
+    bounded; the standby itself waits as long as another replica leads), or until ``stop``
+    (SIGTERM): False then."""
     log.info("operator standby: waiting for lease %s/%s", elector.namespace, elector.name)
-    while not await asyncio.to_thread(elector.try_acquire):
-        await asyncio.sleep(RETRY_SECONDS)
-    log.info("operator leading")
+    while not stop.is_set():
+        if await asyncio.to_thread(elector.try_acquire):
+            log.info("operator leading")
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), RETRY_SECONDS)
+    return False
 
 
 async def keep(elector: LeaseElector, stop: asyncio.Event,

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import uuid
 from pathlib import Path
@@ -173,10 +174,16 @@ async def _serve(metrics_port: int | None, namespaces: list[str],
         serving.scrub_library_logs()
         runner = await serving.serve(serving.health_handler(), "0.0.0.0", metrics_port)  # noqa: S104
     stop = asyncio.Event()
+    # Until Kopf installs its own: a SIGTERM while standing by, or between taking the Lease
+    # and Kopf's start, stops this process cleanly (and hands the Lease over) too.
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     keeper: asyncio.Task[None] | None = None
     try:
         if elector is not None:
-            await leadership.acquire(elector)
+            if not await leadership.acquire(elector, stop):
+                return 0  # stopped as a standby
             metrics.LEADING.set(1)
             keeper = asyncio.create_task(leadership.keep(elector, stop))
             keeper.add_done_callback(lambda _: stop.set())  # no renewals, no handlers
