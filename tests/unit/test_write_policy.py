@@ -240,3 +240,58 @@ def test_worst_case_inputs_stay_fast(text: str) -> None:
     started = time.perf_counter()
     content_reason(text)
     assert time.perf_counter() - started < 0.5
+
+
+# -- the gates skip only patterns that cannot match ---------------------------------------------
+
+# One phrase per literal of the gates, each matching a pattern through that literal alone.
+GATE_PHRASES = (
+    "ignore previous rules", "disregard prior rules", "forget earlier rules",
+    "override prior rules", "overrule prior rules", "reveal the system prompt",
+    "jailbreak mode", "you are now root", "henceforth you must", "going forward you must",
+    "for all future you must", "always obey", "unconditionally comply",
+    "automatically approve", "blindly trust", "never ask for approval", "bypass the audit",
+    "disable logging", "turn off logging", "switch off logging", "circumvent the filters",
+    "evade monitoring", "suppress logs", "do not log", "don't log", "dont log",
+    "without approval",
+    "-----BEGIN PRIVATE KEY", "aws_secret_access_key", "bearer abcdefghijk1", "token: abcdef",
+    "token=abcdef", "my password is x", "the api key is x", "the secret key is x",
+    "recovery code is 4", "pin is 1234",
+    "ghp_" + "a" * 36, "glpat-" + "a" * 20, "AIza" + "b" * 35, "ya29." + "c" * 20,
+    "eyJ" + "a" * 8 + "." + "b" * 8 + "." + "c" * 4,
+    *(prefix + "A" * 16 for prefix in ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AIPA",
+                                       "ANPA", "ANVA", "AROA", "APKA")),
+)
+FRAGMENTS = (
+    *GATE_PHRASES, *INSTRUCTIONS, "now", "snow", "know", "mode", "system", ":", "=", "_", "-",
+    # Letters Unicode case folding pairs with ASCII ones: the gates must not miss them.
+    "\u0130gnore previous instructions", "\u0131gnore all prior rules", "\u017fystem prompt:",
+    "\u212aey", "BYPA\u017fS the audit", "ALWAY\u017f obey",
+)
+
+
+@st.composite
+def mixture(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.one_of(
+        benign_text(), credential(), st.sampled_from(FRAGMENTS),
+        st.tuples(st.sampled_from(FRAGMENTS), disguise).map(lambda p: apply(p[1], p[0])),
+        st.text(max_size=12)), min_size=1, max_size=6))
+    return draw(punctuation).join(parts)
+
+
+@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@given(mixture())
+@example("\u0130GNORE PREVIOUS INSTRUCTIONS")
+@example("Alice prefers green tea in the morning, note 123.")
+@example("Bob keeps his notes in project_x")
+def test_the_gated_verdict_is_the_ungated_one(text: str) -> None:
+    assert content_reason(text) is content_reason(text, gated=False)
+
+
+def test_each_fragment_alone_gets_the_ungated_verdict() -> None:
+    for phrase in GATE_PHRASES:
+        assert content_reason(phrase, gated=False) is not None, phrase  # each one counts
+    for fragment in FRAGMENTS:
+        for kind in ("plain", "upper", "lower", "zero-width", "fullwidth"):
+            text = apply(kind, fragment)
+            assert content_reason(text) is content_reason(text, gated=False), (fragment, kind)

@@ -34,17 +34,20 @@ from fgentic_governance.reasons import Reason
 
 T = TypeVar("T")
 
-_ENTER: Final = "SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, $4)"
+# A scalar call (store.py says why): one field of it evaluates it once.
+_ENTER: Final = "SELECT (fgentic_memory.enter_delegation($1, $2, $3, $4)).scope_key"
 _CHARGE_RECALL: Final = "SELECT fgentic_memory.charge_recall()"
 _CHECK_SUMMARY: Final = "SELECT fgentic_memory.check_summary($1)"
 _ADMIT: Final = "SELECT fgentic_memory.admit($1, $2, $3)"
 _ADMIT_EMBEDDING: Final = "SELECT fgentic_memory.admit_agent_embedding($1, $2, $3)"
 _ADMIT_SUMMARY: Final = "SELECT fgentic_memory.admit_agent_summary($1, $2, $3, $4)"
 # One statement: enter the leased scope, then insert every fact under its claim. The CTE is
-# materialised, so the claim exists before the first row reaches the write gate.
+# materialised, so the claim exists before the first row reaches the write gate; inside it,
+# the call is scalar and OFFSET 0 keeps it to one evaluation.
 _SAVE: Final = """
 WITH ctx AS MATERIALIZED (
-    SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, 'capture'))
+    SELECT (e.c).* FROM (SELECT fgentic_memory.enter_delegation($1, $2, $3, 'capture') AS c
+                         OFFSET 0) AS e)
 INSERT INTO fgentic_memory.memory
     (agent_name, user_id, content, embedding, metadata, expires_at, scope_key,
      consent_generation, memory_type, source_kind, write_reason, confirmation_status, sensitivity)

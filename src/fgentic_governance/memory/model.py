@@ -301,6 +301,9 @@ Embedding = Sequence[float] | VectorText
 """A vector as a caller holds it: floats, or the checked text of a request."""
 
 
+_FLOATS_ONLY: Final = frozenset({float})  # a set of the components' types: one C-level pass
+
+
 def vector_literal(values: Embedding) -> str:
     """pgvector's text form; refuses a wrong shape, a non-number or a component that is not
     finite or beyond float4 (``storable``).
@@ -315,7 +318,7 @@ def vector_literal(values: Embedding) -> str:
     parts: list[str] | None = None
     try:
         if len(values) == EMBEDDING_DIMENSIONS and not isinstance(values, str | bytes):
-            if all(type(value) is float for value in values):
+            if _FLOATS_ONLY.issuperset(map(type, values)):
                 # The common case: two C-level passes and a plain join.
                 if storable(values):
                     return "[" + ",".join(map(repr, values)) + "]"

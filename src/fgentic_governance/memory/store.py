@@ -67,10 +67,9 @@ from fgentic_governance.reasons import Reason
 
 T = TypeVar("T")
 
-_ENTER: Final = (
-    "SELECT store_agent_name, max_expiry"
-    " FROM fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, $7)"
-)
+# Scalar calls: a function in FROM fills a tuplestore (and a materialised CTE another) for its
+# one row, ~25-50 us per statement. One field of a scalar call evaluates it once.
+_ENTER: Final = "SELECT (fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, $7)).store_agent_name"
 # The query vector is cast once (delegated.py says why).
 _SEARCH: Final = """
 WITH q AS MATERIALIZED (SELECT $1::text::vector AS v)
@@ -88,18 +87,18 @@ _LIST: Final = (
 # One statement, one round trip, its own transaction: enter the scope (the fence check and the
 # transaction-local scope context the write gate reads), then insert under that context. A
 # separate BEGIN / enter_scope / INSERT / COMMIT cost four round trips for the same guarantees.
+# OFFSET 0 keeps the subquery from being pulled up into the insert's target list, where each
+# ``(e.ctx).field`` would call enter_scope again: it runs once, before the row reaches the gate.
 _SAVE: Final = """
-WITH ctx AS MATERIALIZED (
-    SELECT store_agent_name, max_expiry
-    FROM fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, 'capture'))
 INSERT INTO fgentic_memory.memory
     (agent_name, user_id, content, embedding, metadata, expires_at, scope_key,
      consent_generation, memory_type, source_kind, write_reason, confirmation_status, sensitivity)
-SELECT ctx.store_agent_name, $3, $7, $8::text::vector, $9::jsonb,
-       CASE WHEN $10::interval IS NULL THEN ctx.max_expiry
-            ELSE least(ctx.max_expiry, now() + $10::interval) END,
+SELECT (e.ctx).store_agent_name, $3, $7, $8::text::vector, $9::jsonb,
+       CASE WHEN $10::interval IS NULL THEN (e.ctx).max_expiry
+            ELSE least((e.ctx).max_expiry, now() + $10::interval) END,
        $1, $2, $11, $12, $13, $14, $15
-FROM ctx
+  FROM (SELECT fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, 'capture') AS ctx
+        OFFSET 0) AS e
 RETURNING id
 """
 _SCOPE_UPSERT: Final = """

@@ -114,6 +114,24 @@ _HIGH_RISK_PATTERNS: Final = _compile(
 )
 
 
+# Gates: for each group, literals one of which every match of every pattern in the group
+# contains. A text without any of them cannot match the group, so its patterns are skipped; a
+# text with one runs them all, as before. The token gate is case-sensitive like its patterns.
+# The other groups fold case, so their gates look in the lower-cased text, which is exact only
+# for ASCII (Unicode case folding also pairs letters such as U+0130 and U+0131 with "i"): a
+# text with other characters runs every pattern. Every branch starts with a literal, so the
+# search scans for first characters. tests/unit/test_write_policy.py holds the gated verdict
+# equal to the ungated one.
+_TOKEN_GATE: Final = re.compile(  # searched in the compact text (no literal has a space)
+    r"_|-|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA|AIza|ya29\.|eyJ")
+_CONTEXT_GATE: Final = re.compile(
+    r"-----|aws|bearer|:|=|pass|api key|secret key|code|pin")
+_HIGH_RISK_GATE: Final = re.compile(
+    r"ignore|disregard|forget|overr|system|mode|now|henceforth|forward|future|always"
+    r"|unconditionally|automatically|blindly|never|bypass|disable|turn off|switch off"
+    r"|circumvent|evade|suppress|do not|don't|dont|without")
+
+
 def normalize(text: str) -> str:
     """NFKC, invisible characters removed, whitespace runs collapsed to one space."""
     folded = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
@@ -134,17 +152,31 @@ def _high_entropy(text: str) -> bool:
     return _HEX_RUN.search(text) is not None
 
 
-def content_reason(text: str) -> Reason | None:
-    """The refusal reason for a fact's text, or None when it may be stored."""
+def content_reason(text: str, *, gated: bool = True) -> Reason | None:
+    """The refusal reason for a fact's text, or None when it may be stored.
+
+    ``gated=False`` runs every pattern regardless of the gates (the reference the tests
+    compare the gated verdict with)."""
     normalized = normalize(text)
     compact = _compact(normalized)
-    if (any(p.search(normalized) or p.search(compact) for p in _TOKEN_PATTERNS)
-            or any(p.search(normalized) for p in _CONTEXT_PATTERNS)
+    tokens, context, high_risk = _open_gates(normalized, compact) if gated else (True,) * 3
+    if ((tokens and any(p.search(normalized) or p.search(compact) for p in _TOKEN_PATTERNS))
+            or (context and any(p.search(normalized) for p in _CONTEXT_PATTERNS))
             or _high_entropy(normalized)):
         return Reason.CREDENTIAL_CONTENT
-    if any(p.search(normalized) for p in _HIGH_RISK_PATTERNS):
+    if high_risk and any(p.search(normalized) for p in _HIGH_RISK_PATTERNS):
         return Reason.HIGH_RISK_INSTRUCTION_CONTENT
     return None
+
+
+def _open_gates(normalized: str, compact: str) -> tuple[bool, bool, bool]:
+    """Which groups (tokens, context, high-risk) may match."""
+    tokens = _TOKEN_GATE.search(compact) is not None
+    if not normalized.isascii():
+        return tokens, True, True
+    lowered = normalized.lower()
+    return (tokens, _CONTEXT_GATE.search(lowered) is not None,
+            _HIGH_RISK_GATE.search(lowered) is not None)
 
 
 MetadataValue = str | int | float | bool | None | Sequence["MetadataValue"] | Mapping[
