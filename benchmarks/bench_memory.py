@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import statistics
 import time
 import uuid
 from collections.abc import Sequence
@@ -233,17 +234,20 @@ async def bench_inserts(
         "CostGate.admit, one item": (admit, False),
     }
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    by_round: dict[str, list[list[float]]] = {name: [] for name in variants}
     order = list(variants)
     rounds = max(1, total // batch)
     for round_ in range(rounds + 1):  # round 0 warms up every path
         for name in order[round_ % len(order):] + order[:round_ % len(order)]:
             func, embed = variants[name]
+            batch_samples: list[float] = []
             for _ in range(batch):
                 start = time.perf_counter()
                 await func(embed)
-                elapsed = time.perf_counter() - start
-                if round_:
-                    samples[name].append(elapsed)
+                batch_samples.append(time.perf_counter() - start)
+            if round_:
+                samples[name] += batch_samples
+                by_round[name].append(batch_samples)
         # Untimed: stay under the entry cap and the hourly ceiling; keep both tables small.
         async with owner.acquire() as conn:
             await conn.execute(f"DELETE FROM {_PLAIN}")
@@ -252,7 +256,19 @@ async def bench_inserts(
             await conn.execute(f"VACUUM {_PLAIN}")
             await conn.execute("VACUUM fgentic_memory.memory")
 
+    _print_paired(by_round["MemoryStore.save, embedding"], by_round["plain INSERT, embedding"])
     return _insert_table(samples, rounds * batch, batch)
+
+
+def _print_paired(fenced: list[list[float]], plain: list[list[float]]) -> None:
+    """The same ratio per round (each batch against the plain batch of its own round): how
+    much of the run-to-run spread is the machine's load drifting between batches."""
+    ratios = sorted(statistics.median(f) / statistics.median(p)
+                    for f, p in zip(fenced, plain, strict=True))
+    quartiles = statistics.quantiles(ratios, n=4)
+    print(f"fenced save with embedding / plain INSERT, per round ({len(ratios)} rounds): "
+          f"median {statistics.median(ratios):.2f}x, quartiles {quartiles[0]:.2f}x-"
+          f"{quartiles[2]:.2f}x, {sum(r <= 1.3 for r in ratios)} rounds <= 1.3x", flush=True)
 
 
 def _insert_table(samples: dict[str, list[float]], per_variant: int, batch: int) -> Table:

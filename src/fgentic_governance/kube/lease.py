@@ -66,8 +66,7 @@ class LeaseElector:
             try:
                 api.create_namespaced_lease(self.namespace, body, _request_timeout=5)
             except ApiException as exc:
-                self.held_by_other = exc.status == 409
-                return self._set(False)
+                return self._refused(exc)
             return self._set(True)
         spec = lease.spec or client.V1LeaseSpec()
         mine = spec.holder_identity == self.identity
@@ -81,9 +80,13 @@ class LeaseElector:
         try:  # replace carries resourceVersion: a concurrent taker gets 409
             api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=5)
         except ApiException as exc:
-            self.held_by_other = exc.status == 409
-            return self._set(False)
+            return self._refused(exc)
         return self._set(True)
+
+    def _refused(self, exc: ApiException) -> bool:
+        """A write refused: 409 (create or replace) means another replica wrote first."""
+        self.held_by_other = exc.status == 409
+        return self._set(False)
 
     def _spec(self, acquired: dt.datetime, renewed: dt.datetime) -> client.V1LeaseSpec:
         return client.V1LeaseSpec(holder_identity=self.identity,

@@ -51,6 +51,12 @@ class Activity:
         if len(self._seen) > MAX_AGENTS:
             self._seen.popitem(last=False)
 
+    def note(self, agent: AgentRef, headers: MultiMapping[str],
+             query: MultiMapping[str]) -> None:
+        """Record every user a request from ``agent`` names (:func:`users_named`)."""
+        for user in users_named(headers, query):
+            self.seen(agent, user)
+
     def user_of(self, agent: AgentRef) -> str:
         """The one user seen from ``agent`` within the window, or a refusal."""
         now = self._clock()
