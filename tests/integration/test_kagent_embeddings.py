@@ -143,7 +143,7 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         lines = api_lines(caplog)
         refused = [line for line in lines if "action=embeddings reason=LEASE_MISSING" in line]
         assert len(refused) == 2 == len(lines)  # the prefetch's and the save's
-        await store.open_lease(access, 120)
+        alice_turn = await store.open_lease(access, 120)
         chat.script(CallTool("save_memory", {"content": fact}))
         await turn()
         embedded = len(provider.requests)
@@ -187,6 +187,18 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
                            agent_name=AGENT, control_room="!bob-control:fgentic.local")
         await store.ensure_scope(bob)
         await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 120)
+        await asyncio.sleep(WINDOW + 0.3)
+        # Alice's turn is still leased (sql/0018): Bob's embeddings may be hers, so they are
+        # refused, and charged to neither; his turn is still answered.
+        chat.script(CallTool("save_memory", {"content": "Bob walks his dog at six."},
+                             then="Noted."))
+        await turn(BOB)
+        assert len(provider.requests) == asked
+        assert any("action=embeddings reason=SCOPE_AMBIGUOUS" in line
+                   for line in api_lines(caplog)[-3:])
+        assert await pool.fetchval(EMBEDDING_UNITS, bob.scope_key) == 0
+        # Her turn ends: Bob is the one leased user, and his turn's embeddings are his.
+        assert await store.close_lease(access.scope_key, alice_turn.id)
         await asyncio.sleep(WINDOW + 0.3)
         chat.script(CallTool("save_memory", {"content": "Bob walks his dog at six."},
                              then="Noted."))

@@ -448,7 +448,7 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
             await turn_of(ALICE)
             assert await embed(pod) == (403, {"error": "LEASE_MISSING"})  # no lease of hers
             assert provider.requests == []  # nothing was embedded
-            await env.store.open_lease(alice, 60)
+            alice_turn = await env.store.open_lease(alice, 60)
             status, answer = await embed(pod)
             assert status == 200 and len(answer["data"]) == 1
             [seen] = provider.requests
@@ -459,11 +459,13 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
             await turn_of(BOB)  # while Alice's turn is recent: whose embedding is it?
             assert await embed(pod) == (403, {"error": "SCOPE_AMBIGUOUS"})
             await asyncio.sleep(window + 0.2)
-            await turn_of(BOB)  # Bob's turn alone: his, not Alice's
-            assert (await embed(pod))[0] == 200
+            await turn_of(BOB)  # only Bob's turn is recent, but Alice's is still leased
+            assert await embed(pod) == (403, {"error": "SCOPE_AMBIGUOUS"})  # sql/0018
+            assert await env.store.close_lease(alice.scope_key, alice_turn.id)
+            assert (await embed(pod))[0] == 200  # Bob's turn alone: his, not Alice's
             assert await env.pool.fetchval(ledger, bob.scope_key) == 1
             await asyncio.sleep(window + 0.2)
-            await turn_of("@carol:fgentic.local")  # consented to nothing, while both are leased
+            await turn_of("@carol:fgentic.local")  # consented to nothing, while Bob is leased
             assert await embed(pod) == (403, {"error": "LEASE_MISSING"})
             assert await env.pool.fetchval(ledger, alice.scope_key) == 1  # never charged
             assert await env.pool.fetchval(ledger, bob.scope_key) == 1  # for another's turn

@@ -304,18 +304,31 @@ async def test_a_summary_is_admitted_before_the_model_and_charged_once(
     await past_turns(store, access, 5)
     assert await refused(api.admit_summary("team-a", "helper", 10, ALICE)) is \
         Reason.SUMMARY_TOO_LARGE
-    # sql/0016: two users of the Agent leased at once, each request is charged to the user
-    # the memory API attributed it to; another user's attempt charges no leased user.
+    # sql/0016: a request is charged to the user the memory API attributed it to; another
+    # user's attempt charges no leased user. sql/0018: only while that user is the Agent's one
+    # leased user: with Alice's turn still leased, Bob's request may be hers.
     await store.ensure_scope(scope_record(hourly_operation_ceiling=20))
     bob = await enabled(store, scope_record("team-a/bob-helper", subject_mxid="@bob:example.org",
                                             control_room="!bob-control:example.org"))
     await store.open_lease(bob, 120)
     alice_spent = await pool.fetchval(LEDGER, access.scope_key)
-    await api.admit_embedding("team-a", "helper", "@bob:example.org")
-    assert await pool.fetchval(LEDGER, bob.scope_key) == 1
+    for subject in ("@bob:example.org", ALICE):
+        assert await refused(api.admit_embedding("team-a", "helper", subject)) is \
+            Reason.SCOPE_AMBIGUOUS
+        assert await refused(api.admit_summary("team-a", "helper", 10, subject)) is \
+            Reason.SCOPE_AMBIGUOUS
     for stranger in ("@carol:example.org", ""):
         assert await refused(api.admit_embedding("team-a", "helper", stranger)) is \
             Reason.LEASE_MISSING
         assert await refused(api.admit_summary("team-a", "helper", 10, stranger)) is \
             Reason.LEASE_MISSING
+    assert await pool.fetchval(LEDGER, bob.scope_key) == 0
+    # Alice's turn ends: Bob is the one leased user, and his request is his.
+    for lease_id in await pool.fetch(
+            "SELECT lease_id::text FROM fgentic_memory.delegation_lease"
+            " WHERE scope_key = $1 AND closed_at IS NULL", access.scope_key):
+        assert await store.close_lease(access.scope_key, lease_id[0]) is True
+    await api.admit_embedding("team-a", "helper", "@bob:example.org")
+    assert await pool.fetchval(LEDGER, bob.scope_key) == 1
+    assert await refused(api.admit_embedding("team-a", "helper", ALICE)) is Reason.LEASE_MISSING
     assert await pool.fetchval(LEDGER, access.scope_key) == alice_spent

@@ -187,7 +187,8 @@ class DelegatedStore:
                               subject: str) -> None:
         """One embedding of this Agent for ``subject``'s turn, charged to that subject's one
         leased scope of the Agent (sql/0016): LEASE_MISSING without one, SCOPE_AMBIGUOUS with
-        two (two rooms leased at once)."""
+        two (two rooms leased at once) or while another user of the Agent holds a live lease
+        (sql/0018: the request may be that user's turn)."""
         await self._admit_for_agent(Operation.EMBEDDING, _ADMIT_EMBEDDING,
                                     agent_namespace, agent_name, subject)
 

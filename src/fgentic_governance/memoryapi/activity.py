@@ -8,7 +8,9 @@ summarises, and every memory call carries ``X-User-Id``. So the memory API, whic
 crosses, notes each (Agent, user) it sees, and charges such a request to the one user seen
 from that Agent within ``window`` seconds. None seen is LEASE_MISSING; several (two users'
 turns at once) is SCOPE_AMBIGUOUS: refused, never guessed (a refused embedding or summary
-fails that memory work only; the chat reply is still answered).
+fails that memory work only; the chat reply is still answered). The store then charges that
+user only while no other user of the Agent holds a live lease (sql/0018): a user whose turn
+is leased but quiet for longer than the window may be the one the request serves.
 """
 
 from __future__ import annotations

@@ -137,8 +137,9 @@ class MemoryApi:
     async def admit_embedding(self, agent: AgentRef, subject: str) -> None:
         """Before the runtime's embeddings request reaches the provider (ADR 0023 §42), charged
         to ``subject``'s one live delegation of the Agent or refused (LEASE_MISSING without
-        one). The request names no user (kagent's embeddings client sends the provider's key
-        and no X-User-Id): ``subject`` is the user whose turn the Agent's Pod is serving
+        one; SCOPE_AMBIGUOUS while another user of the Agent holds one, sql/0018). The
+        request names no user (kagent's embeddings client sends the provider's key and no
+        X-User-Id): ``subject`` is the user whose turn the Agent's Pod is serving
         (:mod:`activity`). A refused embedding fails that memory call only: the runtime still
         answers the turn without memory. The store decides (sql/0016)."""
         await _store(self.store.admit_embedding(agent.namespace, agent.name, subject))
