@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from multidict import MultiMapping
@@ -53,10 +53,9 @@ class Activity:
         if len(self._seen) > MAX_AGENTS:
             self._seen.popitem(last=False)
 
-    def note(self, agent: AgentRef, headers: MultiMapping[str],
-             query: MultiMapping[str]) -> None:
+    def note(self, agent: AgentRef, users: Iterable[str]) -> None:
         """Record every user a request from ``agent`` names (:func:`users_named`)."""
-        for user in users_named(headers, query):
+        for user in users:
             self.seen(agent, user)
 
     def user_of(self, agent: AgentRef) -> str:

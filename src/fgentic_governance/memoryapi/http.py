@@ -199,13 +199,16 @@ class _Handler:
         """Whose turn a routed Pod serves (its session and task calls name the user), for
         the embeddings and summaries that follow (:mod:`activity`); never a reason to refuse
         the pass-through itself."""
-        if self._identify_address is None or not users_named(request.headers, request.query):
+        if self._identify_address is None:
+            return
+        users = users_named(request.headers, request.query)
+        if not users:
             return
         try:
             agent = await self._identify_address(request.remote or "")
         except Exception:  # not a routed Pod, or the lookup failed: nothing to note
             return
-        self._activity.note(agent, request.headers, request.query)
+        self._activity.note(agent, users)
 
     async def _embedding(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
         """An embeddings request: at most ten texts of at most 512 bytes, charged to the live
@@ -282,7 +285,7 @@ class _Handler:
         if request.method != "POST":
             raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
         agent = await self._identify(_bearer(request.headers.get("Authorization")))
-        self._activity.note(agent, request.headers, request.query)
+        self._activity.note(agent, users_named(request.headers, request.query))
         caller = Request(agent, request.headers.get("X-Agent-Name"),
                          request.headers.get("X-User-Id"))
         return await run(caller, await _body(request, self._body_timeout))
