@@ -199,7 +199,6 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         assert await pool.fetchval(EMBEDDING_UNITS, bob.scope_key) == 0
         # Her turn ends: Bob is the one leased user, and his turn's embeddings are his.
         assert await store.close_lease(access.scope_key, alice_turn.id)
-        await asyncio.sleep(WINDOW + 0.3)
         chat.script(CallTool("save_memory", {"content": "Bob walks his dog at six."},
                              then="Noted."))
         await turn(BOB)
