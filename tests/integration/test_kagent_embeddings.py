@@ -25,7 +25,7 @@ from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 
 from fgentic_governance.memory import Access, MemoryStore
-from fgentic_governance.memoryapi.activity import WINDOW_SECONDS
+from fgentic_governance.memoryapi.activity import SLACK_FRACTION, WINDOW_SECONDS
 from tests.support.kagent import (
     CallTool,
     ChatStub,
@@ -45,6 +45,8 @@ ALICE = "@alice:fgentic.local"
 BOB = "@bob:fgentic.local"
 WINDOW = 2.0
 """The memory API's activity window in these tests (a turn's calls fall well within it)."""
+PAST_WINDOW = WINDOW * (1 + SLACK_FRACTION) + 0.3
+"""Long enough for a user's calls to leave the window, the store's notes included (sql/0019)."""
 EMBEDDING_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
                    " WHERE scope_key = $1 AND operation = 'embedding'")
 
@@ -173,7 +175,7 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         # so Bob's embeddings are his: refused without a lease of his, never charged to
         # Alice; once he is leased, charged to him. Each turn is still answered.
         provider.failure = None
-        await asyncio.sleep(WINDOW + 0.3)  # Alice's turn is no longer recent
+        await asyncio.sleep(PAST_WINDOW)  # Alice's turn is no longer recent
         asked, charged = len(provider.requests), await pool.fetchval(
             EMBEDDING_UNITS, access.scope_key)
         chat.script(CallTool("save_memory", {"content": "Bob walks his dog at six."},
@@ -187,7 +189,7 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
                            agent_name=AGENT, control_room="!bob-control:fgentic.local")
         await store.ensure_scope(bob)
         await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 120)
-        await asyncio.sleep(WINDOW + 0.3)
+        await asyncio.sleep(PAST_WINDOW)
         # Alice's turn is still leased (sql/0018): Bob's embeddings may be hers, so they are
         # refused, and charged to neither; his turn is still answered.
         chat.script(CallTool("save_memory", {"content": "Bob walks his dog at six."},

@@ -9,6 +9,7 @@ request is shaped as kagent v0.9.11's runtime sends it (RUNTIME.md).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -31,6 +32,7 @@ from yarl import URL
 from fgentic_devenv import free_port
 from fgentic_governance.api.kagent import app_name
 from fgentic_governance.memory import Access, MemoryStore
+from fgentic_governance.memoryapi.activity import SLACK_FRACTION
 from fgentic_governance.serving.http import scrub_library_logs
 from tests.support.kagent import ControllerStub, EmbeddingStub
 from tests.support.memory_api import agent_token, headers, memory_api, routed_pod, token
@@ -424,6 +426,7 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
     ledger = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
               " WHERE scope_key = $1 AND operation = 'embedding'")
     window = 1.0
+    past = window * (1 + SLACK_FRACTION) + 0.3  # beyond every replica's notes too (sql/0019)
     try:
         async with memory_api(delegate_pool, env.kube, env.controller.base_url,
                               embeddings_url=provider.url + "/embeddings",
@@ -458,13 +461,13 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
             bob = await scope(env, subject=BOB, name="bob")  # a second leased user
             await turn_of(BOB)  # while Alice's turn is recent: whose embedding is it?
             assert await embed(pod) == (403, {"error": "SCOPE_AMBIGUOUS"})
-            await asyncio.sleep(window + 0.2)
+            await asyncio.sleep(past)
             await turn_of(BOB)  # only Bob's turn is recent, but Alice's is still leased
             assert await embed(pod) == (403, {"error": "SCOPE_AMBIGUOUS"})  # sql/0018
             assert await env.store.close_lease(alice.scope_key, alice_turn.id)
             assert (await embed(pod))[0] == 200  # Bob's turn alone: his, not Alice's
             assert await env.pool.fetchval(ledger, bob.scope_key) == 1
-            await asyncio.sleep(window + 0.2)
+            await asyncio.sleep(past)
             await turn_of("@carol:fgentic.local")  # consented to nothing, while Bob is leased
             assert await embed(pod) == (403, {"error": "LEASE_MISSING"})
             assert await env.pool.fetchval(ledger, alice.scope_key) == 1  # never charged
@@ -472,6 +475,51 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
             # Any other address (no routed Pod there) is no Agent at all.
             assert await embed(stranger) == (403, {"error": "AGENT_UNRESOLVED"})
             assert len(provider.requests) == 2  # only the attributable ones were embedded
+    finally:
+        await provider.stop()
+
+
+async def test_a_pod_is_attributed_at_every_replica(
+        env: Env, delegate_pool: asyncpg.Pool) -> None:
+    """sql/0019: each replica notes the users it sees in the store, so a Pod whose turn
+    began at one replica is attributed at another (its replica restarted, or the Service
+    rebalanced: before, LEASE_MISSING until its next session call), and two replicas that
+    each saw one user refuse as one replica that saw both would."""
+    address = f"127.0.{uuid.uuid4().int % 250 + 1}.{uuid.uuid4().int % 250 + 1}"
+    await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, address)
+    provider = EmbeddingStub()
+    await provider.start()
+    body = {"input": ["Alice likes tea."], "model": "m", "dimensions": 768,
+            "encoding_format": "base64"}
+    ledger = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
+              " WHERE scope_key = $1 AND operation = 'embedding'")
+    replica = functools.partial(memory_api, delegate_pool, env.kube, env.controller.base_url,
+                                embeddings_url=provider.url + "/embeddings")
+    try:
+        async with replica() as one, replica() as other, aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(local_addr=(address, 0))) as pod:
+
+            async def embed(url: str) -> tuple[int, Any]:
+                async with pod.post(url + "/v1/embeddings", json=body,
+                                    headers={"Authorization": "Bearer provider-key"}) as r:
+                    return r.status, await r.json()
+
+            async def turn_of(url: str, user: str) -> None:
+                async with pod.get(url + "/api/sessions/ctx-1", params={"user_id": user}) as r:
+                    assert r.status == 404  # the controller stub's answer, passed back
+
+            alice = await scope(env)
+            await turn_of(one, ALICE)
+            assert (await embed(other))[0] == 200  # the Pod moved: still Alice's turn
+            assert (await embed(one))[0] == 200
+            assert await env.pool.fetchval(ledger, alice.scope_key) == 2
+            # Bob (no lease, so sql/0018 does not refuse) is seen only by the other replica;
+            # this one saw only Alice, and alone would charge her.
+            await turn_of(other, BOB)
+            assert await embed(one) == (403, {"error": "SCOPE_AMBIGUOUS"})
+            assert await embed(other) == (403, {"error": "SCOPE_AMBIGUOUS"})
+            assert await env.pool.fetchval(ledger, alice.scope_key) == 2
+            assert len(provider.requests) == 2
     finally:
         await provider.stop()
 

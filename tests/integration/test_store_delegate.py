@@ -20,7 +20,7 @@ import pytest
 
 from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds, model
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
-from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Access, Operation
+from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Access, Operation, RecentUsers
 from fgentic_governance.reasons import Reason
 from tests.support.store import ALICE, enabled, past_turns, scope_record
 
@@ -50,6 +50,11 @@ async def runtime_login(pg_dsn: str, pool: asyncpg.Pool) -> AsyncIterator[asyncp
         await pool.execute(f"DROP ROLE {login}")
 
 
+def seen(*users: str) -> RecentUsers:
+    """What one memory API replica saw of an Agent's users (sql/0019 adds the notes)."""
+    return RecentUsers(users, 60.0, 6.0)
+
+
 async def refused(coro: object) -> Reason:
     with pytest.raises(StoreRefusal) as info:
         await coro  # type: ignore[misc]
@@ -70,6 +75,8 @@ async def test_a_runtime_login_cannot_delegate_into_another_subjects_leased_scop
             ("SELECT * FROM enter_delegation($1, $2, $3, 'recall')", ALICE_HELPER.params()),
             ("SELECT * FROM enter_delegation($1, $2, $3, 'capture')", ALICE_HELPER.params()),
             ("SELECT admit_agent_embedding($1, $2, $3)", ("team-a", "helper", ALICE)),
+            ("SELECT note_activity($1, $2, $3)", ("team-a", "helper", [ALICE])),
+            ("SELECT recent_user($1, $2, $3, 60, 6)", ("team-a", "helper", [ALICE])),
         ):
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await conn.fetch(sql, *args)
@@ -80,7 +87,7 @@ async def test_a_runtime_login_cannot_delegate_into_another_subjects_leased_scop
                                                     UNIT)], DEFAULT_ENVELOPE))
     await refused(intruder.admit(ALICE_HELPER, {Operation.LOAD: 1}, explicit=True))
     for _ in range(20):
-        await refused(intruder.admit_embedding("team-a", "helper", ALICE))
+        await refused(intruder.admit_embedding("team-a", "helper", seen(ALICE)))
     assert await pool.fetchval(ROWS, access.scope_key) == 1  # only Alice's own fact
     assert await pool.fetchval(LEDGER, access.scope_key) == 0
     assert await pool.fetchval(BUCKETS, ALICE) == 0
@@ -273,18 +280,19 @@ async def test_a_summary_is_admitted_before_the_model_and_charged_once(
     leased (sql/0016)."""
     api = DelegatedStore(delegate_pool)
     access = await enabled(store, scope_record(hourly_operation_ceiling=20))
-    assert await refused(api.admit_summary("team-a", "helper", 100, ALICE)) is Reason.LEASE_MISSING
+    assert await refused(api.admit_summary("team-a", "helper", 100, seen(ALICE))) is \
+        Reason.LEASE_MISSING
     assert await pool.fetchval("SELECT fgentic_memory.max_summary_input_bytes()") == \
         bounds.MAX_SUMMARY_INPUT_BYTES
     await past_turns(store, access, 4)
     await store.open_lease(access, 120)  # the fifth turn is running
     assert await refused(api.admit_summary(
-        "team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES + 1, ALICE)) is \
+        "team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES + 1, seen(ALICE))) is \
         Reason.SUMMARY_INPUT_TOO_LARGE
-    await api.admit_summary("team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES, ALICE)
+    await api.admit_summary("team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES, seen(ALICE))
     # One summary per five turns, the reservation included: a second one is refused before
     # the model works, and so is an automatic save that brings no reservation of its own.
-    assert await refused(api.admit_summary("team-a", "helper", 10, ALICE)) is \
+    assert await refused(api.admit_summary("team-a", "helper", 10, seen(ALICE))) is \
         Reason.SUMMARY_CADENCE_REACHED
     assert await pool.fetchval(LEDGER, access.scope_key) == 1
     automatic = {Operation.SUMMARIZE: 1, Operation.SAVE: 2, Operation.EMBEDDING: 2}
@@ -302,7 +310,7 @@ async def test_a_summary_is_admitted_before_the_model_and_charged_once(
     # A scope with no automatic save at all refuses the summary before the model works.
     await store.ensure_scope(scope_record(hourly_operation_ceiling=20, max_summary_facts=0))
     await past_turns(store, access, 5)
-    assert await refused(api.admit_summary("team-a", "helper", 10, ALICE)) is \
+    assert await refused(api.admit_summary("team-a", "helper", 10, seen(ALICE))) is \
         Reason.SUMMARY_TOO_LARGE
     # sql/0016: a request is charged to the user the memory API attributed it to; another
     # user's attempt charges no leased user. sql/0018: only while that user is the Agent's one
@@ -313,14 +321,14 @@ async def test_a_summary_is_admitted_before_the_model_and_charged_once(
     await store.open_lease(bob, 120)
     alice_spent = await pool.fetchval(LEDGER, access.scope_key)
     for subject in ("@bob:example.org", ALICE):
-        assert await refused(api.admit_embedding("team-a", "helper", subject)) is \
+        assert await refused(api.admit_embedding("team-a", "helper", seen(subject))) is \
             Reason.SCOPE_AMBIGUOUS
-        assert await refused(api.admit_summary("team-a", "helper", 10, subject)) is \
+        assert await refused(api.admit_summary("team-a", "helper", 10, seen(subject))) is \
             Reason.SCOPE_AMBIGUOUS
     for stranger in ("@carol:example.org", ""):
-        assert await refused(api.admit_embedding("team-a", "helper", stranger)) is \
+        assert await refused(api.admit_embedding("team-a", "helper", seen(stranger))) is \
             Reason.LEASE_MISSING
-        assert await refused(api.admit_summary("team-a", "helper", 10, stranger)) is \
+        assert await refused(api.admit_summary("team-a", "helper", 10, seen(stranger))) is \
             Reason.LEASE_MISSING
     assert await pool.fetchval(LEDGER, bob.scope_key) == 0
     # Alice's turn ends: Bob is the one leased user, and his request is his.
@@ -328,7 +336,8 @@ async def test_a_summary_is_admitted_before_the_model_and_charged_once(
             "SELECT lease_id::text FROM fgentic_memory.delegation_lease"
             " WHERE scope_key = $1 AND closed_at IS NULL", access.scope_key):
         assert await store.close_lease(access.scope_key, lease_id[0]) is True
-    await api.admit_embedding("team-a", "helper", "@bob:example.org")
+    await api.admit_embedding("team-a", "helper", seen("@bob:example.org"))
     assert await pool.fetchval(LEDGER, bob.scope_key) == 1
-    assert await refused(api.admit_embedding("team-a", "helper", ALICE)) is Reason.LEASE_MISSING
+    assert await refused(api.admit_embedding("team-a", "helper", seen(ALICE))) is \
+        Reason.LEASE_MISSING
     assert await pool.fetchval(LEDGER, access.scope_key) == alice_spent

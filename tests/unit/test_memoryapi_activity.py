@@ -1,5 +1,6 @@
-"""Whose turn an Agent's Pod serves (memoryapi/activity.py): the one user seen within the
-window, refused with none or several; bounded in Agents and users."""
+"""Whose turn an Agent's Pods serve (memoryapi/activity.py): the users seen within the window,
+shared with the store at first sight and then at most once per slack; bounded in Agents and
+users. The store's attribution from them is tested in test_store_activity.py."""
 
 from __future__ import annotations
 
@@ -7,46 +8,59 @@ import pytest
 from multidict import CIMultiDict, MultiDict
 
 from fgentic_governance.api.kagent import AgentRef
+from fgentic_governance.memory.model import MAX_NOTED_USERS, RecentUsers
 from fgentic_governance.memoryapi import activity
 from fgentic_governance.memoryapi.activity import Activity, users_named
-from fgentic_governance.memoryapi.codes import ApiError
-from fgentic_governance.reasons import Reason
 
 HELPER, OTHER = AgentRef("team-a", "helper"), AgentRef("team-a", "other")
 ALICE, BOB = "@alice:fgentic.local", "@bob:fgentic.local"
 
 
-def _refusal(seen: Activity, agent: AgentRef) -> Reason:
-    with pytest.raises(ApiError) as refused:
-        seen.user_of(agent)
-    return refused.value.code  # type: ignore[return-value]
-
-
-def test_the_one_recent_user_of_the_agent_and_nobody_else() -> None:
+def test_the_recent_users_of_the_agent_and_nobody_else() -> None:
     now = [0.0]
     seen = Activity(window=60, clock=lambda: now[0])
-    assert _refusal(seen, HELPER) is Reason.LEASE_MISSING
-    seen.seen(HELPER, ALICE)
-    seen.seen(OTHER, BOB)  # another Agent's user is not this Agent's
-    assert seen.user_of(HELPER) == ALICE
+    assert seen.recent(HELPER) == RecentUsers((), 60, 6)
+    seen.note(HELPER, [ALICE])
+    seen.note(OTHER, [BOB])  # another Agent's user is not this Agent's
+    assert seen.recent(HELPER).users == (ALICE,)
     now[0] = 30
-    seen.seen(HELPER, BOB)
-    assert _refusal(seen, HELPER) is Reason.SCOPE_AMBIGUOUS  # two turns at once
-    now[0] = 61  # Alice's last call is past the window: Bob's turn alone
-    assert seen.user_of(HELPER) == BOB
+    seen.note(HELPER, [BOB])
+    assert set(seen.recent(HELPER).users) == {ALICE, BOB}  # two turns at once
+    now[0] = 60.5  # Alice's last call is past the window: Bob's turn alone
+    assert seen.recent(HELPER).users == (BOB,)
     now[0] = 91
-    assert _refusal(seen, HELPER) is Reason.LEASE_MISSING
+    assert seen.recent(HELPER).users == ()
+
+
+def test_a_pair_is_shared_at_its_first_call_then_at_most_once_per_slack() -> None:
+    """The store's note of a user trails that user's last call by less than the slack, so
+    the store, counting notes for the window plus the slack, never misses a recent user."""
+    now = [0.0]
+    seen = Activity(window=60, clock=lambda: now[0])
+    assert seen.note(HELPER, [BOB, ALICE]) == [ALICE, BOB]  # first seen: both due
+    assert seen.note(HELPER, [ALICE]) == []
+    now[0] = 5.9
+    assert seen.note(HELPER, [ALICE, BOB]) == []  # noted 5.9 s ago, under the 6 s slack
+    now[0] = 6.0
+    assert seen.note(HELPER, [ALICE]) == [ALICE]
+    assert seen.note(OTHER, [ALICE]) == [ALICE]  # per Agent
+    noted = {ALICE: 6.0, BOB: 0.0}
+    for step in range(1, 400):  # any pattern of calls: the last note is within the slack
+        now[0] = 6.0 + step * 0.37
+        for user in [ALICE, BOB][: 1 + step % 2]:
+            if user in seen.note(HELPER, [user]):
+                noted[user] = now[0]
+            assert now[0] - noted[user] < 6.0
 
 
 def test_bounded_in_users_and_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(activity, "MAX_AGENTS", 3)
     seen = Activity(window=60, clock=lambda: 0.0)
     for i in range(activity.MAX_USERS + 5):
-        seen.seen(HELPER, f"@u{i}:fgentic.local")
-    assert len(seen._seen[HELPER]) == activity.MAX_USERS
-    assert _refusal(seen, HELPER) is Reason.SCOPE_AMBIGUOUS
+        seen.note(HELPER, [f"@u{i}:fgentic.local"])
+    assert len(seen.recent(HELPER).users) == activity.MAX_USERS == MAX_NOTED_USERS
     for i in range(5):
-        seen.seen(AgentRef("ns", f"a{i}"), ALICE)
+        seen.note(AgentRef("ns", f"a{i}"), [ALICE])
     assert len(seen._seen) == 3 and HELPER not in seen._seen
 
 

@@ -28,7 +28,14 @@ from fgentic_governance.memory.bounds import (
 )
 from fgentic_governance.memory.errors import StoreRefusal, guarded
 from fgentic_governance.memory.metrics import ADMISSIONS, STORE_OPERATIONS, record
-from fgentic_governance.memory.model import Embedding, Envelope, Operation, vector_literal
+from fgentic_governance.memory.model import (
+    MAX_NOTED_USERS,
+    Embedding,
+    Envelope,
+    Operation,
+    RecentUsers,
+    vector_literal,
+)
 from fgentic_governance.memory.write_policy import MetadataValue
 from fgentic_governance.reasons import Reason
 
@@ -39,8 +46,12 @@ _ENTER: Final = "SELECT (fgentic_memory.enter_delegation($1, $2, $3, $4)).scope_
 _CHARGE_RECALL: Final = "SELECT fgentic_memory.charge_recall()"
 _CHECK_SUMMARY: Final = "SELECT fgentic_memory.check_summary($1)"
 _ADMIT: Final = "SELECT fgentic_memory.admit($1, $2, $3)"
-_ADMIT_EMBEDDING: Final = "SELECT fgentic_memory.admit_agent_embedding($1, $2, $3)"
-_ADMIT_SUMMARY: Final = "SELECT fgentic_memory.admit_agent_summary($1, $2, $3, $4)"
+# The user is attributed in the same statement (sql/0019), before any charge.
+_RECENT_USER: Final = "fgentic_memory.recent_user($1, $2, $3::text[], $4, $5)"
+_ADMIT_EMBEDDING: Final = f"SELECT fgentic_memory.admit_agent_embedding($1, $2, {_RECENT_USER})"
+_ADMIT_SUMMARY: Final = (
+    f"SELECT fgentic_memory.admit_agent_summary($1, $2, $6, {_RECENT_USER})")
+_NOTE_ACTIVITY: Final = "SELECT fgentic_memory.note_activity($1, $2, $3::text[])"
 # One statement: enter the leased scope, then insert every fact under its claim. The CTE is
 # materialised, so the claim exists before the first row reaches the write gate; inside it,
 # the call is scalar and OFFSET 0 keeps it to one evaluation.
@@ -184,22 +195,37 @@ class DelegatedStore:
             record(ADMISSIONS, operation.value, Reason.OK)
 
     async def admit_embedding(self, agent_namespace: str, agent_name: str,
-                              subject: str) -> None:
-        """One embedding of this Agent for ``subject``'s turn, charged to that subject's one
-        leased scope of the Agent (sql/0016): LEASE_MISSING without one, SCOPE_AMBIGUOUS with
-        two (two rooms leased at once) or while another user of the Agent holds a live lease
-        (sql/0018: the request may be that user's turn)."""
+                              seen: RecentUsers) -> None:
+        """One embedding of this Agent, charged to the one user its Pods served lately
+        (``seen`` and every replica's notes, sql/0019: LEASE_MISSING with none,
+        SCOPE_AMBIGUOUS with several), in that user's one leased scope of the Agent
+        (sql/0016): LEASE_MISSING without one, SCOPE_AMBIGUOUS with two (two rooms leased at
+        once) or while another user of the Agent holds a live lease (sql/0018: the request
+        may be that user's turn)."""
         await self._admit_for_agent(Operation.EMBEDDING, _ADMIT_EMBEDDING,
-                                    agent_namespace, agent_name, subject)
+                                    agent_namespace, agent_name, *_recent(seen))
 
     async def admit_summary(self, agent_namespace: str, agent_name: str,
-                            input_bytes: int, subject: str) -> None:
-        """One summarisation of this Agent for ``subject``'s turn, before its model is called
-        (sql/0013, sql/0016): charged like an embedding, its input within
+                            input_bytes: int, seen: RecentUsers) -> None:
+        """One summarisation of this Agent, before its model is called (sql/0013,
+        sql/0016): attributed and charged like an embedding, its input within
         MAX_SUMMARY_INPUT_BYTES, its place in the cadence reserved for the automatic save that
         follows."""
         await self._admit_for_agent(Operation.SUMMARIZE, _ADMIT_SUMMARY,
-                                    agent_namespace, agent_name, input_bytes, subject)
+                                    agent_namespace, agent_name, *_recent(seen), input_bytes)
+
+    async def note_activity(self, agent_namespace: str, agent_name: str,
+                            users: Sequence[str]) -> None:
+        """Note that this Agent's Pods named ``users`` just now, for every replica's
+        attribution (sql/0019)."""
+        if not 1 <= len(users) <= MAX_NOTED_USERS:
+            raise StoreRefusal(Reason.INVALID_SPEC)
+
+        async def work() -> None:
+            async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn:
+                await conn.execute(_NOTE_ACTIVITY, agent_namespace, agent_name, list(users))
+
+        await self._counted("note_activity", work)
 
     async def _admit_for_agent(self, operation: Operation, statement: str, *args: Any) -> None:
         """A request that names no user, charged to the leased scope of the user the memory
@@ -264,3 +290,9 @@ class DelegatedStore:
             raise
         record(STORE_OPERATIONS, operation, Reason.OK)
         return result
+
+
+def _recent(seen: RecentUsers) -> tuple[list[str], float, float]:
+    """``seen`` as recent_user()'s parameters (more than MAX_NOTED_USERS are ambiguous
+    anyway; a replica keeps no more)."""
+    return list(seen.users[:MAX_NOTED_USERS]), seen.window, seen.slack

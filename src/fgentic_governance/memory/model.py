@@ -224,6 +224,20 @@ MAX_RECALLS_PER_LEASE: Final = 8
 """Searches one lease admits (ADR 0023 §43: at most eight prefetch subqueries per new session,
 and a lease is one turn); the database's ``max_recalls_per_lease()`` (sql/0011) refuses the
 next with RECALL_LIMIT_REACHED (a test holds the two equal)."""
+MAX_NOTED_USERS: Final = 16
+"""Users of one Agent a memory API replica keeps, and notes or counts in one call; the
+database's ``max_noted_users()`` (sql/0019) refuses more (a test holds the two equal)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecentUsers:
+    """Whose turns an Agent's Pods served lately, as one memory API replica saw them: the
+    users it saw within ``window`` seconds, and by how much a user's shared note may trail
+    that user's last call (``slack``; sql/0019 counts the notes for the window plus it)."""
+
+    users: tuple[str, ...]
+    window: float
+    slack: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -425,10 +425,12 @@ class MemoryStore:
         return await self._run("latest_expiry", work)
 
     async def cleanup_expired(self) -> int:
-        """Delete expired rows (never extends an expiry); returns how many were deleted."""
+        """Delete expired rows (never extends an expiry), ended leases and stale activity
+        notes (sql/0019); returns how many rows of memory were deleted."""
         async def work(conn: Any) -> int:
             expired = int(await conn.fetchval("SELECT fgentic_memory.cleanup_expired()"))
             await conn.fetchval("SELECT fgentic_memory.prune_leases()")
+            await conn.fetchval("SELECT fgentic_memory.prune_activity()")
             return expired
 
         return await self._run("cleanup", work)

@@ -1,16 +1,18 @@
-"""Whose turn an Agent's Pod is serving: the user an embedding or a summarisation is for.
+"""Whose turn an Agent's Pods are serving: the user an embedding or a summarisation is for.
 
 kagent-adk 0.9.11's embeddings and summarisation requests name no user (its OpenAI client
 sends the provider's key and the texts). Everything else the runtime sends names one: it
 fetches a turn's session (``GET /api/sessions/<id>?user_id=``) before it embeds the first
 turn's prefetch queries, appends the turn's events (``POST .../events?user_id=``) before it
 summarises, and every memory call carries ``X-User-Id``. So the memory API, which all of that
-crosses, notes each (Agent, user) it sees, and charges such a request to the one user seen
-from that Agent within ``window`` seconds. None seen is LEASE_MISSING; several (two users'
-turns at once) is SCOPE_AMBIGUOUS: refused, never guessed (a refused embedding or summary
-fails that memory work only; the chat reply is still answered). The store then charges that
-user only while no other user of the Agent holds a live lease (sql/0018): a user whose turn
-is leased but quiet for longer than the window may be the one the request serves.
+crosses, notes each (Agent, user) it sees, here and, for every replica, in the store
+(sql/0019: at the first call and then at most once per ``slack``). Such a request is charged
+to the one user seen from that Agent within ``window`` seconds, by this replica or any other:
+none seen is LEASE_MISSING, several (two users' turns at once) is SCOPE_AMBIGUOUS: refused,
+never guessed (a refused embedding or summary fails that memory work only; the chat reply is
+still answered). The store decides, and charges that user only while no other user of the
+Agent holds a live lease (sql/0018): a user whose turn is leased but quiet for longer than
+the window may be the one the request serves.
 """
 
 from __future__ import annotations
@@ -23,51 +25,59 @@ from typing import Final
 from multidict import MultiMapping
 
 from fgentic_governance.api.kagent import AgentRef
-from fgentic_governance.memoryapi.codes import ApiError
-from fgentic_governance.reasons import Reason
+from fgentic_governance.memory.model import MAX_NOTED_USERS, RecentUsers
 
 WINDOW_SECONDS: Final = 60.0
 """How long a user's last request keeps their turn attributable: longer than the runtime's
 gap between a session fetch and the embeddings that follow it, short enough that another
 user's turn a minute earlier no longer makes an embedding ambiguous."""
+SLACK_FRACTION: Final = 0.1
+"""A pair is noted in the store at most once per this fraction of the window, so a shared
+note trails its user's last call by at most that much (the store counts it that much longer:
+more refusals for a moment, never a missed user)."""
 MAX_AGENTS: Final = 4096
-MAX_USERS: Final = 16
+MAX_USERS: Final = MAX_NOTED_USERS
 """Per Agent; more users at once are ambiguous anyway (the oldest are forgotten)."""
 
 
 class Activity:
-    """The users seen per Agent, with when (bounded in Agents and in users per Agent)."""
+    """The users seen per Agent, with when each was last seen and last noted in the store
+    (bounded in Agents and in users per Agent)."""
 
     def __init__(self, window: float = WINDOW_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._window, self._clock = window, clock
-        self._seen: OrderedDict[AgentRef, OrderedDict[str, float]] = OrderedDict()
+        self._slack = window * SLACK_FRACTION
+        # Per Agent, per user: (last seen, last noted in the store).
+        self._seen: OrderedDict[AgentRef, OrderedDict[str, tuple[float, float]]] = \
+            OrderedDict()
 
-    def seen(self, agent: AgentRef, user: str) -> None:
-        users = self._seen.setdefault(agent, OrderedDict())
+    def note(self, agent: AgentRef, users: Iterable[str]) -> list[str]:
+        """Record every user a request from ``agent`` names (:func:`users_named`); returns
+        those due for a note in the store (first seen, or last noted ``slack`` ago), now
+        counted as noted: a failed note is retried only when the next one is due."""
+        now, due = self._clock(), []
+        known = self._seen.setdefault(agent, OrderedDict())
         self._seen.move_to_end(agent)
-        users[user] = self._clock()
-        users.move_to_end(user)
-        if len(users) > MAX_USERS:
-            users.popitem(last=False)
+        for user in sorted(users):
+            noted = known[user][1] if user in known else None
+            if noted is None or now - noted >= self._slack:
+                due.append(user)
+                noted = now
+            known[user] = (now, noted)
+            known.move_to_end(user)
+            if len(known) > MAX_USERS:
+                known.popitem(last=False)
         if len(self._seen) > MAX_AGENTS:
             self._seen.popitem(last=False)
+        return due
 
-    def note(self, agent: AgentRef, users: Iterable[str]) -> None:
-        """Record every user a request from ``agent`` names (:func:`users_named`)."""
-        for user in users:
-            self.seen(agent, user)
-
-    def user_of(self, agent: AgentRef) -> str:
-        """The one user seen from ``agent`` within the window, or a refusal."""
+    def recent(self, agent: AgentRef) -> RecentUsers:
+        """The users seen from ``agent`` within the window, for the store's attribution."""
         now = self._clock()
-        users = [user for user, at in self._seen.get(agent, {}).items()
-                 if now - at <= self._window]
-        if not users:
-            raise ApiError(Reason.LEASE_MISSING)
-        if len(users) > 1:
-            raise ApiError(Reason.SCOPE_AMBIGUOUS)
-        return users[0]
+        users = tuple(user for user, (at, _) in self._seen.get(agent, {}).items()
+                      if now - at <= self._window)
+        return RecentUsers(users, self._window, self._slack)
 
 
 def users_named(headers: MultiMapping[str], query: MultiMapping[str]) -> set[str]:

@@ -11,10 +11,11 @@ body, the subject or the Agent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from types import MappingProxyType
 from typing import Final
 
@@ -208,7 +209,15 @@ class _Handler:
             agent = await self._identify_address(request.remote or "")
         except Exception:  # not a routed Pod, or the lookup failed: nothing to note
             return
-        self._activity.note(agent, users)
+        await self._note(agent, users)
+
+    async def _note(self, agent: AgentRef, users: Iterable[str]) -> None:
+        """Note ``users`` here and, when due, for every replica (sql/0019). A failed shared
+        note refuses nothing: this replica still knows, and the store counts it as one."""
+        due = self._activity.note(agent, users)
+        if due:
+            with contextlib.suppress(Exception):
+                await self._api.note_activity(agent, due)
 
     async def _embedding(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
         """An embeddings request: at most ten texts of at most 512 bytes, charged to the live
@@ -220,7 +229,7 @@ class _Handler:
             agent = await self._address_agent(request)
             raw = await _body(request, self._body_timeout, EMBEDDINGS_BODY_BYTES)
             check_embedding_inputs(raw)
-            await self._api.admit_embedding(agent, self._activity.user_of(agent))
+            await self._api.admit_embedding(agent, self._activity.recent(agent))
         except Exception as exc:
             code = _outcome(exc)
         log.info("memory-api action=embeddings reason=%s request=%s", code.value,
@@ -245,7 +254,7 @@ class _Handler:
             size = summary_input_bytes(raw)
             if size is not None:
                 kind = "summary"
-                await self._api.admit_summary(agent, size, self._activity.user_of(agent))
+                await self._api.admit_summary(agent, size, self._activity.recent(agent))
         except Exception as exc:
             code = _outcome(exc)
         log.info("memory-api action=model kind=%s reason=%s request=%s", kind, code.value,
@@ -285,7 +294,7 @@ class _Handler:
         if request.method != "POST":
             raise ApiError(ApiReason.METHOD_NOT_ALLOWED)
         agent = await self._identify(_bearer(request.headers.get("Authorization")))
-        self._activity.note(agent, users_named(request.headers, request.query))
+        await self._note(agent, users_named(request.headers, request.query))
         caller = Request(agent, request.headers.get("X-Agent-Name"),
                          request.headers.get("X-User-Id"))
         return await run(caller, await _body(request, self._body_timeout))

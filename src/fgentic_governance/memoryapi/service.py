@@ -26,6 +26,7 @@ from fgentic_governance.memory.model import (
     Embedding,
     Envelope,
     Operation,
+    RecentUsers,
     SourceKind,
     WriteReason,
 )
@@ -52,9 +53,11 @@ class Store(Protocol):
     async def search(self, caller: Caller, vector: Embedding, *, limit: int,
                      min_score: float) -> list[Found]: ...
     async def admit_embedding(self, agent_namespace: str, agent_name: str,
-                              subject: str) -> None: ...
+                              seen: RecentUsers) -> None: ...
     async def admit_summary(self, agent_namespace: str, agent_name: str,
-                            input_bytes: int, subject: str) -> None: ...
+                            input_bytes: int, seen: RecentUsers) -> None: ...
+    async def note_activity(self, agent_namespace: str, agent_name: str,
+                            users: Sequence[str]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -134,24 +137,29 @@ class MemoryApi:
                             "metadata": {}, "created_at": _rfc3339(f)} for f in found])
 
 
-    async def admit_embedding(self, agent: AgentRef, subject: str) -> None:
+    async def admit_embedding(self, agent: AgentRef, seen: RecentUsers) -> None:
         """Before the runtime's embeddings request reaches the provider (ADR 0023 §42), charged
-        to ``subject``'s one live delegation of the Agent or refused (LEASE_MISSING without
-        one; SCOPE_AMBIGUOUS while another user of the Agent holds one, sql/0018). The
-        request names no user (kagent's embeddings client sends the provider's key and no
-        X-User-Id): ``subject`` is the user whose turn the Agent's Pod is serving
-        (:mod:`activity`). A refused embedding fails that memory call only: the runtime still
-        answers the turn without memory. The store decides (sql/0016)."""
-        await _store(self.store.admit_embedding(agent.namespace, agent.name, subject))
+        to the live delegation of the one user the Agent's Pods served lately, or refused.
+        The request names no user (kagent's embeddings client sends the provider's key and no
+        X-User-Id): ``seen`` is what this replica saw (:mod:`activity`), and the store adds
+        every replica's notes (sql/0019) before it charges (sql/0016, sql/0018). A refused
+        embedding fails that memory call only: the runtime still answers the turn without
+        memory."""
+        await _store(self.store.admit_embedding(agent.namespace, agent.name, seen))
 
-    async def admit_summary(self, agent: AgentRef, input_bytes: int, subject: str) -> None:
+    async def admit_summary(self, agent: AgentRef, input_bytes: int,
+                            seen: RecentUsers) -> None:
         """Before kagent's summarisation reaches the model (ADR 0023 §42-43): like an
-        embedding, charged to ``subject``'s live delegation or refused, its conversation at
-        most 16 KiB (SUMMARY_INPUT_TOO_LARGE), at most one per ``minUserTurns`` leases
-        (SUMMARY_CADENCE_REACHED, the automatic save that follows takes this turn). A refused
-        summary fails the automatic save only; the store decides (sql/0013, sql/0016)."""
-        await _store(self.store.admit_summary(agent.namespace, agent.name, input_bytes,
-                                              subject))
+        embedding, charged to the attributed user's live delegation or refused, its
+        conversation at most 16 KiB (SUMMARY_INPUT_TOO_LARGE), at most one per
+        ``minUserTurns`` leases (SUMMARY_CADENCE_REACHED, the automatic save that follows
+        takes this turn). A refused summary fails the automatic save only; the store decides
+        (sql/0013, sql/0016)."""
+        await _store(self.store.admit_summary(agent.namespace, agent.name, input_bytes, seen))
+
+    async def note_activity(self, agent: AgentRef, users: Sequence[str]) -> None:
+        """Share with every replica that ``agent``'s Pods named ``users`` (sql/0019)."""
+        await _store(self.store.note_activity(agent.namespace, agent.name, users))
 
 
 def _fact(item: SaveItem) -> CheckedFact:
