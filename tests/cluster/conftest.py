@@ -19,6 +19,7 @@ from fgentic_devenv.node import BRIDGE_ADDRESS, POD_CIDR, LocalCluster, leftover
 from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
 from tests.support import install_doc
 from tests.support.cluster import NAMESPACE, Release, apply, built_image, merge_values
+from tests.support.store import migrated_pool
 
 LOCAL_HOMESERVER = "fgentic.local"
 STORE_DB = "fgentic_cluster"
@@ -69,6 +70,22 @@ def control_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+MEMORY_API_LOGIN = "fgentic_memory_api"
+MEMORY_API_SECRET = "fg-memory-api-store"
+
+
+async def _memory_api_login(dsn: str) -> None:
+    """A login holding fgentic_memory_delegate and nothing more, on a migrated store."""
+    pool = await migrated_pool(dsn, max_size=1)
+    try:
+        if not await pool.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1",
+                                   MEMORY_API_LOGIN):
+            await pool.execute(f"CREATE ROLE {MEMORY_API_LOGIN} LOGIN")
+        await pool.execute(f"GRANT fgentic_memory_delegate TO {MEMORY_API_LOGIN}")
+    finally:
+        await pool.close()
+
+
 KAGENT_PEERS = [{"namespaceSelector": {"matchLabels": {
     "kubernetes.io/metadata.name": "kagent"}}}]
 
@@ -84,6 +101,11 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
     # provider routes, and the tier's own Agent namespace.
     documented = install_doc.documented_install(store_port=cluster_postgres.port)
     named = install_doc.secrets_named(documented)
+    # docs/install.md, "The memory API's own login": made before the install here, on a store
+    # migrated first (the operator's migration then finds it current). The memory API is not
+    # ready on a login that could act as the owner, so every routed call of the tier shows it.
+    asyncio.run(_memory_api_login(cluster_postgres.dsn(STORE_DB)))
+    api_dsn = f"postgresql://{MEMORY_API_LOGIN}@{BRIDGE_ADDRESS}:{cluster_postgres.port}/{STORE_DB}"
     apply(cluster, [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         # The chart renders a NetworkPolicy into each memoryApi.agentNamespaces entry.
@@ -95,6 +117,9 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
         {"apiVersion": "v1", "kind": "Secret",
          "metadata": {"name": named["token"][0], "namespace": NAMESPACE},
          "stringData": {named["token"][1]: control_token}},
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": MEMORY_API_SECRET, "namespace": NAMESPACE},
+         "stringData": {"dsn": api_dsn}},
     ])
     node = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
@@ -110,7 +135,8 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
                       "modelUpstream": f"http://{CONTROLLER_IP}:8083/v1/chat/completions",
                       "networkPolicy": {"embeddingsPort": 8083, "embeddingsPeers": KAGENT_PEERS,
                                         "modelPort": 8083, "modelPeers": KAGENT_PEERS},
-                      "agentNamespaces": [AGENT_NAMESPACE]},
+                      "agentNamespaces": [AGENT_NAMESPACE],
+                      "dsnSecret": {"name": MEMORY_API_SECRET}},
     }
     values = merge_values(install_doc.values_of(documented), node)
     assert values["localHomeserver"] == LOCAL_HOMESERVER

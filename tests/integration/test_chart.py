@@ -250,6 +250,28 @@ def test_memory_routing_equals_the_python_renderers() -> None:
                    for a in webhook["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
+def test_memory_api_may_have_its_own_least_privileged_login() -> None:
+    """memoryApi.dsnSecret: the memory API mounts its own login's DSN and is not ready while
+    that login could act as the store's owner; without it, the operator's DSN and no check."""
+    def pod(*sets: str) -> tuple[list[str], dict[str, Any]]:
+        [deployment] = [d for d in _render(*MEMORY_API, *sets) if d["kind"] == "Deployment"
+                        and d["metadata"]["name"] == "fg-memory-api"]
+        spec = deployment["spec"]["template"]["spec"]
+        [volume] = [v for v in spec["volumes"] if v["name"] == "store-dsn"]
+        return spec["containers"][0]["args"], volume["secret"]
+
+    args, secret = pod()
+    assert "--require-delegate-login" not in args
+    store = next(s for s in MEMORY_API if s.startswith("store.dsnSecret.name="))
+    assert secret["secretName"] == store.partition("=")[2]
+    assert secret["items"] == [{"key": "dsn", "path": "dsn"}]
+    args, secret = pod("memoryApi.dsnSecret.name=fg-memory-api-login",
+                       "memoryApi.dsnSecret.key=uri")
+    assert "--require-delegate-login" in args
+    assert secret == {"secretName": "fg-memory-api-login",
+                      "items": [{"key": "uri", "path": "dsn"}]}
+
+
 def test_memory_api_runs_replicated_least_privileged_and_fenced_by_policy() -> None:
     docs = _render(*MEMORY_API, "memoryApi.agentNamespaces={team-a}")
     named = {(d["kind"], d["metadata"]["name"]): d for d in docs}

@@ -32,7 +32,11 @@ from yarl import URL
 from fgentic_devenv import free_port
 from fgentic_governance.api.kagent import app_name
 from fgentic_governance.memory import Access, MemoryStore
+from fgentic_governance.memory.readiness import StoreReadiness
 from fgentic_governance.memoryapi.activity import SLACK_FRACTION
+from fgentic_governance.memoryapi.login import LoginReadiness
+from fgentic_governance.memoryapi.server import DELEGATE_ROLE
+from fgentic_governance.reasons import Reason
 from fgentic_governance.serving.http import scrub_library_logs
 from tests.support.kagent import ControllerStub, EmbeddingStub
 from tests.support.memory_api import agent_token, headers, memory_api, routed_pod, token
@@ -380,6 +384,45 @@ async def test_two_replicas_share_leases_and_counters(
         env.url = first
         assert await env.call("/api/memories/search", env.query("x")) == (
             429, {"error": "COST_CEILING_REACHED"})
+
+
+async def test_the_memory_api_serves_on_a_login_that_holds_only_the_delegate_role(
+        env: Env, pg_dsn: str) -> None:
+    """memoryApi.dsnSecret (docs/install.md): on its own login the memory API serves as on
+    the operator's, cannot leave the role it assumes, and is ready only there when a
+    least-privilege login is required; the operator's login is reported and refused."""
+    login = f"api_{uuid.uuid4().hex[:12]}"
+    await env.pool.execute(f"CREATE ROLE {login} LOGIN IN ROLE fgentic_memory_delegate")
+    own = await asyncpg.create_pool(pg_dsn, user=login, min_size=1, max_size=4,
+                                    server_settings={"role": DELEGATE_ROLE})  # as the server
+    log = logging.getLogger("test.login")
+    try:
+        assert await LoginReadiness(StoreReadiness(own, log), own, log, require=True)() is \
+            Reason.OK
+        assert await LoginReadiness(StoreReadiness(env.pool, log), env.pool, log,
+                                    require=True)() is Reason.STORE_LOGIN_PRIVILEGED
+        async with own.acquire() as conn:
+            await conn.execute("SET ROLE NONE")  # back to the login itself
+            assert await conn.fetchval("SELECT current_user") == login
+            # Only what the delegate role holds: no content outside the fenced view, not the
+            # owner's role, not the fence's triggers.
+            for sql in ("SELECT content FROM fgentic_memory.memory",
+                        f"SET ROLE {await env.pool.fetchval('SELECT current_user')}",
+                        "ALTER TABLE fgentic_memory.memory DISABLE TRIGGER USER"):
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await conn.execute(sql)
+            await conn.execute(f"SET ROLE {DELEGATE_ROLE}")
+        await scope(env)
+        async with memory_api(own, env.kube, env.controller.base_url) as url:
+            env.url = url
+            assert (await env.call("/api/memories/sessions", env.item("Alice likes tea.")))[
+                0] == 201
+            status, found = await env.call("/api/memories/search",
+                                           env.query("Alice likes tea."))
+            assert status == 200 and [f["content"] for f in found] == ["Alice likes tea."]
+    finally:
+        await own.close()
+        await env.pool.execute(f"DROP OWNED BY {login}; DROP ROLE {login}")
 
 
 async def test_passed_through_bodies_reach_no_sink_of_ours(

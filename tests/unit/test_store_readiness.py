@@ -57,3 +57,56 @@ async def test_an_unreachable_store_is_logged_once_with_its_cause(
         assert await ready() is Reason.STORE_UNAVAILABLE
     assert [r.getMessage() for r in caplog.records] == [
         "store-ready reason=STORE_UNAVAILABLE was=OK cause=TimeoutError"]
+
+
+async def test_a_login_that_could_act_as_the_owner_is_said_and_refused_when_required(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """memoryapi/login.py: the gauge and one log line per change say whether the login is
+    privileged; only a required delegate login makes it a refusal. Before the schema exists
+    nothing can be said (STORE_SCHEMA_MISMATCH); a store that is down stays its own code."""
+    import logging
+    from contextlib import asynccontextmanager
+    from typing import Any
+
+    from prometheus_client import REGISTRY
+
+    from fgentic_governance.memoryapi.login import LoginReadiness
+
+    class Login:
+        privileged: bool | None = True
+
+        @asynccontextmanager
+        async def acquire(self) -> Any:
+            yield self
+
+        async def fetchval(self, query: str) -> bool | None:
+            assert "session_user" in query
+            return self.privileged
+
+    store = [Reason.OK]
+
+    async def store_ready() -> Reason:
+        return store[0]
+
+    def gauge() -> float | None:
+        return REGISTRY.get_sample_value("fgentic_memory_api_store_login_privileged")
+
+    log, login = logging.getLogger("test.login"), Login()
+    required = LoginReadiness(store_ready, login, log, require=True)
+    reported = LoginReadiness(store_ready, login, log, require=False)
+    with caplog.at_level(logging.INFO, logger="test.login"):
+        assert await required() is Reason.STORE_LOGIN_PRIVILEGED
+        assert await required() is Reason.STORE_LOGIN_PRIVILEGED
+        assert gauge() == 1
+        assert await reported() is Reason.OK
+        login.privileged = False
+        assert await required() is Reason.OK
+        assert gauge() == 0
+        login.privileged = None
+        assert await required() is Reason.STORE_SCHEMA_MISMATCH
+        store[0] = Reason.STORE_UNAVAILABLE
+        assert await required() is Reason.STORE_UNAVAILABLE
+    assert [r.getMessage() for r in caplog.records] == [
+        "store-login privileged=true required=true",
+        "store-login privileged=true required=false",
+        "store-login privileged=false required=true"]

@@ -55,6 +55,23 @@ async def probe_cause(pool: Any, seconds: float = READY_SECONDS) -> tuple[Reason
     return Reason.OK, ""
 
 
+# A superuser, or a member of the fenced schema's owner, could leave any role it assumed
+# (SET ROLE NONE) and act as the owner: disable triggers, read every row (memory.md §14).
+_PRIVILEGED: Final = """
+SELECT r.rolsuper OR pg_has_role(session_user, n.nspowner, 'MEMBER')
+  FROM pg_roles r CROSS JOIN pg_namespace n
+ WHERE r.rolname = session_user AND n.nspname = 'fgentic_memory'
+"""
+
+
+async def login_privileged(pool: Any, seconds: float = READY_SECONDS) -> bool | None:
+    """Whether the pool's login could act as the store's owner; None before the schema
+    exists. Raises what the store raised (the caller says it as a bounded code)."""
+    async with asyncio.timeout(seconds), pool.acquire() as conn:
+        found = await conn.fetchval(_PRIVILEGED)
+    return None if found is None else bool(found)
+
+
 class StoreReadiness:
     """Probes ``pool`` and logs each change of its state once, as a bounded code."""
 

@@ -2,7 +2,9 @@
 
 The pool runs as the restricted ``fgentic_memory_delegate`` role whatever the DSN's login (SET
 ROLE at connect): the runtime role's privileges plus delegation, the one way into a leased
-scope, which sql/0010 grants to this role alone (a runtime login cannot delegate). It is
+scope, which sql/0010 grants to this role alone (a runtime login cannot delegate). A login
+that could leave that role is reported, and refused with ``--require-delegate-login``
+(:mod:`login`). It is
 created empty, so the server starts while PostgreSQL is down and answers STORE_UNAVAILABLE
 until it is back.
 Several replicas may serve at once: leases, counters and buckets live in PostgreSQL.
@@ -57,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster ServiceAccount")
     parser.add_argument("--store-role", default=DELEGATE_ROLE,
                         help="the database role the pool assumes (default: %(default)s)")
+    parser.add_argument("--require-delegate-login", action="store_true",
+                        help="not ready (STORE_LOGIN_PRIVILEGED) while the DSN's login could "
+                             "act as the store's owner: a superuser or a member of the owner "
+                             "role (set by the chart with memoryApi.dsnSecret)")
     add_serving_flags(parser, port=8083, metrics=True)
 
 
@@ -72,6 +78,7 @@ async def start(args: argparse.Namespace, shell: Shell,
     from fgentic_governance.memoryapi import proxy
     from fgentic_governance.memoryapi.activity import WINDOW_SECONDS, Activity
     from fgentic_governance.memoryapi.http import make_handler
+    from fgentic_governance.memoryapi.login import LoginReadiness
     from fgentic_governance.memoryapi.service import MemoryApi
 
     identify_address = None
@@ -92,7 +99,8 @@ async def start(args: argparse.Namespace, shell: Shell,
     api = MemoryApi(DelegatedStore(pool), args.local_homeserver)
     await shell.serve(
         make_handler(api, identify, upstream, args.upstream,
-                     store_ready=StoreReadiness(pool, log),
+                     store_ready=LoginReadiness(StoreReadiness(pool, log), pool, log,
+                                                require=args.require_delegate_login),
                      embeddings_url=args.embeddings_upstream,
                      model_url=args.model_upstream,
                      identify_address=identify_address,
