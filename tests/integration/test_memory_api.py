@@ -454,20 +454,29 @@ async def test_passed_through_bodies_reach_no_sink_of_ours(
 # -- embeddings admitted per Agent before the provider (ADR 0023 §42) -------------------------
 
 
+EMBEDDING_BODY = {"input": ["Alice likes tea."], "model": "m", "dimensions": 768,
+                  "encoding_format": "base64"}
+EMBEDDING_LEDGER = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
+                    " WHERE scope_key = $1 AND operation = 'embedding'")
+
+
+async def routed_address(env: Env) -> str:
+    """A loopback address of its own, where a routed Pod of the Agent runs."""
+    address = f"127.0.{uuid.uuid4().int % 250 + 1}.{uuid.uuid4().int % 250 + 1}"
+    await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, address)
+    return address
+
+
 async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
         env: Env, delegate_pool: asyncpg.Pool) -> None:
     """The runtime embeds before it saves or searches, naming no user; it fetched the turn's
     session (naming the user) just before. Through /v1/embeddings the work is charged to the
     one user the Agent's Pod served within the activity window, if that user holds a live
     delegation; refused with none seen, several seen, or no lease of theirs (sql/0016)."""
-    address = f"127.0.{uuid.uuid4().int % 250 + 1}.{uuid.uuid4().int % 250 + 1}"
-    await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, address)
+    address = await routed_address(env)
     provider = EmbeddingStub()
     await provider.start()
-    body = {"input": ["Alice likes tea."], "model": "m", "dimensions": 768,
-            "encoding_format": "base64"}
-    ledger = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
-              " WHERE scope_key = $1 AND operation = 'embedding'")
+    body, ledger = EMBEDDING_BODY, EMBEDDING_LEDGER
     window = 1.0
     past = window * (1 + SLACK_FRACTION) + 0.3  # beyond every replica's notes too (sql/0019)
     try:
@@ -528,14 +537,10 @@ async def test_a_pod_is_attributed_at_every_replica(
     began at one replica is attributed at another (its replica restarted, or the Service
     rebalanced: before, LEASE_MISSING until its next session call), and two replicas that
     each saw one user refuse as one replica that saw both would."""
-    address = f"127.0.{uuid.uuid4().int % 250 + 1}.{uuid.uuid4().int % 250 + 1}"
-    await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, address)
+    address = await routed_address(env)
     provider = EmbeddingStub()
     await provider.start()
-    body = {"input": ["Alice likes tea."], "model": "m", "dimensions": 768,
-            "encoding_format": "base64"}
-    ledger = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger"
-              " WHERE scope_key = $1 AND operation = 'embedding'")
+    body, ledger = EMBEDDING_BODY, EMBEDDING_LEDGER
     replica = functools.partial(memory_api, delegate_pool, env.kube, env.controller.base_url,
                                 embeddings_url=provider.url + "/embeddings")
     try:

@@ -14,11 +14,11 @@ import asyncio
 import asyncpg
 import pytest
 
-from fgentic_governance.memory import MemoryStore, StoreRefusal
+from fgentic_governance.memory import MemoryStore
 from fgentic_governance.memory.delegated import DelegatedStore
 from fgentic_governance.memory.model import MAX_NOTED_USERS, RecentUsers
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, enabled, past_turns, scope_record
+from tests.support.store import ALICE, enabled, past_turns, refused, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -34,11 +34,6 @@ def seen(*users: str) -> RecentUsers:
     """What the calling replica saw itself."""
     return RecentUsers(users, WINDOW, SLACK)
 
-
-async def refused(coro: object) -> Reason:
-    with pytest.raises(StoreRefusal) as info:
-        await coro  # type: ignore[misc]
-    return info.value.reason
 
 
 async def test_every_replicas_notes_attribute_a_request_that_names_no_user(

@@ -22,7 +22,7 @@ from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds, model
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
 from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Access, Operation, RecentUsers
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, enabled, past_turns, scope_record
+from tests.support.store import ALICE, enabled, past_turns, refused, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +54,6 @@ def seen(*users: str) -> RecentUsers:
     """What one memory API replica saw of an Agent's users (sql/0019 adds the notes)."""
     return RecentUsers(users, 60.0, 6.0)
 
-
-async def refused(coro: object) -> Reason:
-    with pytest.raises(StoreRefusal) as info:
-        await coro  # type: ignore[misc]
-    return info.value.reason
 
 
 # -- N1: only the memory API delegates ---------------------------------------------------------

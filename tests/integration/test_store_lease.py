@@ -11,16 +11,15 @@ from __future__ import annotations
 import hashlib
 import math
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import pytest
 
-from fgentic_governance.memory import Access, MemoryStore, Operation, StoreRefusal
+from fgentic_governance.memory import Access, MemoryStore, Operation
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
 from fgentic_governance.memory.model import DEFAULT_ENVELOPE
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, enabled, scope_record
+from tests.support.store import ALICE, enabled, refused, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -40,11 +39,6 @@ def vector(text: str) -> list[float]:
 def fact(text: str, ttl_days: int | None = None) -> Fact:
     return Fact(text, vector(text), ttl_days)
 
-
-async def refused(coro: Any) -> Reason:
-    with pytest.raises(StoreRefusal) as info:
-        await coro
-    return info.value.reason
 
 
 @pytest.fixture

@@ -3,12 +3,22 @@ settings, and the scope builders the store tests share."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import asyncpg
+import pytest
 
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds, migrate
+from fgentic_governance.memory import (
+    Access,
+    MemoryStore,
+    ScopeRecord,
+    StoreRefusal,
+    bounds,
+    migrate,
+)
 from fgentic_governance.memoryapi.server import DELEGATE_ROLE
+from fgentic_governance.reasons import Reason
 
 # What kagent would connect with: the restricted role, our schema first.
 RUNTIME_SETTINGS = {"role": "fgentic_memory_runtime", "search_path": "fgentic_memory, public"}
@@ -91,3 +101,10 @@ async def past_turns(store: MemoryStore, access: Access, turns: int) -> None:
     for _ in range(turns):
         lease = await store.open_lease(access, 60)
         await store.close_lease(access.scope_key, lease.id)
+
+
+async def refused(work: Awaitable[Any]) -> Reason:
+    """The reason ``work`` is refused with (it must be)."""
+    with pytest.raises(StoreRefusal) as info:
+        await work
+    return info.value.reason
