@@ -63,7 +63,8 @@ async def test_a_login_that_could_act_as_the_owner_is_said_and_refused_when_requ
         caplog: pytest.LogCaptureFixture) -> None:
     """memoryapi/login.py: the gauge and one log line per change say whether the login is
     privileged; only a required delegate login makes it a refusal. Before the schema exists
-    nothing can be said (STORE_SCHEMA_MISMATCH); a store that is down stays its own code."""
+    nothing can be said (STORE_SCHEMA_MISMATCH when required, else the store's own answer); a
+    store that is down stays its own code."""
     import logging
     from contextlib import asynccontextmanager
     from typing import Any
@@ -104,6 +105,7 @@ async def test_a_login_that_could_act_as_the_owner_is_said_and_refused_when_requ
         assert gauge() == 0
         login.privileged = None
         assert await required() is Reason.STORE_SCHEMA_MISMATCH
+        assert await reported() is Reason.OK
         store[0] = Reason.STORE_UNAVAILABLE
         assert await required() is Reason.STORE_UNAVAILABLE
     assert [r.getMessage() for r in caplog.records] == [

@@ -26,8 +26,8 @@ LOGIN_PRIVILEGED: Final = Gauge(
 
 class LoginReadiness:
     """``store_ready``, then, while the store answers, whether the login is privileged:
-    STORE_LOGIN_PRIVILEGED when ``require`` (STORE_SCHEMA_MISMATCH before the schema
-    exists). Each change is logged once, as a bounded code."""
+    STORE_LOGIN_PRIVILEGED when ``require`` (and STORE_SCHEMA_MISMATCH before the schema
+    exists); otherwise only reported. Each change is logged once, as a bounded code."""
 
     def __init__(self, store_ready: Callable[[], Awaitable[Reason]], pool: Any,
                  log: logging.Logger, *, require: bool) -> None:
@@ -43,8 +43,8 @@ class LoginReadiness:
             privileged = await login_privileged(self._pool)
         except Exception as exc:  # only its class of failure is told, as a code
             return reason_of(exc)
-        if privileged is None:
-            return Reason.STORE_SCHEMA_MISMATCH
+        if privileged is None:  # nothing to say before the operator has migrated
+            return Reason.STORE_SCHEMA_MISMATCH if self._require else Reason.OK
         LOGIN_PRIVILEGED.set(1 if privileged else 0)
         if privileged is not self._privileged:
             level = logging.WARNING if privileged else logging.INFO
