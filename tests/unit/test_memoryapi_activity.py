@@ -53,6 +53,30 @@ def test_a_pair_is_shared_at_its_first_call_then_at_most_once_per_slack() -> Non
             assert now[0] - noted[user] < 6.0
 
 
+def test_an_agent_with_more_users_than_it_keeps_is_noted_once_per_slack(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notes are kept apart from the per-Agent users: with more users than MAX_USERS at
+    once (the oldest forgotten as recent users), each pair is still noted once per slack,
+    not on every call (every call had cost a store write). Only the pairs noted within the
+    slack are kept, and at most MAX_NOTED of them."""
+    now = [0.0]
+    seen = Activity(window=60, clock=lambda: now[0])
+    many = [f"@u{i}:fgentic.local" for i in range(activity.MAX_USERS + 9)]
+    assert [seen.note(HELPER, [u]) for u in many] == [[u] for u in many]
+    now[0] = 5.0
+    assert [seen.note(HELPER, [u]) for u in many] == [[] for _ in many]
+    now[0] = 6.0  # the slack since the first notes
+    assert [seen.note(HELPER, [u]) for u in many] == [[u] for u in many]
+    assert len(seen._noted) == len(many)
+    now[0] = 20.0
+    seen.note(OTHER, [ALICE])
+    assert list(seen._noted) == [(OTHER, ALICE)]  # the rest were due again anyway
+    monkeypatch.setattr(activity, "MAX_NOTED", 3)
+    for user in many[:5]:
+        seen.note(OTHER, [user])
+    assert len(seen._noted) == 3 and seen.note(OTHER, [many[4]]) == []
+
+
 def test_bounded_in_users_and_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(activity, "MAX_AGENTS", 3)
     seen = Activity(window=60, clock=lambda: 0.0)

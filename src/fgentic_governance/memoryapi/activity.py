@@ -38,33 +38,41 @@ more refusals for a moment, never a missed user)."""
 MAX_AGENTS: Final = 4096
 MAX_USERS: Final = MAX_NOTED_USERS
 """Per Agent; more users at once are ambiguous anyway (the oldest are forgotten)."""
+MAX_NOTED: Final = 16384
+"""(Agent, user) pairs noted within the last slack; beyond it the oldest is noted again
+sooner (one more store write, never a missed note)."""
 
 
 class Activity:
-    """The users seen per Agent, with when each was last seen and last noted in the store
-    (bounded in Agents and in users per Agent)."""
+    """The users seen per Agent, with when each was last seen (bounded in Agents and in
+    users per Agent), and the pairs noted in the store within the last ``slack`` seconds
+    (kept apart: an Agent with more than MAX_USERS users at once must not note every call)."""
 
     def __init__(self, window: float = WINDOW_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._window, self._clock = window, clock
         self._slack = window * SLACK_FRACTION
-        # Per Agent, per user: (last seen, last noted in the store).
-        self._seen: OrderedDict[AgentRef, OrderedDict[str, tuple[float, float]]] = \
-            OrderedDict()
+        self._seen: OrderedDict[AgentRef, OrderedDict[str, float]] = OrderedDict()
+        # Oldest note first; a pair noted ``slack`` ago or longer is due again, so it is gone.
+        self._noted: OrderedDict[tuple[AgentRef, str], float] = OrderedDict()
 
     def note(self, agent: AgentRef, users: Iterable[str]) -> list[str]:
         """Record every user a request from ``agent`` names (:func:`users_named`); returns
-        those due for a note in the store (first seen, or last noted ``slack`` ago), now
-        counted as noted: a failed note is retried only when the next one is due."""
-        now, due = self._clock(), []
+        those due for a note in the store (not noted within ``slack``), now counted as noted:
+        a failed note is retried only when the next one is due."""
+        now = self._clock()
+        while self._noted and now - next(iter(self._noted.values())) >= self._slack:
+            self._noted.popitem(last=False)
         known = self._seen.setdefault(agent, OrderedDict())
         self._seen.move_to_end(agent)
+        due = []
         for user in sorted(users):
-            noted = known[user][1] if user in known else None
-            if noted is None or now - noted >= self._slack:
+            if (agent, user) not in self._noted:
                 due.append(user)
-                noted = now
-            known[user] = (now, noted)
+                self._noted[(agent, user)] = now
+                if len(self._noted) > MAX_NOTED:
+                    self._noted.popitem(last=False)
+            known[user] = now
             known.move_to_end(user)
             if len(known) > MAX_USERS:
                 known.popitem(last=False)
@@ -75,7 +83,7 @@ class Activity:
     def recent(self, agent: AgentRef) -> RecentUsers:
         """The users seen from ``agent`` within the window, for the store's attribution."""
         now = self._clock()
-        users = tuple(user for user, (at, _) in self._seen.get(agent, {}).items()
+        users = tuple(user for user, at in self._seen.get(agent, {}).items()
                       if now - at <= self._window)
         return RecentUsers(users, self._window, self._slack)
 
