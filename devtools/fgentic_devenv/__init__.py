@@ -9,6 +9,7 @@ share; import LocalControlPlane / LocalPostgres from their submodules.
 from __future__ import annotations
 
 import contextlib
+import random
 import signal
 import socket
 import subprocess
@@ -22,11 +23,49 @@ class StartupError(RuntimeError):
     """A local server did not become ready; the message carries its log tail."""
 
 
+# Ports are picked below the kernel's ephemeral range: a port the kernel hands out for bind(0)
+# is also a candidate source port for every outbound connection, and one of the many loopback
+# connections a test run makes took such a port between the pick and the server's bind (CI:
+# agentgateway's "Address already in use"). 20000-29999 also stays clear of NodePorts.
+_PICK_LOW, _PICK_HIGH = 20000, 30000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
+_random = random.SystemRandom()
+
+
+def _pick_range() -> range:
+    try:
+        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = _PICK_HIGH
+    return range(_PICK_LOW, min(_PICK_HIGH, ephemeral_low))
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))  # no SO_REUSEADDR: TIME_WAIT counts as taken
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (the kernel picks it)."""
+    """A loopback TCP port that was free a moment ago, outside the ephemeral range when the
+    machine leaves room below it, and never handed out twice by this process."""
+    candidates = _pick_range()
+    for _ in range(256):  # bounded: a crowded range falls back to the kernel's pick
+        if not candidates:
+            break
+        port = _random.choice(candidates)
+        if port not in _handed_out and _bindable(port):
+            _handed_out.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        port = int(sock.getsockname()[1])
+    _handed_out.add(port)
+    return port
 
 
 def port_open(port: int) -> bool:
