@@ -439,6 +439,12 @@ async def _schema(conn: Any, acl: _Acl) -> list[str]:
     return out
 
 
+def _owner_literal(definition: str, owner: str) -> str:
+    """A trigger's WHEN may name the owner (sql/0020 writes it in at migration time)."""
+    quoted = "'" + owner.replace("'", "''") + "'::name"
+    return definition.replace(quoted, f"'{OWNER}'::name")
+
+
 def _owner_note(row: Any, owner: str) -> list[str]:
     return [] if row["owner"] == owner else [f"Owner: `{row['owner']}`.", ""]
 
@@ -463,7 +469,8 @@ async def _tables(conn: Any, acl: _Acl, tables: list[Any], owner: str) -> list[s
         out += ["", "Indexes:", ""]
         out += _bullets([f"`{i['def']}`" for i in await conn.fetch(_INDEXES_SQL, t["oid"])])
         out += ["", "Triggers:", ""]
-        out += _bullets([f"`{g['def']}`" for g in await conn.fetch(_TRIGGERS_SQL, t["oid"])])
+        out += _bullets([f"`{_owner_literal(g['def'], owner)}`"
+                         for g in await conn.fetch(_TRIGGERS_SQL, t["oid"])])
         policies = await conn.fetch(_POLICIES_SQL, t["oid"])
         if t["relrowsecurity"] or policies:
             out += ["", f"Row-level security: enabled, forced {_yes(t['relforcerowsecurity'])}.",

@@ -1,4 +1,5 @@
-"""Each store statement enters its scope once (memory/store.py, memory/delegated.py).
+"""Each store statement enters its scope once (memory/store.py, memory/delegated.py), and a
+row passes the write gate once.
 
 The statements call ``enter_scope`` and ``enter_delegation`` as scalars in a subquery kept
 apart by ``OFFSET 0`` (a function in FROM cost a tuplestore per statement). Pulled up into
@@ -26,7 +27,8 @@ pytestmark = pytest.mark.integration
 UNIT = [1.0] + [0.0] * 767
 CALLS = ("SELECT funcname, calls FROM pg_stat_user_functions"
          " WHERE schemaname = 'fgentic_memory'"
-         " AND funcname IN ('enter_scope', 'enter_delegation', 'memory_before_insert')")
+         " AND funcname IN ('enter_scope', 'enter_delegation', 'memory_before_insert',"
+         " 'save_fact')")
 
 
 async def _calls(pg_dsn: str) -> dict[str, int]:
@@ -38,7 +40,7 @@ async def _calls(pg_dsn: str) -> dict[str, int]:
             counted = {r["funcname"]: int(r["calls"]) for r in await conn.fetch(CALLS)}
         finally:
             await conn.close()
-        if len(counted) == 3 or time.monotonic() > deadline:
+        if len(counted) == 4 or time.monotonic() > deadline:
             return counted
         await asyncio.sleep(0.2)
 
@@ -65,7 +67,8 @@ async def test_every_statement_enters_its_scope_once(
         assert len(await api.search(caller, UNIT, limit=5, min_score=-1.0)) == 4  # with embeddings
     finally:
         await counted.close()
-    # By scope: two saves and a search. By delegation: two admissions, a save of three and a
-    # search, each entering the leased scope through enter_scope once. One gate run per row.
+    # By scope: two saves, each the whole gate in save_fact() (sql/0020) and so exempt from the
+    # trigger, and a search. By delegation: two admissions, a save of three and a search,
+    # each entering the leased scope through enter_scope once; the trigger gates each row.
     assert await _calls(pg_dsn) == {
-        "enter_scope": 3 + 4, "enter_delegation": 4, "memory_before_insert": 2 + 3}
+        "enter_scope": 1 + 4, "enter_delegation": 4, "memory_before_insert": 3, "save_fact": 2}

@@ -84,22 +84,12 @@ _LIST: Final = (
     " sensitivity, created_at, expires_at, consent_generation"
     " FROM fgentic_memory.readable_memory ORDER BY created_at DESC, id LIMIT $1 OFFSET $2"
 )
-# One statement, one round trip, its own transaction: enter the scope (the fence check and the
-# transaction-local scope context the write gate reads), then insert under that context. A
-# separate BEGIN / enter_scope / INSERT / COMMIT cost four round trips for the same guarantees.
-# OFFSET 0 keeps the subquery from being pulled up into the insert's target list, where each
-# ``(e.ctx).field`` would call enter_scope again: it runs once, before the row reaches the gate.
+# One statement, one round trip, its own transaction, and the whole write gate once (sql/0020):
+# enter_scope's checks read with the scope-row lock, then the payload, the retention and the
+# cap under it, then the insert, which the trigger exempts (it would repeat those checks).
 _SAVE: Final = """
-INSERT INTO fgentic_memory.memory
-    (agent_name, user_id, content, embedding, metadata, expires_at, scope_key,
-     consent_generation, memory_type, source_kind, write_reason, confirmation_status, sensitivity)
-SELECT (e.ctx).store_agent_name, $3, $7, $8::text::vector, $9::jsonb,
-       CASE WHEN $10::interval IS NULL THEN (e.ctx).max_expiry
-            ELSE least((e.ctx).max_expiry, now() + $10::interval) END,
-       $1, $2, $11, $12, $13, $14, $15
-  FROM (SELECT fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, 'capture') AS ctx
-        OFFSET 0) AS e
-RETURNING id
+SELECT fgentic_memory.save_fact($1, $2, $3, $4, $5, $6, $7, $8::text::vector, $9::jsonb, $10,
+                                $11, $12, $13, $14, $15)
 """
 _SCOPE_UPSERT: Final = """
 INSERT INTO fgentic_memory.scope AS s
