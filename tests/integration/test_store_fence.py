@@ -78,6 +78,9 @@ def test_page_shows_the_fence(page: str) -> None:
     assert "SELECT (" in memory and "content" not in memory
     assert "- view `fgentic_memory.readable_memory`: SELECT" in runtime
     assert "Revoked from `PUBLIC` (granted by default): TEMPORARY." in page
+    # sql/0020's exemption names the owner, written <owner> like every other mention of it.
+    assert ("WHEN (CURRENT_USER IS DISTINCT FROM '<owner>'::name OR current_setting("
+            "'fgentic_memory.gate'::text, true) IS DISTINCT FROM 'on'::text)") in page
     # Nothing environment-specific.
     for word in ("postgres", "127.0.0.1", "fgentic_fence", "/tmp", "pgdata"):
         assert word not in page, word
