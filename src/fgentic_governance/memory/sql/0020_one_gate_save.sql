@@ -56,7 +56,7 @@ BEGIN
         PERFORM fgentic_memory.refuse('SCOPE_MISSING');
     END IF;
     s := r.s;
-    -- enter_scope's checks, in its order.
+    -- enter_scope's checks, in its order (check_capture() is the trigger's, the same three).
     IF p_subject IS DISTINCT FROM s.subject_mxid THEN
         PERFORM fgentic_memory.refuse('CONSENT_SUBJECT_MISMATCH');
     END IF;
@@ -66,15 +66,7 @@ BEGIN
     THEN
         PERFORM fgentic_memory.refuse('SCOPE_MISSING');
     END IF;
-    IF NOT s.enabled OR s.posture = 'fully_disabled' THEN
-        PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
-    END IF;
-    IF s.posture <> 'enabled' THEN
-        PERFORM fgentic_memory.refuse('CAPTURE_DISABLED');
-    END IF;
-    IF p_generation IS DISTINCT FROM s.consent_generation THEN
-        PERFORM fgentic_memory.refuse('STALE_GENERATION');
-    END IF;
+    v_void := fgentic_memory.check_capture(s, p_generation);
     IF r.held THEN
         PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
     END IF;
