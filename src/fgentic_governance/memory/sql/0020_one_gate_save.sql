@@ -70,6 +70,9 @@ BEGIN
     IF r.held THEN
         PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
     END IF;
+    IF p_ttl IS NOT NULL AND p_ttl <= interval '0' THEN
+        PERFORM fgentic_memory.refuse('INVALID_SPEC');
+    END IF;
     -- The row the trigger would have completed, then its payload checks.
     m.id := gen_random_uuid()::text;
     m.agent_name := s.store_agent_name;
@@ -78,9 +81,6 @@ BEGIN
     m.embedding := p_embedding;
     m.metadata := p_metadata;
     m.created_at := now();
-    IF p_ttl IS NOT NULL AND p_ttl <= interval '0' THEN
-        PERFORM fgentic_memory.refuse('INVALID_SPEC');
-    END IF;
     m.expires_at := least(now() + make_interval(days => s.max_retention_days),
                           now() + p_ttl);
     m.access_count := 0;
@@ -107,13 +107,7 @@ BEGIN
         PERFORM fgentic_memory.refuse('ENTRY_CAP_REACHED');
     END IF;
     v_void := set_config('fgentic_memory.gate', 'on', true);
-    INSERT INTO fgentic_memory.memory
-        (id, agent_name, user_id, content, embedding, metadata, created_at, expires_at,
-         access_count, scope_key, consent_generation, memory_type, source_kind, write_reason,
-         confirmation_status, sensitivity, lifecycle)
-    VALUES (m.id, m.agent_name, m.user_id, m.content, m.embedding, m.metadata, m.created_at,
-            m.expires_at, m.access_count, m.scope_key, m.consent_generation, m.memory_type,
-            m.source_kind, m.write_reason, m.confirmation_status, m.sensitivity, m.lifecycle);
+    INSERT INTO fgentic_memory.memory SELECT m.*;  -- the row checked above, as it is
     v_void := set_config('fgentic_memory.gate', '', true);
     RETURN m.id;
 END
@@ -127,9 +121,9 @@ GRANT EXECUTE ON FUNCTION fgentic_memory.save_fact(
     text, text, text, text, text) TO fgentic_memory_runtime;
 
 -- The trigger, recreated with its exemption. The owner's name is written into the WHEN at
--- migration time (a WHEN may not hold a subquery); it is the role that owns save_fact(). If
--- that role were renamed, save_fact()'s inserts would meet the trigger and be refused
--- without a claim: closed, not open.
+-- migration time (a WHEN may not hold a subquery): the role running this migration, which
+-- created and so owns save_fact(). If that role were renamed, save_fact()'s inserts would
+-- meet the trigger and be refused without a claim: closed, not open.
 DROP TRIGGER memory_before_insert ON fgentic_memory.memory;
 DO $$
 BEGIN
@@ -138,9 +132,6 @@ BEGIN
         ' FOR EACH ROW WHEN (current_user IS DISTINCT FROM %L::name'
         ' OR current_setting(''fgentic_memory.gate'', true) IS DISTINCT FROM ''on'')'
         ' EXECUTE FUNCTION fgentic_memory.memory_before_insert()',
-        (SELECT pg_catalog.pg_get_userbyid(p.proowner) FROM pg_catalog.pg_proc p
-          WHERE p.oid = ('fgentic_memory.save_fact(text, bigint, text, text, text, text,'
-                         ' text, vector, jsonb, interval, text, text, text, text, text)'
-                        )::regprocedure));
+        current_user);
 END
 $$;
