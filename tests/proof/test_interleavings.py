@@ -19,6 +19,9 @@ generation a round picks come from a second seeded stream applied to the state t
 in. The database-level interleaving is real concurrency and varies between runs, which is the
 point: every outcome the race can produce must satisfy the invariants. A fill round (about 15%)
 first enables the scope, then races CAP + 3 saves with up to two forgets and no fence.
+If the seeded rounds left a save that won or one that lost a race against a withdrawal
+unseen (timing on a loaded host), seeded race rounds (a withdrawal and six saves with start
+times spread over 20 ms) follow until both have occurred, at most 40 of them.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ pytestmark = pytest.mark.integration
 
 SEED = 7_2026
 ROUNDS = 100
+RACE_ROUNDS, RACE_SAVES, RACE_SPREAD = 40, 6, 0.02  # bounded top-up of won/lost races
 CAP = 6
 KEY = "proof/alice-helper"
 RECORD = ScopeRecord(scope_key=KEY, subject_mxid="@alice:example.org", origin_kind="native-local",
@@ -158,6 +162,22 @@ def plan(number: int) -> Plan:
     yields = tuple(rng.randint(0, 4) for _ in kinds)
     delays = tuple(rng.choice([0.0, 0.0, rng.uniform(0.0, 0.004)]) for _ in kinds)
     return Plan(fill, kinds, tuple(order), yields, delays, random.Random(rng.random()))
+
+
+def race_plan(number: int) -> Plan:
+    """A withdrawal racing RACE_SAVES current-generation saves spread over RACE_SPREAD seconds.
+
+    Which side of the fence a save lands on depends on how long the withdrawal and the saves
+    take on this host; the seeded rounds produce both outcomes, but a loaded host can leave one
+    of them unseen (CI once saw 16 won and 0 lost), so these rounds add spread starts until
+    both have occurred, at most RACE_ROUNDS of them."""
+    rng = random.Random(SEED * 1000 + ROUNDS + number)
+    kinds = ("withdraw",) + ("save",) * RACE_SAVES
+    order = list(range(len(kinds)))
+    rng.shuffle(order)
+    delays = tuple(rng.uniform(0.0, RACE_SPREAD) for _ in kinds)
+    return Plan(False, kinds, tuple(order), (0,) * len(kinds), delays,
+                random.Random(rng.random()))
 
 
 def scheduler(owner: MemoryStore, runtime: MemoryStore, before: Snapshot, the_plan: Plan,
@@ -293,13 +313,12 @@ async def test_randomized_interleavings_keep_every_invariant(
     counter = [0]
     tally = Tally()
     fills = 0
-    for number in range(ROUNDS):
-        the_plan = plan(number)
-        if the_plan.fill and not (await snapshot(probe)).enabled:
-            await owner.grant(KEY)  # a fill round needs an enabled scope; not part of the race
+
+    async def play(the_plan: Plan, enable: bool) -> None:
+        if enable and not (await snapshot(probe)).enabled:
+            await owner.grant(KEY)  # the round needs an enabled scope; not part of the race
         before = await snapshot(probe)
         ops = scheduler(owner, runtime, before, the_plan, counter)
-        fills += the_plan.fill
         outcomes = list(await asyncio.gather(*(
             staggered(the_plan.yields[i], the_plan.delays[i], op) for i, op in enumerate(ops))))
         after = await snapshot(probe)
@@ -307,6 +326,15 @@ async def test_randomized_interleavings_keep_every_invariant(
         if after.enabled:
             # What the runtime can read through the fenced view is exactly what is stored.
             assert await runtime.readable_count(ACCESS.at(after.generation)) == len(after.rows)
+
+    for number in range(ROUNDS):
+        the_plan = plan(number)
+        fills += the_plan.fill
+        await play(the_plan, the_plan.fill)  # a fill round needs an enabled scope
+    race_rounds = 0
+    while (not tally.won_race or not tally.lost_race) and race_rounds < RACE_ROUNDS:
+        await play(race_plan(race_rounds), True)  # a race needs an enabled scope
+        race_rounds += 1
 
     # The end state: one last withdrawal empties the scope for good.
     receipt = await owner.withdraw(KEY)
@@ -316,7 +344,8 @@ async def test_randomized_interleavings_keep_every_invariant(
     assert await runtime.readable_count(ACCESS.at(regrant)) == 0
     assert await probe.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 0
 
-    print(f"interleavings: {tally}, fill rounds {fills}")  # figures for docs/reliability.md (-s)
+    # Figures for docs/reliability.md (run with -s).
+    print(f"interleavings: {tally}, fill rounds {fills}, race rounds {race_rounds}")
     # Non-vacuity: every operation kind ran, and each interesting outcome occurred.
     assert min(tally.ops[k] for k in ("grant", "withdraw", "forget", "save")) >= 10, tally.ops
     assert fills >= 3
