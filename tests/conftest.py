@@ -22,6 +22,7 @@ if importlib.util.find_spec("fgentic_governance") is None:
     sys.path[:0] = [str(_ROOT / "operator"), str(_ROOT / "webhooks")]
 
 import asyncpg  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 from kubernetes import client as k8s  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 
@@ -31,6 +32,12 @@ from fgentic_devenv.postgres import LocalPostgres  # noqa: E402
 from fgentic_governance.memory import MemoryStore  # noqa: E402
 from tests.support.kube import project_crds  # noqa: E402
 from tests.support.store import migrated_pool  # noqa: E402
+
+# A property's speed is asserted where it matters (e.g. test_worst_case_inputs_stay_fast), never
+# by Hypothesis's per-example deadline, which one CPU stall on a loaded CI host would trip.
+settings.register_profile("suite", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -44,7 +44,13 @@ from fgentic_governance.serving.http import scrub_library_logs, serve
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, Check, until_status
 from tests.support.objects import example
-from tests.support.store import RUNTIME_SETTINGS, defeat_bounds, open_insert
+from tests.support.store import (
+    RUNTIME_SETTINGS,
+    SHORT_TTL,
+    defeat_bounds,
+    open_insert,
+    outlive,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -279,10 +285,11 @@ async def test_inspect_near_the_offset_bound_never_points_past_it(env: Env) -> N
 
 async def test_inspect_never_returns_an_expired_entry(env: Env) -> None:
     access = await make_scope(env, "alice")
-    [short] = await save(env, access, "Alice is in Lisbon today", ttl=timedelta(seconds=1))
+    [short] = await save(env, access, "Alice is in Lisbon today", ttl=SHORT_TTL)
+    saved = time.monotonic()
     [kept] = await save(env, access, "Alice prefers concise answers")
     assert {e["id"] for e in await entries(env, "alice")} == {short, kept}
-    await asyncio.sleep(1.3)
+    await outlive(saved)
     status, body = await post(env, "inspect", command(env, "alice"))
     assert status == 200 and body["total"] == 1
     assert [e["id"] for e in body["entries"]] == [kept]

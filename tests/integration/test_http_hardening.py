@@ -374,6 +374,14 @@ async def _status_until(http: aiohttp.ClientSession, url: str, body: bytes,
         await asyncio.sleep(0.1)
 
 
+async def _answer_within(stream: Stream, seconds: float) -> bytes:
+    """What the server sent until it closed, or b"" if it is still open after ``seconds``."""
+    try:
+        return await _closed_within(stream, seconds)
+    except AssertionError:
+        return b""
+
+
 async def _holder(review: Port, declared: int, sent: int,
                   source: str = "127.0.0.1") -> Stream:
     """A connection from ``source`` that declares ``declared`` body bytes and sends ``sent``."""
@@ -437,10 +445,11 @@ async def test_one_source_cannot_hold_the_whole_review_budget(webhook: Process) 
                 answer = (response.status, await response.read())
             assert time.monotonic() - started < serving.BODY_TIMEOUT, "the holders expired"
             assert answer[0] == 200 and json.loads(answer[1])["response"]["allowed"] is True
-            # The client's own connections past its share were refused, not queued.
-            answers = await asyncio.gather(*(_closed_within(h, 2.0 * SLACK)
-                                             for h in holders[-2:]))
-            assert all(a.startswith(b"HTTP/1.1 503 ") and b"BUSY" in a for a in answers)
+            # The client's own connections past its share were refused, not queued: two of
+            # them, whichever two the webhook read last (their bytes may arrive interleaved).
+            answers = await asyncio.gather(*(_answer_within(h, 2.0 * SLACK) for h in holders))
+            busy = [a for a in answers if a.startswith(b"HTTP/1.1 503 ") and b"BUSY" in a]
+            assert len(busy) == 2, [a[:12] for a in answers]
         finally:
             for _, writer in holders:
                 writer.close()

@@ -33,6 +33,7 @@ from tests.support.kagent import (
     EmbeddingStub,
     RunningAgent,
     a2a_turn,
+    eventually,
     start_agent,
 )
 from tests.support.memory_api import agent_token, memory_api, routed_pod
@@ -215,6 +216,14 @@ SUMMARIZE_UNITS = ("SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger
 ROWS = "SELECT count(*) FROM fgentic_memory.memory"
 
 
+async def rows_reach(pool: asyncpg.Pool, want: int, *, timeout: float = 15.0) -> int:
+    """The stored row count once it reaches ``want`` or ``timeout`` passed (bounded)."""
+    deadline = time.monotonic() + timeout
+    while (count := int(await pool.fetchval(ROWS))) < want and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return count
+
+
 async def test_a_summary_is_admitted_before_the_model_works(
         k8s_client: client.ApiClient, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool,
         store: MemoryStore, *, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -230,18 +239,23 @@ async def test_a_summary_is_admitted_before_the_model_works(
         access, agent, provider, chat = world.access, world.agent, world.provider, world.chat
         chat.summary = ["Alice likes green tea.", "Alice cycles to work."]
 
+        def lines(code: str = "") -> int:
+            return sum(f"action=model kind=summary reason={code}" in line
+                       for line in api_lines(caplog))
+
+        sessions = [0]
+
         async def session(texts: list[str]) -> None:
             """One session of ``len(texts)`` user turns; each reply arrives (a2a_turn
-            raises unless the task completed), then the background save settles."""
+            raises unless the task completed), then its one summary request is answered
+            (the runtime asks in the background, after the fifth reply)."""
             context = uuid.uuid4().hex
             for text in texts:
                 assert await a2a_turn(agent.base_url, text, user_id=ALICE,
                                       context_id=context) == "OK."
-            await asyncio.sleep(1.0)
-
-        def lines(code: str) -> int:
-            return sum(f"action=model kind=summary reason={code}" in line
-                       for line in api_lines(caplog))
+            sessions[0] += 1
+            await eventually(lambda: lines() >= sessions[0],
+                             what="the session's summary request was answered")
 
         five = [f"Turn {i}: Alice mentions the weather." for i in range(5)]
         # No lease: the fifth turn's summary is refused before the model sees it.
@@ -259,7 +273,7 @@ async def test_a_summary_is_admitted_before_the_model_works(
         await session(five)
         assert lines("OK") == 1
         assert len(chat.summariser_requests()) == 1
-        assert await pool.fetchval(ROWS) == 2
+        assert await rows_reach(pool, 2) == 2  # the automatic save follows the summary
         assert await pool.fetchval(SUMMARIZE_UNITS, access.scope_key) == 1
         # Over 16 KiB of conversation: refused before the model, whatever the cadence.
         # Its first turn, one sentence of 4 KiB, is also a prefetch query over 512 bytes:

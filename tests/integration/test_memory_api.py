@@ -477,7 +477,7 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
     provider = EmbeddingStub()
     await provider.start()
     body, ledger = EMBEDDING_BODY, EMBEDDING_LEDGER
-    window = 1.0
+    window = 2.0  # a turn is recent this long; each check below follows its turn directly
     past = window * (1 + SLACK_FRACTION) + 0.3  # beyond every replica's notes too (sql/0019)
     try:
         async with memory_api(delegate_pool, env.kube, env.controller.base_url,
@@ -504,6 +504,7 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
             assert await embed(pod) == (403, {"error": "LEASE_MISSING"})  # no lease of hers
             assert provider.requests == []  # nothing was embedded
             alice_turn = await env.store.open_lease(alice, 60)
+            await turn_of(ALICE)  # recent again, whatever the lease's opening took
             status, answer = await embed(pod)
             assert status == 200 and len(answer["data"]) == 1
             [seen] = provider.requests
@@ -511,12 +512,14 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
             assert seen.header("authorization") == "Bearer provider-key"
             assert await env.pool.fetchval(ledger, alice.scope_key) == 1
             bob = await scope(env, subject=BOB, name="bob")  # a second leased user
+            await turn_of(ALICE)
             await turn_of(BOB)  # while Alice's turn is recent: whose embedding is it?
             assert await embed(pod) == (403, {"error": "SCOPE_AMBIGUOUS"})
             await asyncio.sleep(past)
             await turn_of(BOB)  # only Bob's turn is recent, but Alice's is still leased
             assert await embed(pod) == (403, {"error": "SCOPE_AMBIGUOUS"})  # sql/0018
             assert await env.store.close_lease(alice.scope_key, alice_turn.id)
+            await turn_of(BOB)  # recent again; Alice's is past the window
             assert (await embed(pod))[0] == 200  # Bob's turn alone: his, not Alice's
             assert await env.pool.fetchval(ledger, bob.scope_key) == 1
             await asyncio.sleep(past)

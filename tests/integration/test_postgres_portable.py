@@ -161,14 +161,22 @@ def test_readiness_says_restarting_while_the_server_recovers(
         pool = await asyncpg.create_pool(server.dsn(), min_size=0, max_size=2)
         ready = StoreReadiness(pool, logging.getLogger("test.readiness"))
         seen = [await ready()]
-        victim = await asyncpg.connect(server.dsn())
-        os.kill(await victim.fetchval("SELECT pg_backend_pid()"), signal.SIGKILL)
-        victim.terminate()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (Reason.STORE_RESTARTING not in seen
-                                               or seen[-1] is not Reason.OK):
-            seen.append(await ready())
-            await asyncio.sleep(0.02)
+        # A recovery quicker than one probe can fall between two polls: kill again (at most
+        # three times) until a probe met it.
+        for _ in range(3):
+            victim = await asyncpg.connect(server.dsn(), timeout=30)
+            os.kill(await victim.fetchval("SELECT pg_backend_pid()"), signal.SIGKILL)
+            victim.terminate()
+            start, deadline = len(seen), time.monotonic() + 30
+            while time.monotonic() < deadline:
+                seen.append(await ready())
+                since = seen[start:]
+                # Back to OK after a refusal, or OK for 50 probes on end: the recovery passed.
+                if since[-1] is Reason.OK and (set(since) != {Reason.OK} or len(since) >= 50):
+                    break
+                await asyncio.sleep(0.02)
+            if Reason.STORE_RESTARTING in seen:
+                break
         await pool.close()
         return seen
 
@@ -176,7 +184,9 @@ def test_readiness_says_restarting_while_the_server_recovers(
     assert seen[0] is Reason.OK and seen[-1] is Reason.OK
     assert Reason.STORE_RESTARTING in seen
     said = [r.getMessage() for r in caplog.records if r.name == "test.readiness"]
-    assert any(line.startswith("store-ready reason=STORE_RESTARTING was=OK cause=")
+    # The first change leaves OK; a probe that met a closed socket first may precede it.
+    assert said[0].split(" ")[2] == "was=OK", said
+    assert any(line.startswith("store-ready reason=STORE_RESTARTING was=") and "cause=" in line
                for line in said[:2]), said
     assert said[-1].startswith("store-ready reason=OK was=")
     assert len(said) == len([1 for a, b in itertools.pairwise(seen) if a is not b])

@@ -201,11 +201,21 @@ async def test_quiet_resyncs_list_versions_and_apply_nothing(
     corrected."""
     api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("quiet"))
     await _applied(api, env, "quiet")
-    await asyncio.sleep(2.5)  # The first resync rounds (1 s) see the applied versions.
-    applies, lists = _requests(control_plane, "APPLY"), _requests(control_plane, "LIST")
-    await asyncio.sleep(4)
-    assert _requests(control_plane, "APPLY") == applies
-    assert _requests(control_plane, "LIST") > lists  # The timers ran and compared versions.
+    # Two resync rounds (1 s each) have compared the applied versions; then three more must
+    # apply nothing. Counted in LISTs, not seconds, so a slow host only makes it wait longer.
+    await _refreshes(control_plane, 2)
+    applies = _requests(control_plane, "APPLY")
+    await _refreshes(control_plane, 3)  # The timers ran and compared versions...
+    assert _requests(control_plane, "APPLY") == applies  # ...and applied nothing.
+
+
+async def _refreshes(control_plane: Any, rounds: int, timeout: float = 60.0) -> None:
+    """Wait (bounded) for ``rounds`` version refreshes: one LIST of each rendered kind each."""
+    want = _requests(control_plane, "LIST") + rounds * len(RENDERED_RESOURCES)
+    deadline = time.monotonic() + timeout
+    while _requests(control_plane, "LIST") < want:
+        assert time.monotonic() < deadline, f"fewer than {rounds} refreshes in {timeout:.0f} s"
+        await asyncio.sleep(0.5)
 
 
 async def test_second_binding_for_the_same_agent_conflicts_and_applies_nothing(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import time
 import traceback
 import uuid
 from datetime import timedelta
@@ -30,7 +31,15 @@ from fgentic_governance.memory import (
 from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
 from fgentic_governance.schema_version import migration_files
-from tests.support.store import ALICE, ROOM, enabled, enter, scope_record
+from tests.support.store import (
+    ALICE,
+    ROOM,
+    SHORT_TTL,
+    enabled,
+    enter,
+    outlive,
+    scope_record,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -236,12 +245,12 @@ async def test_posture_capture_disabled_keeps_recall_fully_disabled_hides(
 async def test_expired_row_is_unreadable_before_cleanup(store: MemoryStore,
                                                          runtime: MemoryStore) -> None:
     access = await enabled(store)
-    # Honest expiry: a real row with a one-second lifetime, then wall-clock time passes.
-    await runtime.save(access, "Alice is in Lisbon this week.", embedding=vec(3),
-                       ttl=timedelta(seconds=1))
+    # Honest expiry: a real row with a short lifetime, then wall-clock time passes.
+    await runtime.save(access, "Alice is in Lisbon this week.", embedding=vec(3), ttl=SHORT_TTL)
+    saved = time.monotonic()
     await runtime.save(access, "Alice prefers tea.", embedding=vec(4))
     assert len(await runtime.list_entries(access)) == 2
-    await asyncio.sleep(1.2)
+    await outlive(saved)
 
     # Not pruned (still a physical row), yet unreadable through every read path.
     assert await store.entry_count(access.scope_key) == 2
@@ -257,11 +266,12 @@ async def test_expired_row_is_unreadable_before_cleanup(store: MemoryStore,
 async def test_expired_rows_do_not_hold_the_cap(store: MemoryStore,
                                                 runtime: MemoryStore) -> None:
     access = await enabled(store, scope_record(entry_cap=1))
-    await runtime.save(access, "Alice is in Lisbon this week.", ttl=timedelta(seconds=1))
+    await runtime.save(access, "Alice is in Lisbon this week.", ttl=SHORT_TTL)
+    saved = time.monotonic()
     with pytest.raises(StoreRefusal) as info:
         await runtime.save(access, "Alice prefers tea.")
     assert refusal(info) is Reason.ENTRY_CAP_REACHED
-    await asyncio.sleep(1.2)
+    await outlive(saved)
     # The gate deletes the scope's expired rows before counting, without a cleanup run.
     await runtime.save(access, "Alice prefers tea.")
     assert await store.entry_count(access.scope_key) == 1

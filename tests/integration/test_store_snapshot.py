@@ -71,9 +71,20 @@ async def test_a_snapshot_transaction_cannot_enter_a_scope(
     assert receipt.verified and await pool.fetchval(ROWS, access.scope_key) == 0
 
 
+@pytest.fixture
+async def patient_store(pg_dsn: str) -> AsyncIterator[MemoryStore]:
+    """The operator's store with its own pool bounds (bounds.POOL: an 8 s lock wait)."""
+    owner = await migrated_pool(pg_dsn, **bounds.pool_kwargs(min_size=1, max_size=4))
+    try:
+        yield MemoryStore(owner)
+    finally:
+        await owner.close()
+
+
 @ERASURES
 async def test_an_erasure_is_verified_only_after_earlier_entrants_ended(
-        store: MemoryStore, runtime_pool: Any, pool: Any, erase: Erase) -> None:
+        store: MemoryStore, patient_store: MemoryStore, runtime_pool: Any, pool: Any,
+        erase: Erase) -> None:
     access, ids = await saved(store)
     async with runtime_pool.acquire() as conn:
         tx = conn.transaction()  # READ COMMITTED, the only isolation that may enter
@@ -82,8 +93,8 @@ async def test_an_erasure_is_verified_only_after_earlier_entrants_ended(
         await enter(conn, access, "recall")
         cursor = await conn.cursor(READ)  # its snapshot predates the erasure
         assert (await cursor.fetchrow())["content"] == FACTS[0]
-        erasure = asyncio.create_task(erase(store, access, ids))
-        await asyncio.sleep(1.0)  # below the owner pool's 2 s lock_timeout
+        erasure = asyncio.create_task(erase(patient_store, access, ids))
+        await asyncio.sleep(1.0)  # well below its pool's 8 s lock_timeout, even on a slow host
         # Not Verified while the cursor can still return an erased row.
         assert not erasure.done()
         assert (await cursor.fetchrow())["content"] == FACTS[1]

@@ -3,7 +3,10 @@ settings, and the scope builders the store tests share."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -25,6 +28,9 @@ RUNTIME_SETTINGS = {"role": "fgentic_memory_runtime", "search_path": "fgentic_me
 # What the memory API connects with: the runtime's privileges plus delegation (sql/0010).
 DELEGATE_SETTINGS = {**RUNTIME_SETTINGS, "role": DELEGATE_ROLE}
 ALICE = "@alice:example.org"
+# A real, short lifetime: long enough that a loaded host still reads the row before it
+# expires (one second was not), short enough to wait out.
+SHORT_TTL = timedelta(seconds=3)
 ROOM = "!alice-control:example.org"
 
 
@@ -108,3 +114,9 @@ async def refused(work: Awaitable[Any]) -> Reason:
     with pytest.raises(StoreRefusal) as info:
         await work
     return info.value.reason
+
+
+async def outlive(saved: float, ttl: timedelta = SHORT_TTL) -> None:
+    """Wait until a row whose save returned at ``time.monotonic()`` ``saved`` has expired
+    (its expiry is its transaction's start plus ``ttl``, never later than that)."""
+    await asyncio.sleep(max(0.0, saved + ttl.total_seconds() + 0.1 - time.monotonic()))
