@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import subprocess
 import sys
 import time
@@ -474,10 +473,10 @@ async def test_off_stays_off_under_the_running_operator(
     dsn_file = tmp_path / "dsn"
     dsn_file.write_text(pg_dsn)
     log = tmp_path / "operator.log"
-    os.environ["FGENTIC_SCOPE_RESYNC_SECONDS"] = "1"
     proc = processes.spawn_cli(["operator", "--kubeconfig", str(control_plane.kubeconfig),
                                 "--namespace", env.ns, "--local-homeserver", LOCAL,
-                                "--store-dsn-file", str(dsn_file)], log)
+                                "--store-dsn-file", str(dsn_file)], log,
+                               env={"FGENTIC_SCOPE_RESYNC_SECONDS": "1"})
     try:
         spec = scope_spec(ALICE, AGENT, control_room("alice"), env.ns)
         await asyncio.to_thread(

@@ -7,7 +7,6 @@ content store at a fresh database; the test plays the runtime by writing through
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -45,8 +44,8 @@ class Operator:
         self.proc: Any = None
 
     def start(self) -> None:
-        os.environ["FGENTIC_SCOPE_RESYNC_SECONDS"] = "1"
-        self.proc = processes.spawn_cli(self.args, self.log)
+        self.proc = processes.spawn_cli(self.args, self.log,
+                                        env={"FGENTIC_SCOPE_RESYNC_SECONDS": "1"})
 
     def stop(self) -> None:
         processes.stop(self.proc)

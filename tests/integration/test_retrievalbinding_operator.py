@@ -5,7 +5,6 @@ between two bindings for one Agent, and cleanup on delete."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -59,10 +58,10 @@ def env(control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path) -> Ite
     control_plane.ensure_namespace(e.retrieval)
     client.CoreV1Api(k8s_client).create_namespaced_config_map(e.ns, {
         "metadata": {"name": "partner-jwks"}, "data": {"jwks.json": JWKS}})
-    os.environ["FGENTIC_BINDING_RESYNC_SECONDS"] = "1"
     log = tmp_path / "operator.log"
     proc = processes.spawn_cli(["operator", "--kubeconfig", str(control_plane.kubeconfig),
-                                "--namespace", e.ns], log)
+                                "--namespace", e.ns], log,
+                               env={"FGENTIC_BINDING_RESYNC_SECONDS": "1"})
     yield e
     processes.stop(proc)
 
