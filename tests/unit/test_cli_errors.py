@@ -195,6 +195,8 @@ CASES: dict[str, Case] = {
                                     "not a matching PEM certificate"),
     "webhook-client-ca": Case(("webhook", "--tls-dir", "tls", "--client-ca-file", "not-pem.txt"),
                               "webhook: --client-ca-file not-pem.txt: not a PEM certificate"),
+    "webhook-audit-lease": Case(("webhook", "--tls-dir", "tls", "--audit-lease", "audit"),
+                                "webhook: --audit-lease audit: expected NAMESPACE/NAME"),
     "projector-config": Case(("projector", "--config", "absent.yaml"),
                              "projector: --config absent.yaml: no such file"),
 }

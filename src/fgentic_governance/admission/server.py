@@ -44,7 +44,7 @@ from fgentic_governance.admission.views import build_state
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING, RETRIEVAL_BINDING
 from fgentic_governance.kube import client as kube_client
-from fgentic_governance.kube.lease import LeaseElector
+from fgentic_governance.kube.lease import LeaseElector, parse_lease
 from fgentic_governance.serving import http as serving
 from fgentic_governance.serving import process, strict_json
 
@@ -327,8 +327,10 @@ class ServingCertificate:
 
 
 async def serve(args: argparse.Namespace, shell: process.Shell,
-                warned: frozenset[AdmissionCode] = frozenset()) -> None:
-    """Listening, with the rules in ``warned`` warning (enforcement.py). At the stop the
+                warned: frozenset[AdmissionCode] = frozenset(),
+                audit_lease: tuple[str, str] | None = None) -> None:
+    """Listening, with the rules in ``warned`` warning (enforcement.py) and the audit written
+    by the holder of ``audit_lease`` (none: this process writes it). At the stop the
     background tasks are cancelled, then the review port and the health port closed, in that
     order (:func:`process.serve_until_stopped`)."""
     api_client = kube_client.api_client(args.kubeconfig)
@@ -355,7 +357,7 @@ async def serve(args: argparse.Namespace, shell: process.Shell,
 
     if args.audit_interval > 0:
         shell.background(audit.run(api_client, audited_state, args.audit_interval,
-                                   _elector(api_client, args.audit_lease, args.identity),
+                                   _elector(api_client, audit_lease, args.identity),
                                    warned))
     certificate = ServingCertificate(Path(args.tls_dir), args.client_ca_file)
     shell.background(certificate.watch(args.tls_reload_seconds))
@@ -365,14 +367,18 @@ async def serve(args: argparse.Namespace, shell: process.Shell,
     log.info("webhook serving on %s:%d", args.host, args.port)
 
 
-def _elector(api_client: client.ApiClient, lease: str, identity: str) -> LeaseElector | None:
-    if not lease:
+def _elector(api_client: client.ApiClient, lease: tuple[str, str] | None,
+             identity: str) -> LeaseElector | None:
+    if lease is None:
         return None
-    namespace, _, name = lease.partition("/")
+    namespace, name = lease
     return LeaseElector(api_client, namespace, name, identity or socket.gethostname())
 
 
 def run_webhook(args: argparse.Namespace) -> int:
     warned = enforcement.warned_rules(args.warn_rule or ())  # before anything serves
+    # A bare NAME named a Lease nobody can hold, so no replica wrote the audit, silently.
+    audit_lease = parse_lease(args.audit_lease, "--audit-lease") if args.audit_lease else None
     # uvloop roughly halves the per-review overhead of the event loop.
-    return process.run(functools.partial(serve, args, warned=warned), fast_loop=True)
+    return process.run(functools.partial(serve, args, warned=warned, audit_lease=audit_lease),
+                       fast_loop=True)

@@ -28,14 +28,6 @@ RENEW_DEADLINE: Final = LEASE_SECONDS * 2 / 3
 STOP_GRACE_SECONDS: Final = 5.0
 
 
-def parse_lease(value: str) -> tuple[str, str]:
-    """``NAMESPACE/NAME`` of the Lease; anything else is refused at start-up."""
-    namespace, slash, name = value.partition("/")
-    if not (slash and namespace and name) or "/" in name:
-        raise SystemExit(f"--leader-lease {value}: expected NAMESPACE/NAME")
-    return namespace, name
-
-
 async def acquire(elector: LeaseElector, stop: asyncio.Event) -> bool:
     """Wait as a standby until this replica holds the Lease (each attempt's API calls are
     bounded; the standby itself waits as long as another replica leads), or until ``stop``

@@ -20,7 +20,7 @@ from fgentic_governance.controller import leadership, metrics
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import configure, context
 from fgentic_governance.controller.model_route import ModelRoutes
-from fgentic_governance.kube.lease import LeaseElector
+from fgentic_governance.kube.lease import LeaseElector, parse_lease
 from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance")
@@ -157,7 +157,7 @@ def _elector(api_client: Any, lease: str, identity: str) -> LeaseElector | None:
     """The Lease that elects one running replica (none: this process runs alone)."""
     if not lease:
         return None
-    namespace, name = leadership.parse_lease(lease)
+    namespace, name = parse_lease(lease, "--leader-lease")
     # Unique per process: a restarted Pod keeps its host name but is not the old holder.
     who = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     return LeaseElector(api_client, namespace, name, who)

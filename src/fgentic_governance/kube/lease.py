@@ -18,6 +18,15 @@ log = logging.getLogger("fgentic_governance.kube.lease")
 LEASE_SECONDS: Final = 30
 
 
+def parse_lease(value: str, flag: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` of the Lease named by ``flag``; anything else is refused at start-up
+    (a bare NAME would elect nobody: the operator's and the webhook's flags alike)."""
+    namespace, slash, name = value.partition("/")
+    if not (slash and namespace and name) or "/" in name:
+        raise SystemExit(f"{flag} {value}: expected NAMESPACE/NAME")
+    return namespace, name
+
+
 @dataclass
 class LeaseElector:
     api_client: client.ApiClient
