@@ -195,6 +195,12 @@ def _agent_review(uid: str = "u-1", operation: str = "CREATE") -> dict[str, Any]
     return {"uid": uid, "operation": operation, "object": agent}
 
 
+def _with_metadata(**meta: Any) -> dict[str, Any]:
+    request = _agent_review()
+    request["object"]["metadata"].update(meta)
+    return request
+
+
 # -- item 7: partial requests ------------------------------------------------------------------
 
 
@@ -306,10 +312,16 @@ MALFORMED_REVIEWS: list[tuple[str, bytes, int]] = [
     ("CONNECT (not registered)", _review(_agent_review(operation="CONNECT")), 200),
     ("object not an object", _review({**_agent_review(), "object": [SENTINEL]}), 200),
     ("no object", _review({k: v for k, v in _agent_review().items() if k != "object"}), 200),
+    # R4-13: labels as a list raised AttributeError (POLICY_STATE_UNAVAILABLE) on a Pod.
+    ("labels a list", _review(_with_metadata(labels=[SENTINEL])), 200),
+    ("annotations a string", _review(_with_metadata(annotations=SENTINEL)), 200),
+    ("Pod labels a list", _review({**_agent_review(), "object": {
+        "apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "c"}]},
+        "metadata": {"name": "p", "namespace": "hardening", "labels": [SENTINEL]}}}), 200),
 ]
 
 
-@pytest.mark.parametrize("route", ["agents", "governance"])
+@pytest.mark.parametrize("route", ["agents", "governance", "pods"])
 async def test_malformed_reviews_are_never_allowed(webhook: Process, route: str) -> None:
     review = webhook.ports["review"]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=review.tls)) as http:

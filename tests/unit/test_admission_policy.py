@@ -221,6 +221,50 @@ async def test_podcheck_refuses_the_routed_label_on_a_pod_it_does_not_route(
     assert mutated["response"] == {"uid": "u-1", "allowed": True}
 
 
+def _pod(**meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", **meta},
+            "spec": {"containers": [{"name": "c"}]}}
+
+
+MALFORMED_METADATA: list[dict[str, Any]] = [
+    {"labels": [SENTINEL]}, {"labels": SENTINEL}, {"labels": {"app": 7}},
+    {"labels": {"app": [SENTINEL]}}, {"annotations": [SENTINEL]}, {"annotations": {"a": None}},
+    {"name": [SENTINEL]}, {"namespace": {"n": SENTINEL}},
+]
+
+
+@pytest.mark.parametrize("routing", [True, False], ids=["routing", "no-routing"])
+@pytest.mark.parametrize("route", ["pods", "podcheck", "agents", "governance"])
+@pytest.mark.parametrize("meta", MALFORMED_METADATA)
+async def test_malformed_metadata_is_review_malformed(meta: dict[str, Any], route: str,
+                                                      routing: bool) -> None:
+    """R4-13: a Pod whose labels were a list raised AttributeError, denied as
+    POLICY_STATE_UNAVAILABLE (the cluster blamed). Any other shape of metadata, labels or
+    annotations than the API server's, in the object or the old object, is REVIEW_MALFORMED on
+    every route; a well-formed Pod is still allowed."""
+    reviewer = Reviewer(lookups(STATE, STATE), "fgentic.local",
+                        ready_routing([]) if routing else None)
+    for request in (review(_pod(**meta)),
+                    {"request": {"uid": "u-1", "operation": "UPDATE", "object": _pod(),
+                                 "oldObject": _pod(**meta)}}):
+        out = await reviewer(request, webhook=route)
+        assert out["response"]["allowed"] is False
+        assert out["response"]["status"]["message"].partition(": ")[0] == \
+            "REVIEW_MALFORMED at request"
+        assert SENTINEL not in str(out)
+    whole = {"request": {"uid": "u-1", "operation": "CREATE", "object": {**_pod(),
+                                                                          "metadata": [SENTINEL]}}}
+    out = await reviewer(whole, webhook=route)
+    assert out["response"]["status"]["message"].partition(": ")[0] == "REVIEW_MALFORMED at request"
+    if route in ("pods", "podcheck"):  # the control: well-formed labels and annotations
+        fine = _pod(labels={"app": "web"}, annotations={"a": "b"})
+        assert (await reviewer(review(fine), webhook=route))["response"]["allowed"] is True
+        assert (await reviewer({"request": {"uid": "u-1", "operation": "UPDATE", "object": fine,
+                                            "oldObject": fine}}, webhook=route)
+                )["response"]["allowed"] is True
+
+
 MALFORMED_REQUESTS: list[Any] = [
     {"uid": "u-1", "object": {}},  # no operation
     {"uid": "u-1", "operation": "create", "object": {}},  # not the API server's spelling

@@ -6,10 +6,11 @@ a moment ago is not refused by a lagging cache. Our own kinds are rare writes an
 live lookups. Any unexpected error denies.
 
 A review that is not a CREATE or UPDATE of an object (no ``request``, another or a lowercase
-``operation``, a non-object ``object``) is denied with REVIEW_MALFORMED: our configuration
-registers only CREATE and UPDATE, so the API server never sends anything else. A review whose
-``uid`` cannot be echoed (absent, not a short printable string) cannot be answered at all:
-:class:`Unanswerable`, which the server turns into a 400.
+``operation``, a non-object ``object``, metadata, labels or annotations of another shape than
+the API server's, in ``object`` or ``oldObject``) is denied with REVIEW_MALFORMED: our
+configuration registers only CREATE and UPDATE, so the API server never sends anything else.
+A review whose ``uid`` cannot be echoed (absent, not a short printable string) cannot be
+answered at all: :class:`Unanswerable`, which the server turns into a 400.
 """
 
 from __future__ import annotations
@@ -220,10 +221,33 @@ def _uid(uid: Any) -> str | None:
 
 
 def _malformed(request: Mapping[str, Any]) -> list[Denial]:
-    """A denial unless this is a CREATE or UPDATE of an object (all we register)."""
-    if request.get("operation") in OPERATIONS and isinstance(request.get("object"), Mapping):
+    """A denial unless this is a CREATE or UPDATE of an object (all we register) whose
+    metadata, and the old object's, has the API server's shape: the rules below read labels
+    and annotations as mappings (labels as a list raised AttributeError, which denied as
+    POLICY_STATE_UNAVAILABLE: the cluster blamed for a malformed request)."""
+    obj, old = request.get("object"), request.get("oldObject")
+    if request.get("operation") in OPERATIONS and isinstance(obj, Mapping) \
+            and _object_meta(obj) and (old is None or (isinstance(old, Mapping)
+                                                       and _object_meta(old))):
         return []
     return [Denial(AdmissionCode.REVIEW_MALFORMED, "request")]
+
+
+def _object_meta(obj: Mapping[str, Any]) -> bool:
+    """ObjectMeta as the API server sends it: an object (or none); name and namespace
+    strings; labels and annotations maps of strings to strings (each may be absent)."""
+    meta = obj.get("metadata")
+    if meta is None:
+        return True
+    if not isinstance(meta, Mapping):
+        return False
+    return all(isinstance(meta.get(key, ""), str) for key in ("name", "namespace")) and all(
+        _string_map(meta.get(key)) for key in ("labels", "annotations"))
+
+
+def _string_map(value: Any) -> bool:
+    return value is None or (isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()))
 
 
 def _unexpected_kind(route: str, obj: Mapping[str, Any]) -> list[Denial]:
