@@ -136,6 +136,46 @@ def test_a_proxy_for_the_memory_api_is_refused(proxy: str) -> None:
         (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")]
 
 
+@pytest.mark.parametrize("spelling", ["Http_proxy", "HTTP_Proxy", "hTTP_pROXY", "All_Proxy"])
+def test_a_proxy_spelled_in_another_case_is_refused_or_blanked(spelling: str) -> None:
+    """R4-10: Python's getproxies() (httpx's source) reads ``*_proxy`` in any case, and which
+    spelling wins depends on the environment's order: ``Http_proxy`` is a proxy too."""
+    leaky = routed_pod()  # Denied: another spelling, set to a proxy, beside the governed ones.
+    leaky["spec"]["containers"][0]["env"].append(
+        {"name": spelling, "value": "http://proxy.example:3128"})
+    assert where(pod_denials(leaky, URL)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")]
+    by_reference = routed_pod()  # Denied: what a reference holds is not known to be empty.
+    by_reference["spec"]["containers"][0]["env"].insert(
+        0, {"name": spelling, "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}})
+    assert where(pod_denials(by_reference, URL)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")]
+    blank = routed_pod()  # Allowed, the near miss: the same spelling, empty.
+    blank["spec"]["containers"][0]["env"].insert(0, {"name": spelling, "value": ""})
+    assert pod_denials(blank, URL) == []
+    # The mutation blanks every spelling it finds, once, before the governed variables.
+    original = pod([{"name": spelling, "value": "http://proxy.example:3128"},
+                    {"name": "TEAM", "value": "a"}, {"name": spelling, "value": "x"}])
+    patched = jsonpatch.apply_patch(copy.deepcopy(original), pod_patch(original, URL))
+    assert patched["spec"]["containers"][0]["env"] == [
+        {"name": "TEAM", "value": "a"}, {"name": spelling, "value": ""}, *governed_env()]
+    assert pod_denials(patched, URL) == []
+
+
+def test_a_proxy_of_another_scheme_in_any_case_is_not_the_routes() -> None:
+    """The near miss across schemes: an https proxy, in any case, does not carry an http
+    memory API's calls, and is left as the Pod sets it."""
+    from fgentic_governance.admission import pods
+
+    secure = "https://memory.example:8443"
+    proxy = "http://proxy.example:3128"
+    for url, spelling, refused in ((URL, "Https_proxy", False), (URL, "Http_proxy", True),
+                                   (secure, "Http_proxy", False), (secure, "Https_proxy", True)):
+        routed = pod([{"name": spelling, "value": proxy}, *pods.governed_env(url)],
+                     labels={ROUTED_LABEL: "true"})
+        assert bool(pod_denials(routed, url)) is refused, (url, spelling)
+
+
 def test_the_proxies_blanked_follow_the_memory_apis_scheme() -> None:
     from fgentic_governance.admission import pods
 

@@ -8,8 +8,9 @@ Pod can be changed. A Pod of a memory-enabled Agent - by those labels, or by run
 memory-enabled Agent's account - gets ``KAGENT_URL`` = the memory API, ``LOG_LEVEL=ERROR``
 (the runtime's INFO and WARNING lines quote memory queries) and, empty, every proxy variable
 that applies to the memory API's scheme (kagent-adk's controller client trusts the
-environment, so ``HTTP_PROXY`` would carry memory calls elsewhere) in every container, each
-set exactly once and last: set in the Pod, they also override ``envFrom`` and the image.
+environment, so ``HTTP_PROXY`` would carry memory calls elsewhere; any other spelling of their
+names, ``Http_proxy``, is blanked too) in every container, each set exactly once and last: set
+in the Pod, they also override ``envFrom`` and the image.
 
 The validating side refuses such a Pod whose effective values differ (in any container,
 ephemeral ones included), or whose host aliases, DNS or host network could send the memory
@@ -48,10 +49,32 @@ def governed_env(url: str) -> list[dict[str, str]]:
             *({"name": name, "value": ""} for name in proxies)]
 
 
+def _proxy_names(url: str) -> frozenset[str]:
+    """The proxy variables of the URL's scheme, folded: Python's ``getproxies()`` (httpx's
+    source) reads ``*_proxy`` in any case, and which spelling wins depends on the order of
+    the environment, which the Pod does not fix (the kubelet merges ``env`` and ``envFrom``)."""
+    return frozenset(name.lower() for name in
+                     PROXY_VARIABLES.get(urlsplit(url).scheme, PROXY_VARIABLES["http"]))
+
+
+def _spellings(env: Sequence[Mapping[str, Any]], url: str) -> list[str]:
+    """The names in ``env`` that spell a governed proxy variable in another case
+    (``Http_proxy``), in order, once each."""
+    governed = {entry["name"] for entry in governed_env(url)}
+    folded = _proxy_names(url)
+    names = (e.get("name") for e in env)
+    return list(dict.fromkeys(name for name in names if isinstance(name, str)
+                              and name.lower() in folded and name not in governed))
+
+
 def _governed_env(env: Sequence[Mapping[str, Any]], url: str) -> list[dict[str, Any]]:
+    """The env kept in order, every other spelling of a proxy variable blanked (once, so it
+    also overrides envFrom and the image), then the governed variables last."""
     governed = governed_env(url)
-    names = {entry["name"] for entry in governed}
-    return [*(dict(e) for e in env if e.get("name") not in names), *governed]
+    spellings = _spellings(env, url)
+    names = {entry["name"] for entry in governed} | set(spellings)
+    return [*(dict(e) for e in env if e.get("name") not in names),
+            *({"name": name, "value": ""} for name in spellings), *governed]
 
 
 def pod_patch(pod: Mapping[str, Any], url: str) -> list[dict[str, Any]]:
@@ -100,7 +123,8 @@ def pod_denials(pod: Mapping[str, Any], url: str,
             env = container.get("env") or []
             if admitted.get((kind, container.get("name"))) == env:
                 continue
-            if any(_effective(env, e["name"]) != e["value"] for e in governed):
+            required = [*governed, *({"name": n, "value": ""} for n in _spellings(env, url))]
+            if any(_effective(env, e["name"]) != e["value"] for e in required):
                 denials.append(Denial(AdmissionCode.MEMORY_RUNTIME_UNGOVERNED,
                                       f"spec.{kind}[{index}].env"))
     return denials + (_bypass_denials(spec, url) if old is None else [])
