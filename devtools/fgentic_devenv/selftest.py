@@ -1,4 +1,5 @@
-"""The embedded PostgreSQL's self-test: one vector insert, an HNSW build and a ``<=>`` query.
+"""The embedded PostgreSQL's self-test: the pinned pgvector, one vector insert, an HNSW build and
+a ``<=>`` query.
 
 hack/bootstrap.sh runs it on every machine, because a pgvector built for other CPUs passes
 every test on the machine it was built on and crashes elsewhere; when the server dies, the
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from fgentic_devenv import StartupError
+from fgentic_devenv import StartupError, pgvector
 from fgentic_devenv.postgres import LocalPostgres
 
 DIMENSIONS: Final = 768
@@ -26,6 +27,7 @@ _STEPS: Final = (
     ("build an HNSW index", "CREATE INDEX ON probe USING hnsw (v vector_cosine_ops)"),
     ("plan through the index", "SET enable_seqscan = off"),
 )
+_VERSION: Final = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 _QUERY: Final = ("SELECT count(*) FROM (SELECT id FROM probe ORDER BY v <=> "
                  "(SELECT v FROM probe WHERE id = 7) LIMIT 5) nearest")
 
@@ -39,6 +41,7 @@ async def _probe(dsn: str) -> None:
         for _, statement in _STEPS:
             await conn.execute(statement)
             done += 1
+        version = await conn.fetchval(_VERSION)
         found = await conn.fetchval(_QUERY)
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
         step = _STEPS[done][0] if done < len(_STEPS) else "answer a <=> query"
@@ -46,6 +49,9 @@ async def _probe(dsn: str) -> None:
     finally:
         if not conn.is_closed():
             await conn.close()
+    # The wheel's control file would make its own 0.8.2 with the new library.
+    if version != pgvector.VERSION:
+        raise _Failed(f"create pgvector {pgvector.VERSION}", f"it made {version}")
     if found != 5:
         raise _Failed("answer a <=> query", f"{found} rows instead of 5")
 
@@ -71,4 +77,5 @@ def self_test(timeout: float = 120.0) -> str:
             raise StartupError(f"the embedded PostgreSQL self-test took over {timeout:.0f}s; "
                                f"see {server.log}") from None
     return (f"PostgreSQL self-test passed: {ROWS} vectors of {DIMENSIONS} dimensions, an HNSW "
-            f"index and a <=> query in {time.monotonic() - started:.1f}s")
+            f"index and a <=> query on pgvector {pgvector.VERSION} in "
+            f"{time.monotonic() - started:.1f}s")

@@ -58,8 +58,32 @@ def test_a_server_does_not_start_on_a_pgvector_that_is_not_the_portable_build(
     (pgvector.extension_dir(fake) / "vector.so").write_bytes(
         (pgvector.extension_dir(INSTALL) / pgvector.ORIGINAL).read_bytes())
     monkeypatch.setattr(local, "wheel_install", lambda: fake)
-    with pytest.raises(StartupError, match="not the portable pgvector build"):
+    with pytest.raises(StartupError, match="not the portable pgvector build of "):
         LocalPostgres(tmp_path / "work")
+
+
+def test_a_server_does_not_start_on_the_portable_build_of_an_older_release(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36 §5: the wheel's control file, with which CREATE EXTENSION still makes 0.8.2
+    (HNSW vacuum defects), or a library stamped by the 0.8.2 build, is not the pinned build."""
+    fake = tmp_path / "pginstall"
+    pgvector.extension_dir(fake).mkdir(parents=True)
+    pgvector.share_dir(fake).mkdir(parents=True)
+    library = pgvector.extension_dir(fake) / "vector.so"
+    library.write_bytes(LIBRARY.read_bytes())
+    stamp = pgvector.extension_dir(fake) / pgvector.STAMP
+    control = pgvector.share_dir(fake) / pgvector.CONTROL
+    pinned = (pgvector.share_dir(INSTALL) / pgvector.CONTROL).read_text()
+    stamp.write_text(f"{pgvector.VERSION} {pgvector.sha256_of(library)}\n")
+    control.write_text(pinned)
+    assert pgvector.installed_portably(fake)  # the fake is faithful: each change below counts
+    control.write_text(pinned.replace(pgvector.VERSION, "0.8.2"))
+    monkeypatch.setattr(local, "wheel_install", lambda: fake)
+    with pytest.raises(StartupError, match=r"not the portable pgvector build of 0\.8\.6"):
+        LocalPostgres(tmp_path / "work")
+    control.write_text(pinned)
+    stamp.write_text(f"{pgvector.sha256_of(library)}\n")  # what the 0.8.2 build wrote
+    assert not pgvector.installed_portably(fake)
 
 
 def test_the_self_test_inserts_builds_an_index_and_answers_a_query() -> None:
