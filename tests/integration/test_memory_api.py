@@ -16,7 +16,8 @@ import logging
 import math
 import struct
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,6 +28,7 @@ import pytest
 from aiohttp import web
 from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from yarl import URL
 
 from fgentic_devenv import free_port
@@ -35,12 +37,14 @@ from fgentic_governance.memory import Access, MemoryStore
 from fgentic_governance.memory.readiness import StoreReadiness
 from fgentic_governance.memoryapi.activity import SLACK_FRACTION
 from fgentic_governance.memoryapi.login import LoginReadiness
+from fgentic_governance.memoryapi.model_requests import SUMMARY_HEAD, SUMMARY_TAIL
 from fgentic_governance.memoryapi.server import DELEGATE_ROLE
 from fgentic_governance.reasons import Reason
-from fgentic_governance.serving.http import scrub_library_logs
+from fgentic_governance.serving.http import health_handler, scrub_library_logs, serve
 from tests.support.kagent import ControllerStub, EmbeddingStub
 from tests.support.memory_api import agent_token, headers, memory_api, routed_pod, token
 from tests.support.store import ALICE, past_turns, scope_record
+from tests.support.stubs import loopback_app
 
 pytestmark = pytest.mark.integration
 
@@ -607,4 +611,123 @@ async def test_a_streamed_answer_passes_through_as_it_is_written(
                 b"data: second\n\n"
     finally:
         release.set()
+        await runner.cleanup()
+
+
+# -- what is charged and counted (issue 36 §5 Metering) ----------------------------------
+
+
+OPERATIONS_LEDGER = ("SELECT operation, sum(units)::int FROM fgentic_memory.op_ledger"
+                     " WHERE scope_key = $1 GROUP BY operation")
+PROMPT = SUMMARY_HEAD + "Alice: I take my tea green." + SUMMARY_TAIL
+
+
+def chat(*messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"model": "stub-chat", "messages": list(messages), **fields}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+SUMMARY = chat(user(PROMPT))
+"""kagent-adk 0.9.11's own request (``_summarize_session_content_async``)."""
+
+
+class Model:
+    """The Agent's model: records each request's body and answers every one."""
+
+    def __init__(self) -> None:
+        self.bodies: list[Any] = []
+
+    async def complete(self, request: web.Request) -> web.Response:
+        self.bodies.append(await request.json())
+        return web.json_response({"id": "c", "object": "chat.completion", "choices": [{
+            "index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": '["Alice likes green tea."]'}}]})
+
+
+@asynccontextmanager
+async def routed(env: Env, delegate_pool: asyncpg.Pool
+                 ) -> AsyncIterator[tuple[str, Model, aiohttp.ClientSession]]:
+    """The memory API with both provider routes, the model's stub, and a session from the
+    address of a routed Pod of the Agent: (the API's URL, the model, the Pod's session)."""
+    model, provider = Model(), EmbeddingStub()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", model.complete)
+    await provider.start()
+    address = await routed_address(env)
+    try:
+        async with loopback_app(app) as port, memory_api(
+                delegate_pool, env.kube, env.controller.base_url,
+                embeddings_url=provider.url + "/embeddings",
+                model_url=f"http://127.0.0.1:{port}/v1/chat/completions") as url, \
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(
+                    local_addr=(address, 0))) as pod:
+            yield url, model, pod
+    finally:
+        await provider.stop()
+
+
+def poster(url: str, pod: aiohttp.ClientSession) -> Callable[..., Any]:
+    async def post(path: str, body: Any, **sent: str) -> tuple[int, Any]:
+        async with pod.post(url + path, data=json.dumps(body).encode(), headers={
+                "Content-Type": "application/json", **sent}) as r:
+            return r.status, await r.json(content_type=None)
+    return post
+
+
+async def turn_of(env: Env, url: str, pod: aiohttp.ClientSession) -> None:
+    """The runtime's first call of Alice's turn, which names her (the controller stub's 404
+    is passed back): the provider requests that follow are charged to her."""
+    async with pod.get(url + "/api/sessions/ctx-1", params={"user_id": ALICE},
+                       headers=headers(env.token, env.ns, AGENT, None)) as r:
+        assert r.status == 404
+
+
+async def scrape(port: int) -> dict[str, float]:
+    """``fgentic_memory_admitted_units`` by operation, from the /metrics port."""
+    async with aiohttp.ClientSession() as http, \
+            http.get(f"http://127.0.0.1:{port}/metrics") as r:
+        assert r.status == 200
+        text = await r.text()
+    return {sample.labels["operation"]: sample.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "fgentic_memory_admitted_units"
+            for sample in family.samples if sample.name.endswith("_total")}
+
+
+async def test_every_admitted_unit_is_counted_by_operation(
+        env: Env, delegate_pool: asyncpg.Pool) -> None:
+    """§5 Metering: ``fgentic_memory_admitted_units`` counts, per operation, exactly the
+    units the store's ledger was charged through the memory API (before: nothing on this
+    path): embeddings at the provider route, a summarisation at the model route (not again
+    at the automatic save that takes its reservation), explicit saves, searches and batches.
+    A refused admission counts nothing."""
+    runner = await serve(health_handler(), "127.0.0.1", metrics := free_port())
+    try:
+        async with routed(env, delegate_pool) as (url, _, pod):
+            post = poster(url, pod)
+            memory = headers(env.token, env.ns, AGENT, ALICE)
+            alice = await scope(env, lease=False)
+            await past_turns(env.store, alice, 4)
+            await env.store.open_lease(alice, 120)  # the fifth turn is running
+            before = await scrape(metrics)
+            await turn_of(env, url, pod)
+            answers = [
+                await post("/v1/embeddings", EMBEDDING_BODY, Authorization="Bearer key"),
+                await post("/api/memories/sessions", env.item("Alice likes tea."), **memory),
+                await post("/api/memories/search", env.query("tea"), **memory),
+                await post("/v1/chat/completions", SUMMARY, Authorization="Bearer key"),
+                await post("/api/memories/sessions/batch", {"items": [
+                    env.item("Alice cycles."), env.item("Alice reads.")]}, **memory)]
+            assert [status for status, _ in answers] == [200, 201, 200, 200, 201]
+            assert (await post("/v1/chat/completions", SUMMARY, Authorization="Bearer key"))[
+                1] == {"error": "SUMMARY_CADENCE_REACHED"}  # refused: counts nothing
+            after = await scrape(metrics)
+        ledger = dict(await env.pool.fetch(OPERATIONS_LEDGER, alice.scope_key))
+        assert ledger == {"embedding": 5, "save": 3, "load": 1, "summarize": 1}
+        assert {op: after.get(op, 0) - before.get(op, 0) for op in after
+                if after.get(op, 0) != before.get(op, 0)} == ledger
+    finally:
         await runner.cleanup()

@@ -27,7 +27,12 @@ from fgentic_governance.memory.bounds import (
     MAX_TTL_DAYS,
 )
 from fgentic_governance.memory.errors import StoreRefusal, guarded
-from fgentic_governance.memory.metrics import ADMISSIONS, STORE_OPERATIONS, record
+from fgentic_governance.memory.metrics import (
+    ADMISSIONS,
+    ADMITTED_UNITS,
+    STORE_OPERATIONS,
+    record,
+)
 from fgentic_governance.memory.model import (
     MAX_NOTED_USERS,
     Embedding,
@@ -169,7 +174,7 @@ class DelegatedStore:
             raise StoreRefusal(Reason.INVALID_SPEC)
         mode = "capture" if {Operation.SAVE, Operation.SUMMARIZE} & set(items) else "recall"
 
-        async def work() -> None:
+        async def work() -> dict[Operation, int]:
             async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn, conn.transaction():
                 await conn.fetchrow(_ENTER, *caller.params(), mode)
                 if Operation.LOAD in items:
@@ -184,15 +189,17 @@ class DelegatedStore:
                 for operation, units in charged.items():
                     await conn.fetchval(_ADMIT, operation.value, units, take_token)
                     take_token = False  # one explicit request is one token
+            return charged
 
         try:
-            await guarded(work())
+            charged = await guarded(work())
         except StoreRefusal as refusal:
             for operation in items:
                 record(ADMISSIONS, operation.value, refusal.reason)
             raise
         for operation in items:
             record(ADMISSIONS, operation.value, Reason.OK)
+        _metered(charged)
 
     async def admit_embedding(self, agent_namespace: str, agent_name: str,
                               seen: RecentUsers) -> None:
@@ -240,6 +247,7 @@ class DelegatedStore:
             record(ADMISSIONS, operation.value, refusal.reason)
             raise
         record(ADMISSIONS, operation.value, Reason.OK)
+        _metered({operation: 1})
 
     async def save(self, caller: Caller, facts: Sequence[Fact], envelope: Envelope) -> list[str]:
         """Insert every fact or none; returns their ids."""
@@ -290,6 +298,13 @@ class DelegatedStore:
             raise
         record(STORE_OPERATIONS, operation, Reason.OK)
         return result
+
+
+def _metered(charged: Mapping[Operation, int]) -> None:
+    """The units committed, per operation (``fgentic_memory_admitted_units``): what the ledger
+    was charged, so a summarisation the model route already charged is not counted twice."""
+    for operation, units in charged.items():
+        ADMITTED_UNITS.labels(operation=operation.value).inc(units)
 
 
 def _recent(seen: RecentUsers) -> tuple[list[str], float, float]:
