@@ -55,6 +55,8 @@ class Reason(StrEnum):
     STORE_SCHEMA_MISMATCH = "STORE_SCHEMA_MISMATCH"
     STORE_LOCK_TIMEOUT = "STORE_LOCK_TIMEOUT"
     STORE_SETTINGS_UNSAFE = "STORE_SETTINGS_UNSAFE"
+    # The store's pgvector is older than memory/extension.py MIN_PGVECTOR (HNSW vacuum fixes).
+    STORE_EXTENSION_OUTDATED = "STORE_EXTENSION_OUTDATED"
     # The memory API was told to use its own login, and that login could act as the store's
     # owner (a superuser, or a member of the owner role).
     STORE_LOGIN_PRIVILEGED = "STORE_LOGIN_PRIVILEGED"

@@ -18,11 +18,12 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRefusal
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRefusal, extension
 from fgentic_governance.reasons import Reason
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, get_object, phase, until_status
 from tests.support.objects import example
+from tests.support.store import migrated_pool
 
 pytestmark = pytest.mark.integration
 # Each test gets its own namespace (and operator watching only it): scopes of one test must
@@ -276,6 +277,51 @@ async def test_store_with_unpinned_log_settings_grants_nothing(
         assert (await store.scope_state(f"{NS}/{name}")).enabled
     finally:
         op.stop()
+        await admin.close()
+
+
+async def test_store_with_an_outdated_pgvector_grants_nothing(
+    *, control_plane: Any, pg_dsn: str, api: client.CustomObjectsApi, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36 §5: pgvector before 0.8.4 can corrupt or fail an HNSW index while vacuuming it,
+    which the store does all the time: StoreReady refuses it with its own code. The test
+    database's extension is made at 0.8.2 (the wheel's own script, kept beside 0.8.6's), so
+    the operator reads a real catalog row; the library is 0.8.6's, as after a package upgrade
+    whose ALTER EXTENSION ... UPDATE is still due, which is refused the same way."""
+    global NS  # noqa: PLW0603
+    NS = f"memory-{uuid.uuid4().hex[:8]}"
+    control_plane.ensure_namespace(NS)
+    admin = await asyncpg.connect(pg_dsn)
+    await admin.execute("DROP EXTENSION vector")
+    await admin.execute("CREATE EXTENSION vector VERSION '0.8.2'")
+    assert await extension.installed(admin) == "0.8.2"
+    pool = await migrated_pool(pg_dsn, max_size=2)
+    store = MemoryStore(pool)
+    monkeypatch.setenv("FGENTIC_STORE_SETTINGS_SECONDS", "1")
+    op = Operator(control_plane.kubeconfig, pg_dsn, tmp_path)
+    op.start()
+    try:
+        name = "outdated-pgvector"
+        _create(api, "memoryscopes", _scope(name))
+        _create(api, "consentrecords", _consent(name))
+        status = (await until_status(api, "memoryscopes", NS, name,
+                                     phase("Failed", "STORE_EXTENSION_OUTDATED")))["status"]
+        ready = {c["type"]: c for c in status["conditions"]}["StoreReady"]
+        assert ready["status"] == "False" and ready["reason"] == "STORE_EXTENSION_OUTDATED"
+        assert "older than 0.8.4" in ready["message"]
+        with pytest.raises(StoreRefusal) as untouched:  # Nothing was granted, or even written.
+            await store.scope_state(f"{NS}/{name}")
+        assert untouched.value.reason is Reason.SCOPE_MISSING
+        assert "content store pgvector 0.8.2 is older than 0.8.4" in op.log.read_text()
+        # Updated by a DBA: the next check publishes the store as fit, and consent applies.
+        await admin.execute("ALTER EXTENSION vector UPDATE")
+        assert not extension.outdated(await extension.installed(admin))
+        await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"))
+        assert (await store.scope_state(f"{NS}/{name}")).enabled
+    finally:
+        op.stop()
+        await pool.close()
         await admin.close()
 
 

@@ -69,20 +69,26 @@ async def open_store(dsn_file: Path) -> None:
 
 
 async def check_settings() -> None:
-    """Publish whether the store's pinned settings hold (StoreReady; nothing granted if not)."""
-    from fgentic_governance.memory import bounds
+    """Publish whether the store's pinned settings hold and its pgvector is recent enough
+    (StoreReady; nothing granted if not)."""
+    from fgentic_governance.memory import bounds, extension
     from fgentic_governance.memory.errors import guarded
 
     pool = context().store_pool
 
-    async def unsafe() -> list[str]:
+    async def unsafe() -> tuple[list[str], str | None]:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
-            return await bounds.unsafe_settings(conn)
+            return await bounds.unsafe_settings(conn), await extension.installed(conn)
 
-    names = await guarded(unsafe())
+    names, pgvector = await guarded(unsafe())
     if names:  # Names from our own closed set (bounds.PINNED), never a server value.
         log.error("content store settings unsafe: %s", ",".join(names))
-    configure(store_problem=Reason.STORE_SETTINGS_UNSAFE if names else None)
+    outdated = extension.outdated(pgvector)
+    if outdated:  # The version rebuilt from its numbers, never the server's text.
+        log.error("content store pgvector %s is older than %s", extension.spelt(pgvector),
+                  extension.MIN_PGVECTOR_TEXT)
+    configure(store_problem=Reason.STORE_SETTINGS_UNSAFE if names
+              else Reason.STORE_EXTENSION_OUTDATED if outdated else None)
 
 
 async def _store_loop(dsn_file: Path) -> None:

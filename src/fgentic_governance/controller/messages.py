@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Final
 
+from fgentic_governance.memory.extension import MIN_PGVECTOR_TEXT
 from fgentic_governance.reasons import Reason
 
 MESSAGES: Final = MappingProxyType({
@@ -29,6 +30,9 @@ MESSAGES: Final = MappingProxyType({
                                   "migrates it.",
     Reason.STORE_SETTINGS_UNSAFE: "The memory database lacks its pinned settings (docs/"
                                   "memory.md §3b).",
+    Reason.STORE_EXTENSION_OUTDATED: f"The memory database's pgvector is older than "
+                                     f"{MIN_PGVECTOR_TEXT} (HNSW vacuum defects): upgrade "
+                                     f"it, then ALTER EXTENSION vector UPDATE.",
     Reason.INVALID_SPEC: "The spec is invalid; see the CRD's schema and docs.",
     Reason.BINDING_CONFLICT: "Another RetrievalBinding already binds this Agent.",
     Reason.APPLY_FAILED: "Applying the rendered objects failed; the operator retries.",
