@@ -178,24 +178,30 @@ async def _post(http: aiohttp.ClientSession, url: str, body: dict[str, Any],
     return 200, json.loads(data[-1] if data else text), session
 
 
-async def _initialize(http: aiohttp.ClientSession, url: str, key: str, carrier: str) -> str:
+def _session(session: str | None) -> list[tuple[str, str]]:
+    # The rendered MCP route is stateless, so the gateway issues no id (kept if one comes).
+    return [("mcp-session-id", session)] if session else []
+
+
+async def _initialize(http: aiohttp.ClientSession, url: str, key: str,
+                      carrier: str) -> str | None:
     status, _, session = await _post(http, url, {
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": VERSION, "capabilities": {},
                    "clientInfo": {"name": "fgentic-dev", "version": "1"}}},
         _headers(key, [carrier], version=False))
-    if status != 200 or not session:
+    if status != 200:
         raise SystemExit(f"MCP initialize through the gateway failed: HTTP {status}")
     await _post(http, url, {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                [*_headers(key, [carrier]), ("mcp-session-id", session)])
+                [*_headers(key, [carrier]), *_session(session)])
     return session
 
 
-async def _call(http: aiohttp.ClientSession, url: str, key: str, session: str, *, tool: str,
-                arguments: dict[str, Any], carriers: list[str],
+async def _call(http: aiohttp.ClientSession, url: str, key: str, session: str | None, *,
+                tool: str, arguments: dict[str, Any], carriers: list[str],
                 ) -> tuple[int, dict[str, Any] | None]:
     status, reply, _ = await _post(http, url, {
         "jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": tool, "arguments": arguments}},
-        [*_headers(key, carriers), ("mcp-session-id", session)])
+        [*_headers(key, carriers), *_session(session)])
     return status, reply

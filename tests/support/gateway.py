@@ -48,6 +48,7 @@ from fgentic_devenv.binaries import agentgateway_candidates, find_agentgateway
 from fgentic_devenv.up import port_open, spawn_cli
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
+from fgentic_governance.contract import RoomContext
 from fgentic_governance.retrieval.names import WIRES, agent_route_path
 from fgentic_governance.retrieval.projector_config import dump_config, projector_config
 from fgentic_governance.retrieval.render import names as n
@@ -255,9 +256,11 @@ class Stack:
         self.processes[name] = proc
         wait_until(ready, proc, what=name, log=self.log(name), timeout=60)
 
-    def start_mcp(self) -> None:
-        port = self.ports["retrieval"]
-        self._spawn("mcp", [sys.executable, "-m", "tests.support.mcp_stub", "--port", str(port)],
+    def start_mcp(self, name: str = "mcp", port: int | None = None) -> None:
+        """The two-tool stub of `tests.support.mcp_stub` on ``port`` (default: where the
+        binding's MCP route sends), logged as ``name``."""
+        port = port or self.ports["retrieval"]
+        self._spawn(name, [sys.executable, "-m", "tests.support.mcp_stub", "--port", str(port)],
                     os.environ.copy(), lambda: port_open(port))
 
     def start_gateway(self, binary: Path, config: dict[str, Any], key_path: Path) -> None:
@@ -372,9 +375,11 @@ MCP_VERSION = "2025-11-25"
 _rpc_ids = itertools.count(1)
 
 
-def mcp_identity() -> str:
-    """A fresh projection for the binding's Agent, as the projector would stamp it."""
-    projection = contract.stamp_matrix(room_context(), agent=AGENT, iat=int(time.time()))
+def mcp_identity(context: RoomContext | None = None) -> str:
+    """A fresh projection for the binding's Agent, as the projector would stamp it (for
+    ``context``, else Alice's public-only room)."""
+    projection = contract.stamp_matrix(context or room_context(), agent=AGENT,
+                                       iat=int(time.time()))
     return contract.encode_identity(projection)
 
 
@@ -394,12 +399,13 @@ def agent_headers(*, key: str | None = AGENT_MCP_KEY, carrier: list[str] | None 
 
 async def rpc(stack: Stack, session: ClientSession, method: str, params: dict[str, Any],
               headers: list[tuple[str, str]], *, mcp_session: str | None = None,
-              ) -> tuple[int, dict[str, Any] | None, str | None]:
-    """(HTTP status, JSON-RPC response or None, Mcp-Session-Id) of one request."""
+              url: str | None = None) -> tuple[int, dict[str, Any] | None, str | None]:
+    """(HTTP status, JSON-RPC response or None, Mcp-Session-Id) of one request to ``url``
+    (default: the binding's MCP route)."""
     body = {"jsonrpc": "2.0", "id": next(_rpc_ids), "method": method, "params": params}
     if mcp_session is not None:
         headers = [*headers, ("mcp-session-id", mcp_session)]
-    async with session.post(stack.mcp_url, json=body, headers=headers) as response:
+    async with session.post(url or stack.mcp_url, json=body, headers=headers) as response:
         text = await response.text()
         sid = response.headers.get("mcp-session-id")
         status = response.status
@@ -410,24 +416,24 @@ async def rpc(stack: Stack, session: ClientSession, method: str, params: dict[st
     return status, json.loads(data[-1] if data else text), sid
 
 
-async def mcp_initialize(stack: Stack, session: ClientSession) -> str:
+async def mcp_initialize(stack: Stack, session: ClientSession) -> str | None:
     """initialize (no MCP-Protocol-Version, as the rendered rule requires) and initialized;
-    the gateway's session id."""
+    the gateway's session id, None when it issued none (the route is rendered stateless)."""
     params = {"protocolVersion": MCP_VERSION, "capabilities": {},
               "clientInfo": {"name": "e2e", "version": "1"}}
     status, reply, sid = await rpc(stack, session, "initialize", params,
                                    agent_headers(version=None))
     assert status == 200 and reply is not None, status
     assert reply["result"]["protocolVersion"] == MCP_VERSION
-    assert sid
     notify = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    session_header = [("mcp-session-id", sid)] if sid else []
     async with session.post(stack.mcp_url, json=notify,
-                            headers=[*agent_headers(), ("mcp-session-id", sid)]) as response:
+                            headers=[*agent_headers(), *session_header]) as response:
         assert response.status in (200, 202)
     return sid
 
 
-async def mcp_call(stack: Stack, session: ClientSession, sid: str, tool: str,
+async def mcp_call(stack: Stack, session: ClientSession, sid: str | None, tool: str,
                    headers: list[tuple[str, str]] | None = None, *,
                    arguments: dict[str, Any] | None = None,
                    ) -> tuple[int, dict[str, Any] | None]:

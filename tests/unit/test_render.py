@@ -293,6 +293,10 @@ def test_mcp_route_has_its_own_backend_exact_path_one_tool_and_no_ext_authz() ->
     backends = {o["metadata"]["name"].rsplit(".", 1)[1]: o["spec"]
                 for o in of_kind(r, "AgentgatewayBackend")}
     assert set(backends) == {"a2a", "mcp"}
+    # No gateway session: v1.3.1 lets a session id issued here be replayed on another route
+    # (GHSA-mvgg-jvj2-4frq); the default in both forms is stateful.
+    assert mcp["backends"][0]["mcp"]["statefulMode"] == "stateless"
+    assert backends["mcp"]["mcp"]["sessionRouting"] == "Stateless"
     tools = k8s_policy(r, "mcp-tools")["spec"]
     assert tools["targetRefs"][0]["kind"] == "AgentgatewayBackend"
     assert tools["backend"]["mcp"]["authorization"]["policy"]["matchExpressions"] == [

@@ -47,7 +47,9 @@ def _backend(binding: BindingId, route: Route, namespace: str,
     if isinstance(backend, A2aBackend):
         spec: dict[str, Any] = {"a2a": {"host": host, "port": ep.port}}
     else:
-        spec = {"mcp": {"failureMode": "FailClosed", "targets": [{
+        # Stateless, as in the standalone form (GHSA-mvgg-jvj2-4frq: a stateful session id
+        # replayed on another route reaches this backend under that route's policy).
+        spec = {"mcp": {"failureMode": "FailClosed", "sessionRouting": "Stateless", "targets": [{
             "name": backend.target,
             "static": {"host": host, "port": ep.port, "path": backend.path,
                        "protocol": "StreamableHTTP"}}]}}

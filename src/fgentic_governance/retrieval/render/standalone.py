@@ -72,7 +72,10 @@ def _backend(route: Route, cluster_domain: str, hosts: Mapping[str, str]) -> dic
         return {"host": _address(backend.endpoint, cluster_domain, hosts)}
     address = _address(backend.endpoint, cluster_domain, hosts)
     host, _, port = address.rpartition(":")
-    return {"mcp": {"targets": [{"name": backend.target, "mcp": {
+    # Stateless: v1.3.1 serves a stateful session id replayed on another route by the issuing
+    # route's backend under that other route's policy (GHSA-mvgg-jvj2-4frq, fixed in v1.4.0).
+    # Without a session no id is issued and any replayed id is refused; the server keeps none.
+    return {"mcp": {"statefulMode": "stateless", "targets": [{"name": backend.target, "mcp": {
         "host": host, "port": int(port), "path": backend.path}}]}}
 
 
