@@ -74,7 +74,8 @@ def _backend(route: Route, cluster_domain: str, hosts: Mapping[str, str]) -> dic
     host, _, port = address.rpartition(":")
     # Stateless: v1.3.1 serves a stateful session id replayed on another route by the issuing
     # route's backend under that other route's policy (GHSA-mvgg-jvj2-4frq, fixed in v1.4.0).
-    # Without a session no id is issued and any replayed id is refused; the server keeps none.
+    # Stateless, no id is issued here and an id from elsewhere is ignored (never sent on to the
+    # backend that issued it); the server keeps no session either.
     return {"mcp": {"statefulMode": "stateless", "targets": [{"name": backend.target, "mcp": {
         "host": host, "port": int(port), "path": backend.path}}]}}
 
