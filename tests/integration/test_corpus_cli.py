@@ -244,3 +244,32 @@ async def test_a_1024_dimension_corpus_is_chosen_once_and_kept(
     own = write(tmp_path / "own.jsonl", [row(9, "own vector", embedding=unit_vector("x"))])
     refused = await cli("load", str(own), dsn_file=dsn_file)
     assert refused.returncode == 2 and "line 1: EMBEDDING_INVALID" in refused.stderr
+
+
+# -- rows the database would have refused -----------------------------------------------------
+
+
+async def test_a_vector_float4_cannot_hold_or_cosine_cannot_rank_is_refused_by_line(
+    dsn_file: Path, tmp_path: Path,
+) -> None:
+    """1e39 is a finite double but beyond float4: it used to fail the whole batch in the
+    database (exit 1, no line), also under --strict; an all-zero vector has a NaN distance to
+    every query."""
+    good = unit_vector("own")
+    data = write(tmp_path / "c.jsonl", [
+        row(1, "kept", embedding=good),
+        row(2, f"{SECRET} huge", embedding=[1e39, *good[1:]]),
+        row(3, f"{SECRET} zero", embedding=[0.0] * len(good)),
+        row(4, "kept too", embedding=good)])
+    strict = await cli("load", str(data), "--strict", dsn_file=dsn_file)
+    assert strict.returncode == 1, strict.stderr
+    assert [line for line in strict.stderr.splitlines() if line.startswith("line ")] == [
+        "line 2: EMBEDDING_INVALID", "line 3: EMBEDDING_INVALID"]
+    assert "nothing loaded" in strict.stderr and await rows_in_or_none(dsn_file) is None
+    done = await cli("load", str(data), dsn_file=dsn_file)
+    assert done.returncode == 2, done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("line ")] == [
+        "line 2: EMBEDDING_INVALID", "line 3: EMBEDDING_INVALID"]
+    assert "2 chunks loaded, 2 rows refused of 4" in done.stdout
+    assert SECRET not in done.stdout + done.stderr
+    assert set(await rows_in(dsn_file)) == {1, 4}

@@ -24,6 +24,7 @@ from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.retrieval.server_config import dump_config, server_config
+from fgentic_governance.serving import strict_json
 from tests.support.knowledge import (
     TOOL,
     Chunk,
@@ -34,6 +35,7 @@ from tests.support.knowledge import (
 )
 from tests.support.objects import example
 from tests.support.projector import AGENT, ALICE, room_context
+from tests.support.vectors import DIMENSIONS
 
 pytestmark = pytest.mark.integration
 
@@ -274,6 +276,28 @@ async def test_tool_refusals_are_a_code_and_no_chunks(
     assert result["isError"] is True
     assert result["content"] == [{"type": "text", "text": code}]
     assert "structuredContent" not in result or not result["structuredContent"]
+
+
+@pytest.mark.parametrize("vector", [
+    [0.0] * DIMENSIONS,  # no direction: every cosine distance is NaN
+    [1e39] + [0.01] * (DIMENSIONS - 1),  # beyond float4: the store cannot take it
+], ids=["all-zero", "beyond-float4"])
+async def test_a_vector_the_store_cannot_rank_is_the_providers_fault(
+    server: RunningServer, http: ClientSession, embeddings: QueryEmbeddings,
+    vector: list[float],
+) -> None:
+    """It used to answer ``"score": NaN`` (not JSON) for an all-zero query vector, and
+    STORE_UNAVAILABLE for a 1e39 component: the provider's answer is what is wrong."""
+    embeddings.vector = vector
+    try:
+        async with http.post(server.url, headers=headers(), data=json.dumps(body(
+                "tools/call", {"name": TOOL, "arguments": {"query": CORPUS[0].text}}))) as answer:
+            raw = await answer.read()
+    finally:
+        embeddings.vector = None
+    result = strict_json.loads(raw)["result"]  # strict: NaN or Infinity would be refused
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "EMBEDDINGS_UNAVAILABLE"}]
 
 
 async def test_credentials_and_other_reserved_headers_are_ignored(

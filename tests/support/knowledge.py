@@ -4,7 +4,8 @@ CLI) over a real corpus, with an embeddings stub standing for the provider.
 ``QueryEmbeddings`` answers ``POST /v1/embeddings`` with ``unit_vector(text)`` (float lists, as
 the server asks), so a chunk stored with the vector of its own text ranks first for a query of
 that text. ``fail`` makes it answer 500 with a body that quotes the input (what a provider's
-error may do). ``load_corpus`` writes chunks whose ACL metadata the caller chooses.
+error may do); ``vector`` makes it answer one chosen vector for every text. ``load_corpus``
+writes chunks whose ACL metadata the caller chooses.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class QueryEmbeddings(LoopbackServer):
         self.fail = False
         self.trickle = False
         """Answer in 512-byte pieces (a provider's answer arrives in many reads)."""
+        self.vector: list[float] | None = None
+        """Answer every text with this vector instead (a provider's wrong answer)."""
 
     @property
     def url(self) -> str:
@@ -57,7 +60,7 @@ class QueryEmbeddings(LoopbackServer):
                                      status=500)
         answer = web.json_response({"object": "list", "model": body.get("model"), "data": [
             {"object": "embedding", "index": i,
-             "embedding": unit_vector(str(text), self.dimensions)}
+             "embedding": self.vector or unit_vector(str(text), self.dimensions)}
             for i, text in enumerate(texts)]})
         if not self.trickle:
             return answer

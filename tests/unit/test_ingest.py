@@ -95,6 +95,16 @@ def test_every_section_15_classification_is_storable(classification: str) -> Non
     ('{"id": 7, "text": "t", "source": "s", "classification": "public", "allowed_groups": '
      '["partner/org-b/docs"], "embedding": [' + "0.5," * 767 + "1e400]}",
      RowCode.NOT_JSON),  # strict JSON: a number beyond a double
+    # What pgvector's float4 cannot store, or cosine cannot rank (a NaN distance to any query).
+    (line(embedding=[0.5] * 767 + [1e39]), RowCode.EMBEDDING_INVALID),
+    (line(embedding=[0.5] * 767 + [-(10**39)]), RowCode.EMBEDDING_INVALID),
+    (line(embedding=[0.5] * 767 + [10**400]), RowCode.EMBEDDING_INVALID),
+    (line(embedding=[0] * 768), RowCode.EMBEDDING_INVALID),
+    (line(embedding=[1e-30] * 768), RowCode.EMBEDDING_INVALID),
+    (line(embedding=[1e19] * 768), RowCode.EMBEDDING_INVALID),
+    ('{"id": 7, "text": "t", "source": "s", "classification": "public", "allowed_groups": '
+     '["partner/org-b/docs"], "embedding": [' + "0.5," * 767 + "1e400]}",
+     RowCode.NOT_JSON),  # strict JSON: a number beyond a double
 ])
 def test_each_bad_field_is_refused_by_its_code(raw: str, code: RowCode) -> None:
     with pytest.raises(RowRefused) as caught:

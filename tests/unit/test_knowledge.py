@@ -200,7 +200,9 @@ def _answer(data: Any) -> bytes:
 
 def test_one_vector_of_the_dimension_is_taken() -> None:
     assert vector_of(_answer([{"embedding": [0.5, -1, 0]}]), 3) == [0.5, -1.0, 0.0]
-
+    # Far from float4's limits at both ends, as no real embedding comes near them.
+    assert vector_of(_answer([{"embedding": [1e-18, 0, 0]}]), 3) == [1e-18, 0.0, 0.0]
+    assert vector_of(_answer([{"embedding": [1e18, 1e18, 1]}]), 3) == [1e18, 1e18, 1.0]
 
 @pytest.mark.parametrize("raw", [
     b"oops", _answer([]), _answer([{"embedding": [1, 2]}, {"embedding": [1, 2, 3]}]),
@@ -211,6 +213,13 @@ def test_one_vector_of_the_dimension_is_taken() -> None:
     _answer([{"index": 0.0, "embedding": [1, 2, 3]}]),
     _answer([{"index": True, "embedding": [1, 2, 3]}]),
     _answer([{"index": "0", "embedding": [1, 2, 3]}]),
+    # The provider's fault, not the store's: float4 cannot hold 1e39, and a vector with no
+    # length (zero, or squares that float4 flushes to zero or past its range) ranks every
+    # chunk at a NaN distance.
+    _answer([{"embedding": [1, 2, 1e39]}]), _answer([{"embedding": [1, 2, -1e39]}]),
+    _answer([{"embedding": [1, 2, 10**39]}]), _answer([{"embedding": [1, 2, 10**400]}]),
+    _answer([{"embedding": [0, 0, 0]}]), _answer([{"embedding": [0.0, -0.0, 0]}]),
+    _answer([{"embedding": [1e-30, 1e-30, 0]}]), _answer([{"embedding": [1e20, 1, 1]}]),
 ])
 def test_anything_else_is_embeddings_unavailable(raw: bytes) -> None:
     with pytest.raises(KnowledgeError) as caught:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from array import array
 from collections.abc import Sequence
 from enum import StrEnum
 from functools import cache
@@ -320,15 +321,35 @@ async def drop_chunk_indexes(conn: asyncpg.Connection) -> None:
 
 
 _NUMBER_TYPES: Final = frozenset({int, float})  # exact types: neither bool nor a subclass
+FLOAT4_MIN: Final = 1.1754943508222875e-38
+"""The smallest normal ``real`` (float4): pgvector's component type."""
+FLOAT4_MAX: Final = 3.4028234663852886e38
+"""The largest finite ``real``."""
 
 
 def is_vector(value: object, dimensions: int) -> bool:
-    """Whether ``value`` (decoded JSON) is a list of exactly ``dimensions`` finite numbers
-    (no booleans): what an embedding must be before it is used or stored."""
-    # map/set/all loop in C: a Python-level check per component cost ~0.3 ms per query.
-    return (isinstance(value, list) and len(value) == dimensions
-            and set(map(type, value)) <= _NUMBER_TYPES
-            and all(map(math.isfinite, value)))
+    """Whether ``value`` (decoded JSON) is a list of exactly ``dimensions`` numbers (no
+    booleans) that pgvector stores and cosine distance ranks: what an embedding must be before
+    it is used or stored.
+
+    pgvector keeps each component as a float4 and sums the squares in float4. A component
+    beyond float4 (``1e39``) fails the statement; a squared length of zero (an all-zero
+    vector, or components so small that float4 flushes their squares) or past float4 makes
+    every cosine distance NaN. So the squared length of the float4 components must lie in
+    float4's normal range, with room for float4's rounding as it adds. Every unit or ordinary
+    embedding is far inside it.
+    """
+    # set/array/hypot loop in C (~35 us for 768): a Python-level check per component cost
+    # ~0.3 ms per query.
+    if not (isinstance(value, list) and len(value) == dimensions
+            and set(map(type, value)) <= _NUMBER_TYPES):
+        return False
+    try:
+        stored = array("f", value)  # the C cast to float: what float4 keeps (inf past it)
+    except OverflowError:  # an integer beyond any double
+        return False
+    squared = math.hypot(*stored) ** 2  # NaN and inf fail both comparisons
+    return FLOAT4_MIN <= squared <= FLOAT4_MAX / 2
 
 
 def vector_text(embedding: Sequence[float], dimensions: int = EMBEDDING_DIMENSIONS) -> str:
