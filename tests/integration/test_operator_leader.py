@@ -9,10 +9,10 @@ the Lease held by another stops (exit 1); a clean stop hands the Lease over at o
 from __future__ import annotations
 
 import datetime as dt
+import re
 import signal
 import subprocess
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,24 +32,18 @@ LEASE = "operator-leader"
 
 
 class Replica:
-    def __init__(self, kubeconfig: Path, work: Path, ns: str, home: str, who: str) -> None:
+    def __init__(self, kubeconfig: Path, work: Path, ns: str, home: str, who: str, *,
+                 env: dict[str, str | None] | None = None) -> None:
         self.who, self.port = who, processes.free_port()
         self.log = work / f"operator-{who}.log"
         self.args = ["operator", "--kubeconfig", str(kubeconfig), "--namespace", ns,
                      "--local-homeserver", "fgentic.local", "--metrics-port", str(self.port),
                      "--leader-lease", f"{home}/{LEASE}", "--identity", who]
-        self.proc: subprocess.Popen[bytes] = processes.spawn_cli(self.args, self.log)
+        self.proc: subprocess.Popen[bytes] = processes.spawn_cli(self.args, self.log, env)
 
     def metric(self, name: str) -> float | None:
         """``name``'s value on /metrics (None while the port is not yet serving)."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics",
-                                        timeout=2) as response:
-                text = response.read().decode()
-        except OSError:
-            return None
-        values = [line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")]
-        return float(values[0]) if values else None
+        return processes.metric(self.port, name)
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(errors="replace")
@@ -142,6 +136,53 @@ def test_one_replica_runs_the_handlers_and_a_standby_takes_over(
     coordination.replace_namespaced_lease(LEASE, home, lease)
     assert second.proc.wait(RENEW_SECONDS + STOP_GRACE_SECONDS + 15) == 1
     assert second.logged("operator lease lost (held by another replica)")
+
+
+# Kopf's line for every handler or timer run it finishes ("Handler 'reconcile_scope' ...").
+HANDLER_RAN = re.compile(r"(Handler|Timer) '[a-z_]+")
+
+
+def test_a_leader_frozen_past_its_lease_acts_no_more_once_resumed(
+    control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path,
+    setting: tuple[str, str, list[Replica]],
+) -> None:
+    """Review R4-5: a leader frozen (SIGSTOP: a starved node) until the standby has taken
+    the Lease, then resumed, ran its handlers again before it noticed. Its own renew deadline
+    now stops it first: after SIGCONT no handler or timer of it runs, it exits 1, and the
+    other replica leads. Its scope's timer is due every second (and a new scope's create
+    handler is pending in its watch), so before the fix it acted at once on resume."""
+    ns, home, replicas = setting
+    api, coordination = client.CustomObjectsApi(k8s_client), client.CoordinationV1Api(k8s_client)
+    busy = {"FGENTIC_SCOPE_RESYNC_SECONDS": "1"}
+    first = Replica(control_plane.kubeconfig, tmp_path, ns, home, "frozen", env=busy)
+    replicas.append(first)
+    _until(lambda: _holder(coordination, home) == "frozen", "the first replica leading", 60)
+    scope = _new_scope(api, ns)
+    _until(_reconciled(api, ns, scope), "the leader reconciling", 60)
+    _until(lambda: HANDLER_RAN.search(first.log.read_text(errors="replace")),
+           "a handler run in the leader's log", 60)
+    second = Replica(control_plane.kubeconfig, tmp_path, ns, home, "successor", env=busy)
+    replicas.append(second)
+    _until(lambda: second.logged("operator standby"), "the standby waiting", 60)
+
+    first.proc.send_signal(signal.SIGSTOP)
+    try:
+        pending = _new_scope(api, ns)  # its watch event waits in the frozen leader's socket
+        _until(lambda: _holder(coordination, home) == "successor", "the standby taking over",
+               LEASE_SECONDS + 30)
+        _until(_reconciled(api, ns, pending), "the new leader reconciling", 60)
+        resumed_at = first.log.stat().st_size
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
+    assert first.proc.wait(RENEW_SECONDS + STOP_GRACE_SECONDS + 15) == 1
+    with first.log.open("rb") as log:
+        log.seek(resumed_at)
+        after = log.read().decode(errors="replace")
+    assert not HANDLER_RAN.search(after), f"the resumed leader acted:\n{after}"
+    assert _holder(coordination, home) == "successor"
+    assert second.metric("fgentic_operator_leading") == 1.0
+    later = _new_scope(api, ns)
+    _until(_reconciled(api, ns, later), "the new leader still reconciling", 60)
 
 
 def test_a_clean_stop_hands_the_lease_over(

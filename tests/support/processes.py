@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
 from fgentic_devenv import free_port, terminate, wait_until
 from fgentic_devenv.up import port_open, spawn_cli
 
-__all__ = ["free_port", "spawn_and_wait", "spawn_cli", "stop"]
+__all__ = ["free_port", "metric", "spawn_and_wait", "spawn_cli", "stop"]
 
 
 def spawn_and_wait(args: Sequence[str], log: Path, port: int) -> subprocess.Popen[bytes]:
@@ -20,6 +21,18 @@ def spawn_and_wait(args: Sequence[str], log: Path, port: int) -> subprocess.Pope
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
     terminate(proc)
+
+
+def metric(port: int, series: str) -> float | None:
+    """``series``'s value (a name, with its labels as exported: ``name{label="v"}``) on the
+    process's /metrics at ``port``; None while the port is not serving or the series absent."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    values = [line.split()[-1] for line in text.splitlines() if line.startswith(series + " ")]
+    return float(values[0]) if values else None
 
 
 def spawn_operator(kubeconfig: Path, dsn_file: Path, namespaces: Sequence[str],

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.controller.context import context
+from fgentic_governance.controller.leadership import ensure_leading
 
+T = TypeVar("T")
 PARTIAL_METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
@@ -55,9 +58,16 @@ async def get_object(*, group: str, version: str, plural: str, namespace: str,
     return found
 
 
+def _write(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """A write, sent only while this replica leads: checked in the thread that sends it, the
+    last moment before the request (review R4-5)."""
+    ensure_leading()
+    return fn(*args, **kwargs)
+
+
 async def _call(fn: Any, *args: Any) -> None:
     try:
-        await asyncio.to_thread(fn, *args)
+        await asyncio.to_thread(_write, fn, *args)
     except ApiException as exc:
         if exc.status != 404:  # A vanished object needs nothing more.
             raise kopf.TemporaryError(f"api {exc.status}", delay=5) from None
@@ -91,15 +101,15 @@ async def server_side_apply(obj: dict[str, Any], plural: str, field_manager: str
     options: dict[str, Any] = {"field_manager": field_manager, "force": True,
                                "field_validation": "Strict", "_content_type": APPLY_PATCH}
     if _is_config_map(obj["apiVersion"], plural):
-        typed = await asyncio.to_thread(_core().patch_namespaced_config_map, meta["name"],
-                                        meta["namespace"], obj, **options)
+        typed = await asyncio.to_thread(_write, _core().patch_namespaced_config_map,
+                                        meta["name"], meta["namespace"], obj, **options)
         return str(typed.metadata.resource_version if typed.metadata else "")
     group, version = _group_version(obj["apiVersion"])
     # The client does not deserialize apply-patch responses for custom objects: read the JSON.
     response = await asyncio.to_thread(
-        _api().patch_namespaced_custom_object, group, version, meta["namespace"], plural,
+        _write, _api().patch_namespaced_custom_object, group, version, meta["namespace"], plural,
         meta["name"], obj, _preload_content=False, **options)
-    applied: dict[str, Any] = json.loads(response.data)  # type: ignore[attr-defined]
+    applied: dict[str, Any] = json.loads(response.data)
     return str(applied.get("metadata", {}).get("resourceVersion", ""))
 
 

@@ -7,17 +7,28 @@ Lease every RENEW_SECONDS. It stops itself when the Lease is seen held by anothe
 when RENEW_DEADLINE passes without a renewal; that deadline is a third of the Lease shorter
 than the Lease, so the old holder has stopped (STOP_GRACE_SECONDS at most for Kopf to wind
 down, then the process exits) before a standby can see the Lease expire and take it.
+
+Stopping is not enough for a process that was frozen (SIGSTOP, a starved node) past the
+Lease: on resume its handlers, timers and in-flight calls run before the renewal loop can
+notice (review R4-5). So, as client-go's leader election, the deadline is also a gate: it is
+measured on this process's own clock from the start of the last successful renewal, and
+:func:`ensure_leading` is checked before every handler runs and returns, before every write
+to the API server (Kopf's session and ours) and before every store connection is handed out;
+past the deadline the process exits at once, having done nothing more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import math
 import os
+import sys
 import time
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Final, ParamSpec, TypeVar
 
 from fgentic_governance.kube.lease import LEASE_SECONDS, LeaseElector
 
@@ -26,6 +37,62 @@ RETRY_SECONDS: Final = 2.0
 RENEW_SECONDS: Final = LEASE_SECONDS / 6
 RENEW_DEADLINE: Final = LEASE_SECONDS * 2 / 3
 STOP_GRACE_SECONDS: Final = 5.0
+P = ParamSpec("P")
+T = TypeVar("T")
+# Until this process leads under a Lease: None (no --leader-lease: it runs alone, ungated).
+_deadline: float | None = None
+
+
+def now() -> float:
+    """The clock the deadline is kept on. Monotonic (a wall-clock step cannot extend it), and
+    on Linux CLOCK_BOOTTIME, which also counts time the whole host was suspended (a paused VM);
+    a frozen process is counted by either."""
+    if sys.platform == "linux":
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.monotonic()
+
+
+def confirm(started: float) -> None:
+    """A renewal (or the acquisition) that began at ``started`` succeeded: this replica may act
+    until ``started + RENEW_DEADLINE``. From the start, not the answer: the Lease's renewTime
+    is read from the clock before the request is sent, so the standbys count from no earlier."""
+    global _deadline  # noqa: PLW0603  (the one gate of this process)
+    _deadline = started + RENEW_DEADLINE
+
+
+def revoke() -> None:
+    """Leadership is lost: nothing more may be done."""
+    global _deadline  # noqa: PLW0603
+    _deadline = -math.inf
+
+
+def _within(moment: float) -> bool:
+    return _deadline is None or moment < _deadline
+
+
+def ensure_leading() -> None:
+    """Exit at once unless this replica's last renewal is within the renew deadline.
+
+    An exception would not do: Kopf answers a failed handler by patching the object (a write)
+    and retrying, and a thread's caller may be anywhere. The process exits 1 and restarts as a
+    standby, as after any lost Lease. Thread-safe (one float read)."""
+    if not _within(now()):
+        log.error("operator lease not renewed within %.0f s; exiting before acting",
+                  RENEW_DEADLINE)
+        os._exit(1)
+
+
+def gated(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """A handler that runs only while this replica leads, checked as it starts and before Kopf
+    sees its result (whose patch and log follow at once)."""
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        ensure_leading()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            ensure_leading()
+    return run
 
 
 async def acquire(elector: LeaseElector, stop: asyncio.Event) -> bool:
@@ -34,7 +101,9 @@ async def acquire(elector: LeaseElector, stop: asyncio.Event) -> bool:
     (SIGTERM): False then."""
     log.info("operator standby: waiting for lease %s/%s", elector.namespace, elector.name)
     while not stop.is_set():
+        started = now()
         if await asyncio.to_thread(elector.try_acquire):
+            confirm(started)
             log.info("operator leading")
             return True
         with contextlib.suppress(TimeoutError):
@@ -42,16 +111,17 @@ async def acquire(elector: LeaseElector, stop: asyncio.Event) -> bool:
     return False
 
 
-async def keep(elector: LeaseElector, stop: asyncio.Event,
-               clock: Callable[[], float] = time.monotonic) -> None:
-    """Renew the Lease until ``stop``; set ``stop`` when leadership is lost or unconfirmed."""
-    renewed = clock()
+async def keep(elector: LeaseElector, stop: asyncio.Event) -> None:
+    """Renew the Lease until ``stop``; set ``stop`` when leadership is lost or unconfirmed.
+    Past the deadline it does not try again: the gate is already shut, as client-go's."""
     while not stop.is_set():
         await asyncio.sleep(RENEW_SECONDS)
-        if await asyncio.to_thread(elector.try_acquire):
-            renewed = clock()
+        started = now()
+        if _within(started) and await asyncio.to_thread(elector.try_acquire):
+            confirm(started)
             continue
-        if elector.held_by_other or clock() - renewed >= RENEW_DEADLINE:
+        if elector.held_by_other or not _within(now()):
+            revoke()
             log.error("operator lease lost (%s); stopping",
                       "held by another replica" if elector.held_by_other else "not renewed")
             stop.set()

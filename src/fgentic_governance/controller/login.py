@@ -17,10 +17,12 @@ import aiohttp
 import kopf
 
 from fgentic_governance.api.registry import KINDS
+from fgentic_governance.controller.leadership import ensure_leading
 
 API_CONNECTIONS: Final = int(os.environ.get("FGENTIC_API_CONNECTIONS", "16"))
 WATCHED_KINDS: Final = len(KINDS)  # each watched in every namespace (or cluster-wide)
 _GLOB: Final = frozenset("*?[!")
+_READS: Final = frozenset({"GET", "HEAD"})
 _watch_streams: int | None = WATCHED_KINDS
 
 
@@ -47,7 +49,21 @@ async def login(**kwargs: Any) -> kopf.AiohttpSession | None:
         return None
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connection_limit(), ssl=info.as_ssl_context()),
-        headers=info.as_http_headers(), proxy=info.proxy_url, trust_env=info.trust_env)
+        headers=info.as_http_headers(), proxy=info.proxy_url, trust_env=info.trust_env,
+        trace_configs=[_leader_gate()])
     return kopf.AiohttpSession(server=info.server, default_namespace=info.default_namespace,
                                priority=info.priority, expiration=info.expiration,
                                aiohttp_session=session)
+
+
+def _leader_gate() -> aiohttp.TraceConfig:
+    """Every write Kopf sends (status and finalizer patches, progress annotations, events)
+    passes the leader's renew deadline first (review R4-5); reads and watches do not."""
+    async def check(_session: aiohttp.ClientSession, _context: Any,
+                    params: aiohttp.TraceRequestStartParams) -> None:
+        if params.method.upper() not in _READS:
+            ensure_leading()
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(check)
+    return trace

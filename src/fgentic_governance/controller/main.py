@@ -55,7 +55,7 @@ async def open_store(dsn_file: Path) -> None:
 
     from fgentic_governance.memory import MemoryStore, bounds, migrate
 
-    pool = await asyncpg.create_pool(dsn_file.read_text().strip(),
+    pool = await asyncpg.create_pool(dsn_file.read_text().strip(), setup=_leading,
                                      **bounds.pool_kwargs(min_size=1, max_size=8))
     try:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
@@ -66,6 +66,12 @@ async def open_store(dsn_file: Path) -> None:
     configure(store=MemoryStore(pool), store_schema_version=version, store_pool=pool)
     await check_settings()
     log.info("content store ready at schema version %d", version)
+
+
+async def _leading(_conn: Any) -> None:
+    """asyncpg's hook as each connection is handed out: no store work once the leader's renew
+    deadline has passed (review R4-5), an erasure's or a cleanup's alike."""
+    leadership.ensure_leading()
 
 
 async def check_settings() -> None:

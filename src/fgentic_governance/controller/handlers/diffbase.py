@@ -17,6 +17,7 @@ import kopf
 
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import KINDS
+from fgentic_governance.controller.leadership import ensure_leading
 
 
 class MemoryDiffBase(kopf.DiffBaseStorage):
@@ -44,6 +45,7 @@ DIFFBASE = MemoryDiffBase()
 
 
 def _forget_deleted(event: kopf.RawEvent, **_: Any) -> None:
+    ensure_leading()  # As every handler of a leader past its deadline (review R4-5): none runs.
     if event.get("type") == "DELETED":
         DIFFBASE.forget(str(event.get("object", {}).get("metadata", {}).get("uid", "")))
 

@@ -26,6 +26,7 @@ from fgentic_governance.controller.handlers.common import (
     ready,
     update_status,
 )
+from fgentic_governance.controller.leadership import gated
 from fgentic_governance.controller.metrics import SCOPE_STATUS_WRITES, SCOPE_TRANSITIONS
 from fgentic_governance.memory import ScopeRecord, StoreRefusal
 from fgentic_governance.reasons import Reason
@@ -47,12 +48,14 @@ def consents_by_scope(
 @kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)
 @kopf.on.create(GROUP, VERSION, MEMORY_SCOPE.plural)
 @kopf.on.update(GROUP, VERSION, MEMORY_SCOPE.plural)
+@gated
 async def reconcile_scope(**kwargs: Any) -> None:
     await _reconcile(**kwargs)
 
 
 @kopf.timer(GROUP, VERSION, MEMORY_SCOPE.plural, interval=RESYNC_INTERVAL,
             initial_delay=RESYNC_INTERVAL)
+@gated
 async def resync_scope(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
     """Periodic re-evaluation (the store may come back, entries expire, counts change).
 
@@ -122,6 +125,7 @@ async def _reconcile(
 
 
 @kopf.on.delete(GROUP, VERSION, MEMORY_SCOPE.plural)
+@gated
 async def erase_on_delete(
     *, namespace: str, name: str, spec: kopf.Spec, retry: int = 0, **_: Any
 ) -> None:
@@ -239,6 +243,7 @@ async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
 @kopf.on.create(GROUP, VERSION, CONSENT_RECORD.plural)
 @kopf.on.update(GROUP, VERSION, CONSENT_RECORD.plural)
 @kopf.on.resume(GROUP, VERSION, CONSENT_RECORD.plural)
+@gated
 async def reconcile_consent(
     *, namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status,
     **_: Any,

@@ -16,6 +16,7 @@ from fgentic_governance.controller.handlers.common import (
     parse,
     ready,
 )
+from fgentic_governance.controller.leadership import gated
 from fgentic_governance.memory import StoreRefusal
 from fgentic_governance.offboarding.flow import offboard
 from fgentic_governance.reasons import Reason
@@ -39,6 +40,7 @@ def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], b
 
 @kopf.on.resume(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
 @kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
+@gated
 async def reconcile_offboarding(
     *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
     patch: kopf.Patch, scopes_by_subject: kopf.Index[Any, Any], **_: Any,

@@ -27,6 +27,7 @@ from fgentic_governance.controller.handlers.common import (
     ready,
     update_status,
 )
+from fgentic_governance.controller.leadership import gated
 from fgentic_governance.controller.metrics import BINDING_RECONCILES
 from fgentic_governance.controller.retrieval_apply import BindingApplier
 from fgentic_governance.reasons import Reason
@@ -61,11 +62,13 @@ def _holder(claims: list[tuple[str, str]], mine: tuple[str, str]) -> str:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
+@gated
 async def reconcile_binding(**kwargs: Any) -> None:
     await _reconcile(**kwargs)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_INTERVAL, initial_delay=RESYNC_INTERVAL)
+@gated
 async def resync_binding(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
     """Drift correction: re-apply what is rendered. A binding whose current generation no
     change handler has finished yet is left to them (see `memoryscope.resync_scope`)."""
@@ -123,6 +126,7 @@ async def _reconcile(
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
+@gated
 async def remove_rendered(*, namespace: str, name: str, **_: Any) -> None:
     """Cross-namespace objects have no owner reference; delete everything labelled for us."""
     APPLIER.forget(BindingId(namespace, name))
