@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import asyncpg
 import httpx2
 import pytest
 from aiohttp import ClientSession, ClientTimeout, DummyCookieJar
@@ -298,6 +299,31 @@ async def test_a_vector_the_store_cannot_rank_is_the_providers_fault(
     result = strict_json.loads(raw)["result"]  # strict: NaN or Infinity would be refused
     assert result["isError"] is True
     assert result["content"] == [{"type": "text", "text": "EMBEDDINGS_UNAVAILABLE"}]
+
+
+async def test_a_stored_chunk_without_a_direction_is_never_scored_nan(
+    server: RunningServer, http: ClientSession,
+) -> None:
+    """A chunk written outside ``corpus load`` (which refuses it) with an all-zero vector has a
+    NaN distance to any query: it is left out of the answer, which stays strict JSON."""
+    conn = await asyncpg.connect((server.log.parent / "corpus.dsn").read_text())
+    try:
+        await conn.execute(
+            "INSERT INTO chunks (id, content, source, embedding, metadata)"
+            " VALUES (99, 'zero', 'docs/zero.md', $1::text::vector, $2::jsonb)",
+            "[" + ",".join(["0"] * DIMENSIONS) + "]", json.dumps(acl([ALICE_KEY])))
+        async with http.post(server.url, headers=headers(), data=json.dumps(body(
+                "tools/call", {"name": TOOL, "arguments": {"query": CORPUS[0].text,
+                                                           "k": 10}}))) as answer:
+            raw = await answer.read()
+    finally:
+        await conn.execute("DELETE FROM chunks WHERE id = 99")
+        await conn.close()
+    result = strict_json.loads(raw)["result"]
+    assert {c["chunk_id"] for c in result["structuredContent"]["chunks"]} == {
+        str(i) for i in VISIBLE}
+    # The text block is JSON too (it used to carry "score":NaN).
+    assert strict_json.loads(result["content"][0]["text"].encode()) == result["structuredContent"]
 
 
 async def test_credentials_and_other_reserved_headers_are_ignored(

@@ -5,13 +5,14 @@ tool's argument checks and result, the embeddings answer, and the order of a too
 from __future__ import annotations
 
 import json
+from math import nan
 from typing import Any
 
 import pytest
 
 from fgentic_governance import contract
 from fgentic_governance.contract import AgentRef, Code
-from fgentic_governance.knowledge import guard, tool
+from fgentic_governance.knowledge import guard, http, protocol, tool
 from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason, http_status
 from fgentic_governance.knowledge.embeddings import vector_of
 from fgentic_governance.knowledge.service import KnowledgeSearch
@@ -191,6 +192,22 @@ def test_result_is_structured_and_scored_by_similarity() -> None:
                                  "score": 0.75}]}
 
 
+def test_a_chunk_without_a_distance_is_left_out_never_scored_nan() -> None:
+    """A chunk stored without a direction (all zero) has a NaN cosine distance to anything."""
+    found = tool.result([Hit(7, "text", "docs/a.md", 0.25), Hit(8, "zero", "docs/z.md", nan)])
+    assert [c["chunk_id"] for c in found["chunks"]] == ["7"]
+
+
+def test_no_answer_with_a_nan_goes_out() -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        protocol._text({"chunks": [{"score": nan}]})
+    for number in (b"NaN", b"Infinity", b"-Infinity"):
+        body = b'{"jsonrpc":"2.0","id":1,"result":{"score":' + number + b"}}"
+        assert not http._clean(protocol.Answer(200, [], bytearray(body)))
+    assert http._clean(protocol.Answer(200, [], bytearray(
+        b'{"jsonrpc":"2.0","id":1,"result":{"score":0.5}}')))
+
+
 # -- the embeddings answer -------------------------------------------------------------------
 
 
@@ -203,6 +220,7 @@ def test_one_vector_of_the_dimension_is_taken() -> None:
     # Far from float4's limits at both ends, as no real embedding comes near them.
     assert vector_of(_answer([{"embedding": [1e-18, 0, 0]}]), 3) == [1e-18, 0.0, 0.0]
     assert vector_of(_answer([{"embedding": [1e18, 1e18, 1]}]), 3) == [1e18, 1e18, 1.0]
+
 
 @pytest.mark.parametrize("raw", [
     b"oops", _answer([]), _answer([{"embedding": [1, 2]}, {"embedding": [1, 2, 3]}]),

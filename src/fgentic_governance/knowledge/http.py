@@ -7,7 +7,6 @@ guard decides, and only an admitted request reaches the SDK, with only the heade
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from fgentic_governance.knowledge.codes import (
 )
 from fgentic_governance.knowledge.protocol import Answer, Protocol
 from fgentic_governance.serving import http as serving
+from fgentic_governance.serving import strict_json
 from fgentic_governance.serving.strict_json import Refusal, Refused
 
 log = logging.getLogger("fgentic_governance.knowledge")
@@ -51,15 +51,16 @@ def _refusal(code: Code, request_id: guard.RequestId = None, *,
 
 
 def _clean(answer: Answer) -> bool:
-    """Whether the SDK's answer may go out as it is: a 202, or a 200 JSON-RPC result. Its
-    errors (a validation error, a parse error) can quote the request, so they never do."""
+    """Whether the SDK's answer may go out as it is: a 202, or a 200 JSON-RPC result in
+    strict JSON (no NaN or Infinity, which a client's parser may refuse). Its errors (a
+    validation error, a parse error) can quote the request, so they never do."""
     if answer.status == 202:
         return True
     if answer.status != 200:
         return False
     try:
-        doc = json.loads(answer.body)
-    except (ValueError, RecursionError):
+        doc = strict_json.loads(bytes(answer.body))
+    except Refused:
         return False
     return isinstance(doc, dict) and "result" in doc and "error" not in doc
 

@@ -75,8 +75,9 @@ def build_server(tool_name: str, search: KnowledgeSearch) -> Server[Any]:
 
 
 def _text(found: dict[str, Any]) -> str:
-    """The unstructured rendering clients without structured output read (MCP asks for one)."""
-    return json.dumps(found, ensure_ascii=False, separators=(",", ":"))
+    """The unstructured rendering clients without structured output read (MCP asks for one).
+    Strict JSON: a NaN raises here rather than go out as ``NaN`` (``tool.result`` sends none)."""
+    return json.dumps(found, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass

@@ -7,6 +7,7 @@ here as well. Arguments that are not exactly ``{query[, k]}`` are refused, never
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -86,6 +87,12 @@ def parse_arguments(arguments: Mapping[str, Any] | None) -> Query:
 
 
 def result(hits: Sequence[Hit]) -> dict[str, Any]:
-    """The structured result: cosine similarity as the score (1 - distance)."""
+    """The structured result: cosine similarity as the score (1 - distance).
+
+    A score is a JSON number. The query's vector was checked (``is_vector``), so a distance
+    that is not finite comes from a chunk stored without a direction (written outside
+    ``corpus load``, which refuses one): it ranks nothing and is left out, never sent as NaN.
+    """
     return {"chunks": [{"chunk_id": str(hit.id), "source": hit.source, "text": hit.content,
-                        "score": round(1.0 - hit.distance, 6)} for hit in hits]}
+                        "score": round(1.0 - hit.distance, 6)}
+                       for hit in hits if math.isfinite(hit.distance)]}
