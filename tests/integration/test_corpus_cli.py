@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -246,7 +247,7 @@ async def test_a_1024_dimension_corpus_is_chosen_once_and_kept(
     assert refused.returncode == 2 and "line 1: EMBEDDING_INVALID" in refused.stderr
 
 
-# -- rows the database would have refused -----------------------------------------------------
+# -- rows the database would have refused, long lines, a BOM ------------------------------------
 
 
 async def test_a_vector_float4_cannot_hold_or_cosine_cannot_rank_is_refused_by_line(
@@ -273,3 +274,51 @@ async def test_a_vector_float4_cannot_hold_or_cosine_cannot_rank_is_refused_by_l
     assert "2 chunks loaded, 2 rows refused of 4" in done.stdout
     assert SECRET not in done.stdout + done.stderr
     assert set(await rows_in(dsn_file)) == {1, 4}
+
+
+def _run_measured(args: list[str]) -> tuple[int, str, int]:
+    """(exit code, stderr, peak RSS in KiB) of one CLI run: wait4 reports that child's own."""
+    process = subprocess.Popen([sys.executable, "-m", "fgentic_governance.cli", *args],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    stderr = process.stderr.read().decode()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, stderr, usage.ru_maxrss
+
+
+async def test_a_very_long_line_is_refused_without_being_held_and_the_load_goes_on(
+    dsn_file: Path, tmp_path: Path,
+) -> None:
+    """A 256 MiB line used to be read whole (a 64 MiB one took the CLI to 306 MiB): now it is
+    read and dropped 4 MiB at a time, refused by line, and the next line still loads."""
+    vector = json.dumps(row(3, "after", embedding=unit_vector("x")))
+    data = tmp_path / "c.jsonl"
+    with data.open("wb") as out:
+        out.write((json.dumps(row(1, "before", embedding=unit_vector("x"))) + "\n").encode())
+        out.write(b'{"id": 2, "text": "' + SECRET.encode())
+        block = b"x" * (1 << 20)
+        for _ in range(256):
+            out.write(block)
+        out.write(b'"}\n' + vector.encode() + b"\n")
+    small = write(tmp_path / "small.jsonl", [row(9, "small", embedding=unit_vector("x"))])
+    load = ["corpus", "load", "--store-dsn-file", str(dsn_file)]
+    _, _, baseline = await asyncio.to_thread(_run_measured, [*load, str(small)])
+    code, stderr, peak = await asyncio.to_thread(_run_measured, [*load, str(data)])
+    assert code == 2, stderr
+    assert [line for line in stderr.splitlines() if line.startswith("line ")] == [
+        "line 2: LINE_TOO_LONG"]
+    assert SECRET not in stderr
+    assert set(await rows_in(dsn_file)) == {1, 3, 9}
+    assert peak - baseline < 64 * 1024, (baseline, peak)  # KiB: far below the line's 256 MiB
+
+
+async def test_a_utf8_bom_before_the_first_line_is_accepted(
+    dsn_file: Path, tmp_path: Path,
+) -> None:
+    data = tmp_path / "c.jsonl"
+    data.write_bytes(b"\xef\xbb\xbf" + json.dumps(row(1, "first", embedding=unit_vector("x")))
+                     .encode() + b"\n")
+    done = await cli("load", str(data), dsn_file=dsn_file)
+    assert done.returncode == 0, done.stderr
+    assert set(await rows_in(dsn_file)) == {1}

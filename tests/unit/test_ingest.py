@@ -3,6 +3,7 @@ with a bounded code and nothing of its content, and the stored ACL the one the p
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -13,10 +14,12 @@ from hypothesis import strategies as st
 from fgentic_governance import contract
 from fgentic_governance.retrieval.search.acl_reference import admits
 from fgentic_governance.retrieval.search.ingest import (
+    BOM,
     CLASSIFICATIONS,
     RowCode,
     RowRefused,
     parse_row,
+    read_lines,
 )
 from tests.support.projector import AGENT, NOW, room_context
 
@@ -92,9 +95,6 @@ def test_every_section_15_classification_is_storable(classification: str) -> Non
     (line(embedding=[0.5] * 767), RowCode.EMBEDDING_INVALID),
     (line(embedding=[0.5] * 767 + [True]), RowCode.EMBEDDING_INVALID),
     (line(embedding=[0.5] * 767 + ["1"]), RowCode.EMBEDDING_INVALID),
-    ('{"id": 7, "text": "t", "source": "s", "classification": "public", "allowed_groups": '
-     '["partner/org-b/docs"], "embedding": [' + "0.5," * 767 + "1e400]}",
-     RowCode.NOT_JSON),  # strict JSON: a number beyond a double
     # What pgvector's float4 cannot store, or cosine cannot rank (a NaN distance to any query).
     (line(embedding=[0.5] * 767 + [1e39]), RowCode.EMBEDDING_INVALID),
     (line(embedding=[0.5] * 767 + [-(10**39)]), RowCode.EMBEDDING_INVALID),
@@ -134,3 +134,41 @@ def test_any_object_is_a_row_or_a_code_never_another_error(doc: dict[str, Any]) 
         return
     assert row.metadata["classification"] in CLASSIFICATIONS
     assert row.metadata["allowed_principals"] or row.metadata["allowed_groups"]
+
+
+# -- the file -------------------------------------------------------------------------------------
+
+
+class _Reads(io.BytesIO):
+    """Records the largest read asked for: a long line is never read whole."""
+
+    largest = 0
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        assert size is not None and size > 0
+        self.largest = max(self.largest, size)
+        return super().readline(size)
+
+
+def test_lines_are_numbered_and_bounded_and_a_long_one_is_skipped_in_bounded_reads() -> None:
+    data = _Reads(b"a\n\n  \n" + b"x" * 100 + b"\nbbbb\n" + b"y" * 11 + b"\ncccc")
+    assert list(read_lines(data, limit=10)) == [
+        (1, b"a\n"), (4, None), (5, b"bbbb\n"), (6, None), (7, b"cccc")]
+    assert data.largest == 11
+
+
+def test_a_line_of_exactly_the_bound_is_read() -> None:
+    assert list(read_lines(io.BytesIO(b"x" * 10 + b"\n" + b"y" * 10), limit=10)) == [
+        (1, b"x" * 10 + b"\n"), (2, b"y" * 10)]
+    # A BOM counts: a too-long first line is not cut into two lines once it is stripped.
+    assert list(read_lines(io.BytesIO(BOM + b"x" * 20 + b"\nz"), limit=10)) == [
+        (1, None), (2, b"z")]
+
+
+def test_a_bom_before_line_1_is_not_part_of_the_row() -> None:
+    data = io.BytesIO(BOM + line().encode() + b"\n" + BOM + line(id=8).encode() + b"\n")
+    (_, first), (_, second) = read_lines(data)
+    assert first is not None and parse_row(first).id == 7
+    with pytest.raises(RowRefused) as caught:  # only the file's first line may carry one
+        parse_row(second or b"")
+    assert caught.value.code is RowCode.NOT_JSON

@@ -77,11 +77,13 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    with path.open(encoding="utf-8", errors="surrogateescape") as handle:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                yield number, line
+def _lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
+    """Each line that is not blank, bounded (``None``: too long); bytes, as parse_row reads
+    them."""
+    from fgentic_governance.retrieval.search.ingest import read_lines
+
+    with path.open("rb") as handle:
+        yield from read_lines(handle)
 
 
 def _checked(path: Path, outcome: Outcome, *, can_embed: bool,
@@ -93,6 +95,9 @@ def _checked(path: Path, outcome: Outcome, *, can_embed: bool,
     seen: set[int] = set()
     for number, line in _lines(path):
         outcome.total += 1
+        if line is None:
+            outcome.refused.append((number, RowCode.LINE_TOO_LONG.value))
+            continue
         try:
             row = parse_row(line, dimensions)
         except RowRefused as refused:

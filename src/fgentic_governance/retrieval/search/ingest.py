@@ -17,16 +17,19 @@ One JSON Lines row is one chunk::
 The ACL is stored in ``metadata`` exactly as the prefilter's derived columns read it
 (``corpus.py``). :func:`load` upserts by chunk id: a re-load replaces a chunk and duplicates
 nothing.
+
+:func:`read_lines` reads a file line by line within :data:`MAX_LINE_BYTES`, so no line, however
+long, is held in memory whole.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import asyncpg
 from pydantic import TypeAdapter, ValidationError
@@ -49,6 +52,11 @@ MAX_TEXT_BYTES: Final = 16 * 1024
 MAX_SOURCE_BYTES: Final = 2048
 MAX_READERS: Final = 1024
 MAX_ID: Final = (1 << 63) - 1
+MAX_LINE_BYTES: Final = 4 << 20
+"""A line's bound. The largest row the contract admits (16 KiB of text, 1,024 principals and
+1,024 groups, 1,024 numbers) is well under 1 MiB as an ordinary encoder writes it."""
+BOM: Final = b"\xef\xbb\xbf"
+"""A UTF-8 byte order mark, which some editors and exporters write first in a file."""
 FIELDS: Final = frozenset({"id", "text", "source", "classification", "allowed_principals",
                            "allowed_groups", "embedding"})
 _PRINCIPAL: Final = TypeAdapter(Principal)
@@ -76,6 +84,8 @@ class RowCode(StrEnum):
     """No ``embedding`` in the row, and no endpoint to make one."""
     DUPLICATE_ID = "DUPLICATE_ID"
     """The same id earlier in the same file."""
+    LINE_TOO_LONG = "LINE_TOO_LONG"
+    """A line over ``MAX_LINE_BYTES``: skipped without being read into memory."""
 
 
 class RowRefused(ValueError):
@@ -168,6 +178,28 @@ def parse_row(line: str | bytes, dimensions: int = EMBEDDING_DIMENSIONS) -> Row:
     metadata = {"classification": doc["classification"], "allowed_principals": principals,
                 "allowed_groups": groups}
     return Row(chunk_id, text, source, metadata, _embedding(doc.get("embedding"), dimensions))
+
+
+# -- the file ------------------------------------------------------------------------------------
+
+
+def read_lines(handle: BinaryIO, limit: int = MAX_LINE_BYTES
+               ) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) of each line that is not blank, from 1; ``None`` for a line over
+    ``limit`` bytes (its newline aside). A long line is read and dropped ``limit`` bytes at a
+    time, so memory stays bounded. A UTF-8 BOM before line 1 is not part of it."""
+    number = 0
+    while line := handle.readline(limit + 1):
+        number += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := handle.readline(limit)) and not rest.endswith(b"\n"):
+                pass
+            yield number, None
+            continue
+        if number == 1 and line.startswith(BOM):
+            line = line[len(BOM):]
+        if line.strip():
+            yield number, line
 
 
 # -- the load ------------------------------------------------------------------------------------
