@@ -51,11 +51,13 @@ class Operator:
             self.args += ["--namespace", namespace]
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, kill_at: str | None = None, resync: float = 1.0) -> None:
-        """Spawn; ``kill_at`` arms the fault point, ``resync`` is the scope timer interval."""
+    def start(self, kill_at: str | None = None, resync: float = 1.0,
+              env: dict[str, str | None] | None = None) -> None:
+        """Spawn; ``kill_at`` arms the fault point, ``resync`` is the scope timer interval,
+        ``env`` more of the child's environment."""
         assert self.proc is None or self.proc.poll() is not None, "operator already running"
         self.proc = processes.spawn_cli(self.args, self.log, env={
-            FAULT_ENV: kill_at, "FGENTIC_SCOPE_RESYNC_SECONDS": str(resync)})
+            FAULT_ENV: kill_at, "FGENTIC_SCOPE_RESYNC_SECONDS": str(resync), **(env or {})})
 
     def wait_killed(self, timeout: float = WAIT) -> None:
         """The armed fault fired: the process died of SIGKILL (not an error, not a timeout)."""

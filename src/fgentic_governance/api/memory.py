@@ -174,7 +174,7 @@ class MemoryScopeStatus(Model):
     """Reason code of the phase: OK when enabled, else the first failing gate or the store's
     refusal."""
     conditions: Conditions = []
-    """Conditions Ready, Enabled, StoreReady, ConsentGated and ModelRouteGoverned."""
+    """Conditions Ready, Enabled, StoreReady, ConsentGated, ModelRouteGoverned and ExpiryCleanup."""
     observed_generation: Annotated[int, Field(ge=0)] = 0
     """The metadata.generation the operator last reconciled."""
 

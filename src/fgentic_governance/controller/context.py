@@ -27,6 +27,9 @@ class OperatorContext:
     store_problem: Reason | None = None
     """A reason code while the store is connected but unfit to grant (STORE_SETTINGS_UNSAFE):
     nothing is granted, erasures still run, StoreReady is False."""
+    cleanup: Reason | None = None
+    """How the last expired-memory cleanup ended: OK, or the reason it failed (the scopes'
+    ExpiryCleanup condition); None until the first run."""
     memory_model_url: str = ""
     """The governed model route (the memory API's /v1); empty: none is configured."""
     model_routes: ModelRoutes | None = None

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import socket
@@ -25,7 +26,11 @@ from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance")
 STORE_RETRY = 10.0
-CLEANUP_INTERVAL = 3600.0  # Expired rows are unreadable at once; deletion follows within 24 h.
+# Expired rows are unreadable at once; physical deletion follows within 24 h (ADR 0023 §27):
+# a cleanup every hour, a failed one retried every store check (FGENTIC_STORE_CLEANUP_SECONDS:
+# tests; at most CLEANUP_MAX_SECONDS, which leaves most of the 24 h for retries).
+CLEANUP_SECONDS = 3600.0
+CLEANUP_MAX_SECONDS = 6 * 3600.0
 # A DBA may loosen the pinned settings at any time (FGENTIC_STORE_SETTINGS_SECONDS: tests).
 SETTINGS_INTERVAL = float(os.environ.get("FGENTIC_STORE_SETTINGS_SECONDS", "60"))
 
@@ -97,9 +102,50 @@ async def check_settings() -> None:
               else Reason.STORE_EXTENSION_OUTDATED if outdated else None)
 
 
-async def _store_loop(dsn_file: Path) -> None:
+def cleanup_interval(value: str | None) -> float:
+    """The cleanup interval from FGENTIC_STORE_CLEANUP_SECONDS; one that could break the 24 h
+    promise is refused at start-up."""
+    if value is None:
+        return CLEANUP_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 1.0 <= seconds <= CLEANUP_MAX_SECONDS:  # (NaN fails too)
+        raise SystemExit(f"FGENTIC_STORE_CLEANUP_SECONDS {value}: expected seconds from 1 to "
+                         f"{CLEANUP_MAX_SECONDS:.0f}")
+    return seconds
+
+
+async def cleanup() -> bool:
+    """Delete expired rows now; publish the outcome, never silently: the failure counter or
+    the last success's time, and the scopes' ExpiryCleanup condition (next resync). Returns
+    whether it succeeded."""
+    from fgentic_governance.memory.errors import reason_for
+
+    store = context().store
+    if store is None:
+        return False
+    try:
+        await store.cleanup_expired()
+    except Exception as exc:  # The reason code only: a driver's text may quote a row.
+        reason = reason_for(exc) or Reason.INTERNAL_ERROR
+        metrics.CLEANUP_FAILURES.labels(reason=reason.value).inc()
+        if context().cleanup != reason:
+            log.error("expired memory cleanup failed (%s); retrying every %.0f s",
+                      reason.value, SETTINGS_INTERVAL)
+        configure(cleanup=reason)
+        return False
+    metrics.CLEANUP_LAST_SUCCESS.set_to_current_time()
+    if context().cleanup not in (None, Reason.OK):
+        log.info("expired memory cleanup succeeded again")
+    configure(cleanup=Reason.OK)
+    return True
+
+
+async def _store_loop(dsn_file: Path, cleanup_every: float) -> None:
     """Connect (retrying while the store is down), then check the pinned settings every
-    minute and delete expired rows every hour.
+    minute and delete expired rows every ``cleanup_every`` (a failed cleanup: every minute).
 
     Until the store is ready every MemoryScope stays Failed (STORE_UNAVAILABLE); the scope
     timer picks the store up on its next round.
@@ -110,18 +156,14 @@ async def _store_loop(dsn_file: Path) -> None:
         except Exception as exc:
             log.warning("content store unavailable (%s); retrying", type(exc).__name__)
             await asyncio.sleep(STORE_RETRY)
-    last_cleanup = 0.0
     loop = asyncio.get_running_loop()
+    due = loop.time()
     while True:
         with contextlib.suppress(Exception):  # Retried next round; counted in metrics.
             await check_settings()
-        if loop.time() - last_cleanup >= CLEANUP_INTERVAL:
-            last_cleanup = loop.time()
-            store = context().store
-            with contextlib.suppress(Exception):
-                if store is not None:
-                    await store.cleanup_expired()
-        await asyncio.sleep(SETTINGS_INTERVAL)
+        if loop.time() >= due and await cleanup():
+            due = loop.time() + cleanup_every
+        await asyncio.sleep(min(SETTINGS_INTERVAL, cleanup_every))
 
 
 def run_operator(args: argparse.Namespace) -> int:
@@ -142,6 +184,7 @@ def run_operator(args: argparse.Namespace) -> int:
         retrievalbinding,
     )
 
+    cleanup_every = cleanup_interval(os.environ.get("FGENTIC_STORE_CLEANUP_SECONDS"))
     tasks: list[asyncio.Task[None]] = []
 
     @kopf.on.startup()
@@ -149,7 +192,7 @@ def run_operator(args: argparse.Namespace) -> int:
         _settings(settings)
         settings.persistence.diffbase_storage = diffbase.DIFFBASE
         if args.store_dsn_file:
-            tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file)))
+            tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file, cleanup_every)))
 
     @kopf.on.cleanup()
     async def _cleanup(**_: Any) -> None:

@@ -26,3 +26,13 @@ LEADING = Gauge(
     "fgentic_operator_leading",
     "1 while this operator replica holds the leader Lease and runs the handlers, else 0.",
 )
+CLEANUP_FAILURES = Counter(
+    "fgentic_store_cleanup_failures_total",
+    "Runs of the expired-memory cleanup (physical deletion, ADR 0023 §27) that failed, by reason "
+    "code; a failed run is retried every store check until one succeeds.",
+    ["reason"],
+)
+CLEANUP_LAST_SUCCESS = Gauge(
+    "fgentic_store_cleanup_last_success_timestamp_seconds",
+    "Unix time of the last successful expired-memory cleanup on this replica (0: none yet).",
+)

@@ -165,7 +165,7 @@ def _status(
     enabled = phase is ScopePhase.ENABLED
     # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected
     # once; nor is one whose settings could write content to its log.
-    problem = context().store_problem
+    problem, cleanup = context().store_problem, context().cleanup
     store_ready = (context().store is not None and problem is None
                    and reason is not Reason.STORE_UNAVAILABLE)
     SCOPE_TRANSITIONS.labels(phase=phase.value, reason=reason.value).inc()
@@ -190,6 +190,10 @@ def _status(
             *([] if model_route is None else [condition(
                 "ModelRouteGoverned", model_route is Reason.OK, model_route, generation,
                 previous)]),
+            # The store-wide physical deletion of expired rows (ADR 0023 §27: within 24 h)
+            # ran, or why it failed; shown on every scope, as StoreReady is.
+            *([] if cleanup is None else [condition(
+                "ExpiryCleanup", cleanup is Reason.OK, cleanup, generation, previous)]),
         ),
     }
 
