@@ -247,7 +247,7 @@ async def test_a_1024_dimension_corpus_is_chosen_once_and_kept(
     assert refused.returncode == 2 and "line 1: EMBEDDING_INVALID" in refused.stderr
 
 
-# -- rows the database would have refused, long lines, a BOM ------------------------------------
+# -- rows the database would have refused, chunks of another source, long lines, a BOM ----------
 
 
 async def test_a_vector_float4_cannot_hold_or_cosine_cannot_rank_is_refused_by_line(
@@ -274,6 +274,54 @@ async def test_a_vector_float4_cannot_hold_or_cosine_cannot_rank_is_refused_by_l
     assert "2 chunks loaded, 2 rows refused of 4" in done.stdout
     assert SECRET not in done.stdout + done.stderr
     assert set(await rows_in(dsn_file)) == {1, 4}
+
+
+async def chunk(dsn_file: Path, chunk_id: int) -> tuple[str, str, list[str]]:
+    """(content, source, principal keys) of one stored chunk."""
+    conn = await asyncpg.connect(dsn_file.read_text())
+    try:
+        found = await conn.fetchrow(
+            "SELECT content, source, acl_principals FROM chunks WHERE id = $1", chunk_id)
+    finally:
+        await conn.close()
+    assert found is not None
+    return found["content"], found["source"], list(found["acl_principals"])
+
+
+async def test_a_chunk_of_another_source_is_replaced_only_when_asked(
+    dsn_file: Path, tmp_path: Path,
+) -> None:
+    """A chunk id belongs to the source that created it: another file naming the same id with
+    another source (and its own ACL) is refused by line, also under --strict, unless
+    --replace-other-sources, which reports what it replaced."""
+    bob = {"kind": "matrix", "principal": "@bob:org-a.example"}
+    vector = {"embedding": unit_vector("x")}
+    first = write(tmp_path / "a.jsonl", [row(1, "alice's", source="docs/a.md", **vector)])
+    assert (await cli("load", str(first), dsn_file=dsn_file)).returncode == 0
+    before = await chunk(dsn_file, 1)
+    other = write(tmp_path / "b.jsonl", [
+        row(2, "new", source="docs/b.md", **vector),
+        row(1, f"{SECRET} bob's", source="docs/b.md", allowed_principals=[bob], **vector)])
+    strict = await cli("load", str(other), "--strict", dsn_file=dsn_file)
+    assert strict.returncode == 1
+    assert "line 2: ID_OF_ANOTHER_SOURCE" in strict.stderr and "nothing loaded" in strict.stderr
+    assert set(await rows_in(dsn_file)) == {1}
+    refused = await cli("load", str(other), dsn_file=dsn_file)
+    assert refused.returncode == 2, refused.stderr
+    assert [line for line in refused.stderr.splitlines() if line.startswith("line ")] == [
+        "line 2: ID_OF_ANOTHER_SOURCE"]
+    assert "1 chunks loaded, 1 rows refused of 2" in refused.stdout
+    assert SECRET not in refused.stdout + refused.stderr
+    assert await chunk(dsn_file, 1) == before and set(await rows_in(dsn_file)) == {1, 2}
+    # The same source may edit its own chunk; the flag lets another source take it over.
+    again = await cli("load", str(first), dsn_file=dsn_file)
+    assert again.returncode == 0, again.stderr
+    replaced = await cli("load", str(other), "--replace-other-sources", dsn_file=dsn_file)
+    assert replaced.returncode == 0, replaced.stderr
+    assert "2 chunks loaded (1 replaced another source's), 0 rows refused of 2" in replaced.stdout
+    content, source, principals = await chunk(dsn_file, 1)
+    assert (content, source) == (f"{SECRET} bob's", "docs/b.md")
+    assert principals == ["matrix  @bob:org-a.example"]
 
 
 def _run_measured(args: list[str]) -> tuple[int, str, int]:

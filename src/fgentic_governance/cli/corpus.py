@@ -2,9 +2,11 @@
 
 ``load`` checks every row against the ingestion contract (``retrieval.search.ingest``). It
 refuses a bad row with its line number and a bounded code, never its content, and loads the
-good rows, unless ``--strict``, which loads nothing when any row is refused. Rows without an
-``embedding`` are embedded in batches through an OpenAI-compatible endpoint. The load is an
-upsert by chunk id, so a re-run after a failure or an edit duplicates nothing. Into an empty
+good rows, unless ``--strict``, which loads nothing when any row is refused (the whole load is
+then one transaction). Rows without an ``embedding`` are embedded in batches through an
+OpenAI-compatible endpoint. The load is an upsert by chunk id, so a re-run after a failure or an
+edit duplicates nothing; a chunk of another ``source`` is replaced only with
+``--replace-other-sources``. Lines are read within ``ingest.MAX_LINE_BYTES``. Into an empty
 corpus it loads first and builds the indexes after; otherwise the indexes stay and follow.
 
 Exit codes: 0 every row loaded; 2 some rows refused, the rest loaded; 1 nothing more could be
@@ -17,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -36,9 +39,9 @@ if TYPE_CHECKING:
 
 BATCH = 64
 BATCH_SECONDS = 120.0
+"""One embeddings call of a batch (a slow model on a large batch)."""
 REPORTED = -1
 """_load's answer when it has already said why nothing was loaded (exit 1, no summary)."""
-"""One embeddings call of a batch (a slow model on a large batch)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "per upsert (default: %(default)s)")
     load.add_argument("--strict", action="store_true",
                       help="load nothing if any row is refused")
+    load.add_argument("--replace-other-sources", action="store_true",
+                      help="let a row replace a stored chunk of the same id that another "
+                           "source created, ACL included (refused by default)")
     load.add_argument("--dimensions", type=int, choices=(768, 1024), default=None,
                       help="the corpus's dimension: chosen when the corpus is created "
                            "(default 768), and it must match an existing corpus's")
@@ -69,7 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Outcome:
     total: int = 0
     loaded: int = 0
+    replaced: int = 0
+    """Of ``loaded``: chunks of another source replaced (``--replace-other-sources``)."""
     refused: list[tuple[int, str]] = field(default_factory=list)
+
+
+class StrictRefusal(Exception):
+    """A row refused while a --strict load was writing: the load's transaction rolls back."""
 
 
 def _fail(message: str) -> int:
@@ -176,7 +188,7 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
         if existing is not None and existing != dimensions:
             _fail(f"the corpus has {existing} dimensions, not {dimensions}")
             return REPORTED
-        if args.strict and _refused_any(args, dimensions):
+        if args.strict and await _refused_any(conn, args, dimensions):
             return REPORTED
         embedder = None
         if args.embeddings_url:
@@ -185,54 +197,116 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
             # A batch is up to 2,048 texts: the server's 5 s for one query is too short.
             embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
                                 dimensions=dimensions, api_key=key, timeout=BATCH_SECONDS)
-        fresh = await _prepare(conn, dimensions)
-        batch: list[Row] = []
-        for _, row in _checked(args.file, outcome, can_embed=embedder is not None,
-                               dimensions=dimensions):
-            batch.append(row)
-            if len(batch) >= args.batch:
-                await _flush(conn, batch, embedder, outcome, dimensions)
-                batch = []
-                progress.show(outcome.loaded, len(outcome.refused))
-        await _flush(conn, batch, embedder, outcome, dimensions)
-        if fresh:
-            await corpus.create_chunk_indexes(conn)
-        await conn.execute("ANALYZE " + corpus.TABLE)
+        async with _all_or_nothing(conn, strict=args.strict):
+            await _write(conn, args, embedder=embedder, outcome=outcome, progress=progress,
+                         dimensions=dimensions)
     except KnowledgeError:
+        if args.strict:
+            outcome.loaded = 0  # rolled back
         progress.show(outcome.loaded, len(outcome.refused), final=True)
         return _fail(f"the embeddings endpoint failed after {outcome.loaded} chunks were "
                      "loaded; run the same command again to continue (the load is idempotent)")
+    except StrictRefusal:  # rolled back: only the refusals, no counts of a partial read
+        _print_refusals(outcome)
+        _fail("--strict: nothing loaded")
+        return REPORTED
     finally:
         await session.close()
         await conn.close()
     return 0
 
 
-async def _flush(conn: asyncpg.Connection, rows: list[Row], embedder: Embedder | None,
-                 outcome: Outcome, dimensions: int) -> None:
+@contextlib.asynccontextmanager
+async def _all_or_nothing(conn: asyncpg.Connection, *, strict: bool) -> AsyncIterator[None]:
+    """--strict: one transaction for the whole load (each batch a savepoint in it), so a row
+    refused only while writing (another load took its id in between) rolls everything back."""
+    if not strict:
+        yield
+        return
+    async with conn.transaction():
+        yield
+
+
+async def _write(conn: asyncpg.Connection, args: argparse.Namespace, *,
+                 embedder: Embedder | None, outcome: Outcome, progress: Progress,
+                 dimensions: int) -> None:
+    from fgentic_governance.retrieval.search import corpus
+
+    fresh = await _prepare(conn, dimensions)
+    batch: list[tuple[int, Row]] = []
+    for numbered in _checked(args.file, outcome, can_embed=embedder is not None,
+                             dimensions=dimensions):
+        batch.append(numbered)
+        if len(batch) >= args.batch:
+            await _flush(conn, batch, embedder=embedder, outcome=outcome, args=args,
+                               dimensions=dimensions)
+            batch = []
+            progress.show(outcome.loaded, len(outcome.refused))
+    await _flush(conn, batch, embedder=embedder, outcome=outcome, args=args,
+                               dimensions=dimensions)
+    if fresh:
+        await corpus.create_chunk_indexes(conn)
+    await conn.execute("ANALYZE " + corpus.TABLE)
+
+
+async def _flush(conn: asyncpg.Connection, batch: list[tuple[int, Row]], *,
+                 embedder: Embedder | None, outcome: Outcome, args: argparse.Namespace,
+                 dimensions: int) -> None:
     from fgentic_governance.retrieval.search import ingest
 
-    if rows:
-        vectors = await _embed(rows, embedder)
-        outcome.loaded += await ingest.load(conn, rows, vectors, dimensions=dimensions)
+    if not batch:
+        return
+    rows = [row for _, row in batch]
+    vectors = await _embed(rows, embedder)
+    loaded = await ingest.load(conn, rows, vectors, dimensions=dimensions,
+                               replace_other_sources=args.replace_other_sources)
+    outcome.loaded += len(loaded.written)
+    outcome.replaced += len(loaded.replaced)
+    outcome.refused += [(number, ingest.RowCode.ID_OF_ANOTHER_SOURCE.value)
+                        for number, row in batch if row.id in loaded.refused]
+    if loaded.refused and args.strict:
+        raise StrictRefusal
 
 
-def _refused_any(args: argparse.Namespace, dimensions: int) -> bool:
-    """--strict's first pass: every row checked, the refusals reported, nothing loaded."""
+async def _refused_any(conn: asyncpg.Connection, args: argparse.Namespace,
+                       dimensions: int) -> bool:
+    """--strict's first pass: every row checked (and, unless --replace-other-sources, none a
+    stored chunk of another source), the refusals reported, nothing loaded or embedded."""
     checked = Outcome()
-    for _ in _checked(args.file, checked, can_embed=bool(args.embeddings_url),
-                      dimensions=dimensions):
-        pass
+    batch: list[tuple[int, Row]] = []
+    for numbered in _checked(args.file, checked, can_embed=bool(args.embeddings_url),
+                             dimensions=dimensions):
+        batch.append(numbered)
+        if len(batch) >= args.batch:
+            await _other_sources(conn, batch, checked, args)
+            batch = []
+    await _other_sources(conn, batch, checked, args)
     if checked.refused:
         _report(checked)
         _fail("--strict: nothing loaded")
     return bool(checked.refused)
 
 
-def _report(outcome: Outcome) -> None:
+async def _other_sources(conn: asyncpg.Connection, batch: list[tuple[int, Row]],
+                         outcome: Outcome, args: argparse.Namespace) -> None:
+    from fgentic_governance.retrieval.search import ingest
+
+    if args.replace_other_sources or not batch:
+        return
+    other = await ingest.other_source_ids(conn, [row for _, row in batch])
+    outcome.refused += [(number, ingest.RowCode.ID_OF_ANOTHER_SOURCE.value)
+                        for number, row in batch if row.id in other]
+
+
+def _print_refusals(outcome: Outcome) -> None:
     for number, code in sorted(outcome.refused):
         print(f"line {number}: {code}", file=sys.stderr)
-    print(f"{outcome.loaded} chunks loaded, {len(outcome.refused)} rows refused "
+
+
+def _report(outcome: Outcome, *, replacing: bool = False) -> None:
+    _print_refusals(outcome)
+    replaced = f" ({outcome.replaced} replaced another source's)" if replacing else ""
+    print(f"{outcome.loaded} chunks loaded{replaced}, {len(outcome.refused)} rows refused "
           f"of {outcome.total}")
 
 
@@ -269,7 +343,7 @@ def run_load(args: argparse.Namespace) -> int:
     if code == REPORTED:
         return 1
     progress.show(outcome.loaded, len(outcome.refused), final=True)
-    _report(outcome)
+    _report(outcome, replacing=args.replace_other_sources)
     if code:
         return code
     return 2 if outcome.refused else 0

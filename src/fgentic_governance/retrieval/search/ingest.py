@@ -16,7 +16,8 @@ One JSON Lines row is one chunk::
 
 The ACL is stored in ``metadata`` exactly as the prefilter's derived columns read it
 (``corpus.py``). :func:`load` upserts by chunk id: a re-load replaces a chunk and duplicates
-nothing.
+nothing. A chunk id belongs to the ``source`` that created it: a row of another source replaces
+it only when the caller says so (``replace_other_sources``), since the row brings its own ACL.
 
 :func:`read_lines` reads a file line by line within :data:`MAX_LINE_BYTES`, so no line, however
 long, is held in memory whole.
@@ -86,6 +87,9 @@ class RowCode(StrEnum):
     """The same id earlier in the same file."""
     LINE_TOO_LONG = "LINE_TOO_LONG"
     """A line over ``MAX_LINE_BYTES``: skipped without being read into memory."""
+    ID_OF_ANOTHER_SOURCE = "ID_OF_ANOTHER_SOURCE"
+    """The id is a stored chunk of another ``source``; only ``--replace-other-sources``
+    replaces it (and its ACL)."""
 
 
 class RowRefused(ValueError):
@@ -208,28 +212,70 @@ def read_lines(handle: BinaryIO, limit: int = MAX_LINE_BYTES
 _STAGE: Final = ("CREATE TEMP TABLE IF NOT EXISTS fgentic_ingest (id bigint, content text,"
                  " source text, embedding text, metadata text) ON COMMIT DELETE ROWS")
 _COLUMNS: Final = ("id", "content", "source", "embedding", "metadata")
+# Locked, so that what is counted as another source's is what the upsert then replaces.
+_OTHER_SOURCE: Final = (
+    f"SELECT c.id FROM {TABLE} c JOIN fgentic_ingest s USING (id)"  # noqa: S608 (constants)
+    " WHERE c.source NOT IN (s.source, '') FOR UPDATE OF c"
+)
+# The WHERE guard is the check itself: a chunk of another source (also one another load
+# created after the SELECT above) is left as it is unless $1, and RETURNING says which were
+# written. A chunk without a source ('', written before the column existed, or outside the
+# loader) belongs to none: the first load that names one claims it.
 _UPSERT: Final = (
-    f"INSERT INTO {TABLE} (id, content, source, embedding, metadata)"  # noqa: S608 (constants)
+    f"INSERT INTO {TABLE} AS c (id, content, source, embedding, metadata)"  # noqa: S608
     " SELECT id, content, source, embedding::vector, metadata::jsonb FROM fgentic_ingest"
     " ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, source = EXCLUDED.source,"
     " embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata"
+    " WHERE c.source IN (EXCLUDED.source, '') OR $1"
+    " RETURNING id"
 )
+_OTHER_SOURCE_IDS: Final = (
+    f"SELECT c.id FROM {TABLE} c JOIN unnest($1::bigint[], $2::text[]) AS s(id, source)"  # noqa: S608
+    " USING (id) WHERE c.source NOT IN (s.source, '')"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What one :func:`load` did, by chunk id."""
+
+    written: frozenset[int]
+    replaced: frozenset[int]
+    """Written over a chunk of another source (``replace_other_sources`` only)."""
+    refused: frozenset[int]
+    """Left as they were: chunks of another source."""
 
 
 async def load(conn: asyncpg.Connection, rows: Sequence[Row],
                vectors: Sequence[Sequence[float]], *,
-               dimensions: int = EMBEDDING_DIMENSIONS) -> int:
+               dimensions: int = EMBEDDING_DIMENSIONS,
+               replace_other_sources: bool = False) -> Loaded:
     """Upsert ``rows`` with their ``vectors`` (one per row, ``dimensions`` numbers each) in
-    one transaction; the count."""
+    one transaction. A row whose id is a chunk of another source is refused, unless
+    ``replace_other_sources``."""
     if len(rows) != len(vectors):
         raise ValueError("one vector per row")
     records = [(r.id, r.text, r.source, vector_text(v, dimensions), json.dumps(r.metadata))
                for r, v in zip(rows, vectors, strict=True)]
     async with conn.transaction():
         await conn.execute(_STAGE)
+        # A savepoint of a caller's transaction (--strict) commits nothing: clear the
+        # previous batch's rows, which ON COMMIT DELETE ROWS has not removed yet.
+        await conn.execute("DELETE FROM fgentic_ingest")
         await conn.copy_records_to_table("fgentic_ingest", records=records, columns=_COLUMNS)
-        await conn.execute(_UPSERT)
-    return len(records)
+        other = {r["id"] for r in await conn.fetch(_OTHER_SOURCE)}
+        written = {r["id"] for r in await conn.fetch(_UPSERT, replace_other_sources)}
+    return Loaded(frozenset(written), frozenset(other & written),
+                  frozenset(r.id for r in rows) - written)
+
+
+async def other_source_ids(conn: asyncpg.Connection, rows: Sequence[Row]) -> set[int]:
+    """The ids of ``rows`` that are stored chunks of another source (nothing is locked: a
+    check before a load, which :func:`load` repeats)."""
+    if not rows or await is_empty(conn):
+        return set()
+    found = await conn.fetch(_OTHER_SOURCE_IDS, [r.id for r in rows], [r.source for r in rows])
+    return {r["id"] for r in found}
 
 
 async def is_empty(conn: asyncpg.Connection) -> bool:
