@@ -23,10 +23,11 @@ from aiohttp import web
 from kubernetes import client
 
 from fgentic_devenv import free_port
-from fgentic_governance.api.kagent import ROUTED_LABEL, app_name
+from fgentic_governance.api.kagent import ROUTED_LABEL, AgentRef, app_name
 from fgentic_governance.memory import Access, MemoryStore
 from fgentic_governance.memory.delegated import DelegatedStore
 from fgentic_governance.memoryapi import proxy
+from fgentic_governance.memoryapi.codes import ApiError, ApiReason
 from fgentic_governance.memoryapi.http import make_handler
 from fgentic_governance.memoryapi.service import MemoryApi
 from fgentic_governance.memoryapi.workloads import KubeIdentity
@@ -232,9 +233,9 @@ async def test_vector_components_beyond_float4_are_refused_before_any_cost(env: 
 
 
 def pod_as(api: client.ApiClient, ns: str, name: str, *, account: str,
-           labels: dict[str, str], address: str) -> None:
-    """A running Pod at ``address`` under ``account`` with ``labels`` (anyone allowed to create
-    Pods chooses both; the API server holds what it was given)."""
+           labels: dict[str, str], address: str, phase: str = "Running") -> None:
+    """A Pod at ``address`` under ``account`` with ``labels``, in ``phase`` (anyone allowed to
+    create Pods chooses both; the API server holds what it was given)."""
     core = client.CoreV1Api(api)
     ensure_service_account(core, ns, account)
     core.create_namespaced_pod(ns, {
@@ -242,7 +243,7 @@ def pod_as(api: client.ApiClient, ns: str, name: str, *, account: str,
         "spec": {"serviceAccountName": account, "automountServiceAccountToken": False,
                  "containers": [{"name": "kagent", "image": "kagent:0.9.11"}]}})
     core.patch_namespaced_pod_status(name, ns, {"status": {
-        "phase": "Running", "podIP": address, "podIPs": [{"ip": address}]}})
+        "phase": phase, "podIP": address, "podIPs": [{"ip": address}]}})
 
 
 def address() -> str:
@@ -288,6 +289,49 @@ async def test_embeddings_are_charged_to_the_service_accounts_agent_never_the_la
             status, _ = await embed(genuine)
             assert status == 200 and len(provider.requests) == 1
             assert await env.pool.fetchval(LEDGER, alice.scope_key) == 1
+    finally:
+        await provider.stop()
+
+
+async def test_a_pod_that_is_no_longer_live_never_names_the_agent(env: Env) -> None:
+    """R4-4: a Failed (evicted) or Succeeded routed Pod keeps its ``status.podIP``; the Pod
+    later given that address was taken for the Agent (an embedding charged to its leased user).
+    Only a Pending or Running Pod may name the Agent; with none the caller is no Agent."""
+    await agent_token(env.kube, env.ns, "other-agent")
+    routed = {"app": "kagent", "kagent": AGENT, ROUTED_LABEL: "true"}
+    reused, alone, done, shared = address(), address(), address(), address()
+    for name, at, phase in (("evicted", reused, "Failed"), ("failed", alone, "Failed"),
+                            ("finished", done, "Succeeded"), ("old", shared, "Failed")):
+        await asyncio.to_thread(pod_as, env.kube, env.ns, name, account=AGENT, labels=routed,
+                                address=at, phase=phase)
+    # The address's new owners: a Pod of no memory-enabled Agent, and another Agent's Pod.
+    await asyncio.to_thread(pod_as, env.kube, env.ns, "newcomer", account="newcomer",
+                            labels={"app": "other"}, address=reused)
+    await asyncio.to_thread(pod_as, env.kube, env.ns, "other", account="other-agent",
+                            labels={**routed, "kagent": "other-agent"}, address=shared,
+                            phase="Pending")
+    identity = KubeIdentity(env.kube)
+    for source in (reused, alone, done):
+        with pytest.raises(ApiError) as refused:
+            await identity.agent_for_address(source)
+        assert refused.value.code is ApiReason.AGENT_UNRESOLVED, source
+    assert await identity.agent_for_address(shared) == AgentRef(env.ns, "other-agent")
+    alice = await scope(env)
+    # Alice's turn is being served (the Agent's live Pod named her at some replica).
+    await DelegatedStore(env.api_pool).note_activity(env.ns, AGENT, [ALICE])
+    provider = EmbeddingStub()
+    await provider.start()
+    try:
+        async with served(env, embeddings_url=provider.url + "/embeddings") as port:
+            connector = aiohttp.TCPConnector(local_addr=(reused, 0))
+            async with aiohttp.ClientSession(connector=connector) as pod, pod.post(
+                    f"http://127.0.0.1:{port}/v1/embeddings",
+                    json={"input": ["Alice likes tea."], "model": "m"},
+                    headers={"Authorization": "Bearer provider-key"}) as answer:
+                assert (answer.status, await answer.json()) == (
+                    403, {"error": "AGENT_UNRESOLVED"})
+        assert provider.requests == []
+        assert await env.pool.fetchval(LEDGER, alice.scope_key) == 0
     finally:
         await provider.stop()
 

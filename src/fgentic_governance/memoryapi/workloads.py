@@ -35,6 +35,7 @@ CACHE_SECONDS: Final = 10.0
 CACHE_ENTRIES: Final = 4096
 API_SECONDS: Final = 5.0
 AGENTS: Final = ("kagent.dev", "v1alpha2", "agents")
+LIVE_PHASES: Final = frozenset({"Pending", "Running"})
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -59,6 +60,15 @@ class TtlCache(Generic[K, V]):
         self._items.move_to_end(key)
         while len(self._items) > self._entries:
             self._items.popitem(last=False)
+
+
+def _live(pod: client.V1Pod) -> bool:
+    """Whether ``pod`` may still own its address: a Failed, Succeeded (an evicted Pod is
+    Failed) or terminating Pod keeps its ``status.podIP`` while the address is given to
+    another Pod, which must never be taken for the Agent. Unknown or no phase: not live."""
+    meta, status = pod.metadata, pod.status
+    return meta is not None and not meta.deletion_timestamp \
+        and status is not None and status.phase in LIVE_PHASES
 
 
 class KubeIdentity:
@@ -97,7 +107,7 @@ class KubeIdentity:
         return workload
 
     async def agent_for_address(self, address: str) -> AgentRef:
-        """The memory-enabled Agent of the one routed Pod with this IP (embeddings requests
+        """The memory-enabled Agent of the one live routed Pod with this IP (embeddings requests
         carry the provider's key, not the Pod's token: the source address is what names
         them; NetworkPolicy admits only routed Pods to the memory API). The Agent is the one
         that runs as the Pod's service account, as for a token; never the Pod's labels."""
@@ -108,8 +118,7 @@ class KubeIdentity:
                                   field_selector=f"status.podIP={address}")
         pods = [self._api.sanitize_for_serialization(p)  # type: ignore[no-untyped-call]
                 for p in listed.items
-                if not p.metadata.deletion_timestamp
-                and (p.metadata.labels or {}).get(ROUTED_LABEL) == "true"]
+                if _live(p) and (p.metadata.labels or {}).get(ROUTED_LABEL) == "true"]
         if len(pods) != 1:
             raise ApiError(ApiReason.AGENT_UNRESOLVED)
         namespace = str(pods[0]["metadata"]["namespace"])
