@@ -499,7 +499,8 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
                 """The runtime's first call of a turn, passed through to the controller (the
                 stub knows no session: its 404 is the controller's answer, passed back)."""
                 async with pod.get(url + "/api/sessions/ctx-1", params={
-                        "user_id": user, "order": "asc", "limit": "-1"}) as r:
+                        "user_id": user, "order": "asc", "limit": "-1"},
+                        headers=headers(env.token, env.ns, AGENT, None)) as r:
                     assert r.status == 404
 
             alice = await scope(env, lease=False)
@@ -560,7 +561,8 @@ async def test_a_pod_is_attributed_at_every_replica(
                     return r.status, await r.json()
 
             async def turn_of(url: str, user: str) -> None:
-                async with pod.get(url + "/api/sessions/ctx-1", params={"user_id": user}) as r:
+                async with pod.get(url + "/api/sessions/ctx-1", params={"user_id": user},
+                                   headers=headers(env.token, env.ns, AGENT, None)) as r:
                     assert r.status == 404  # the controller stub's answer, passed back
 
             alice = await scope(env)

@@ -284,7 +284,8 @@ async def test_embeddings_are_charged_to_the_service_accounts_agent_never_the_la
             # The Agent's own Pod is still served, for the user whose turn it runs.
             connector = aiohttp.TCPConnector(local_addr=(genuine, 0))
             async with aiohttp.ClientSession(connector=connector) as pod, pod.get(
-                    f"http://127.0.0.1:{port}/api/sessions/ctx", params={"user_id": ALICE}):
+                    f"http://127.0.0.1:{port}/api/sessions/ctx", params={"user_id": ALICE},
+                    headers=headers(env.token, env.ns, AGENT, None)):
                 pass
             status, _ = await embed(genuine)
             assert status == 200 and len(provider.requests) == 1
@@ -332,6 +333,52 @@ async def test_a_pod_that_is_no_longer_live_never_names_the_agent(env: Env) -> N
                     403, {"error": "AGENT_UNRESOLVED"})
         assert provider.requests == []
         assert await env.pool.fetchval(LEDGER, alice.scope_key) == 0
+    finally:
+        await provider.stop()
+
+
+ACTIVITY = "SELECT count(*) FROM fgentic_memory.agent_activity WHERE agent_namespace = $1"
+
+
+async def test_only_the_agents_own_pod_names_whose_turn_it_serves(env: Env) -> None:
+    """R4-9: 100 unauthenticated GETs naming 16 users each stored 1,600 attacker-chosen notes
+    (sql/0019) and made the Agent's next embedding SCOPE_AMBIGUOUS. Only a caller holding the
+    Agent's token, from the Agent's live routed Pod, names whose turn the Agent serves."""
+    other_token = await agent_token(env.kube, env.ns, "other-agent")
+    genuine, stranger = address(), address()
+    await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, genuine)
+    alice = await scope(env)
+    mine = headers(env.token, env.ns, AGENT, None)
+    named = [("user_id", f"@user{n}:example.org") for n in range(15)]  # 16 with X-User-Id
+    provider = EmbeddingStub()
+    await provider.start()
+    try:
+        async with served(env, embeddings_url=provider.url + "/embeddings") as port:
+
+            async def call(source: str, sent: dict[str, str], users: list[tuple[str, str]],
+                           path: str = "/api/sessions/ctx") -> int:
+                embedding = path == "/v1/embeddings"
+                connector = aiohttp.TCPConnector(local_addr=(source, 0))
+                async with aiohttp.ClientSession(connector=connector) as pod, pod.request(
+                        "POST" if embedding else "GET", f"http://127.0.0.1:{port}{path}",
+                        params=users, headers=sent,
+                        json={"input": ["Alice likes tea."], "model": "m"} if embedding
+                        else None) as answer:
+                    return answer.status
+
+            for sent, source in (({}, genuine),  # no token, from the Agent's Pod
+                                 ({"Authorization": "Bearer forged"}, genuine),
+                                 (headers(other_token, env.ns, "other-agent", None), genuine),
+                                 (mine, stranger)):  # the Agent's token, not from its Pod
+                for _ in range(5):
+                    assert await call(source, {**sent, "X-User-Id": "@eve:example.org"},
+                                      named) == 404  # the controller's answer, passed on
+            assert await env.pool.fetchval(ACTIVITY, env.ns) == 0  # nothing stored
+            await call(genuine, mine, [("user_id", ALICE)])  # the Agent's own turn
+            embed = {"Authorization": "Bearer provider-key"}
+            assert await call(genuine, embed, [], "/v1/embeddings") == 200  # Alice's alone
+            assert await env.pool.fetchval(ACTIVITY, env.ns) == 1
+            assert await env.pool.fetchval(LEDGER, alice.scope_key) == 1
     finally:
         await provider.stop()
 

@@ -5,8 +5,10 @@ sends the provider's key and the texts). Everything else the runtime sends names
 fetches a turn's session (``GET /api/sessions/<id>?user_id=``) before it embeds the first
 turn's prefetch queries, appends the turn's events (``POST .../events?user_id=``) before it
 summarises, and every memory call carries ``X-User-Id``. So the memory API, which all of that
-crosses, notes each (Agent, user) it sees, here and, for every replica, in the store
-(sql/0019: at the first call and then at most once per ``slack``). Such a request is charged
+crosses, notes each (Agent, user) that a caller authenticated as that Agent names (its Pod's
+token; on a pass-through call also the address of its live routed Pod: nobody else's names
+count), here and, for every replica, in the store (sql/0019: at the first call and then at
+most once per ``slack``). Such a request is charged
 to the one user seen from that Agent within ``window`` seconds, by this replica or any other:
 none seen is LEASE_MISSING, several (two users' turns at once) is SCOPE_AMBIGUOUS: refused,
 never guessed (a refused embedding or summary fails that memory work only; the chat reply is
@@ -89,8 +91,10 @@ class Activity:
 
 
 def users_named(headers: MultiMapping[str], query: MultiMapping[str]) -> set[str]:
-    """Every user a runtime request names: its ``X-User-Id`` headers and ``user_id`` query
-    parameters (the runtime's session and task calls). A request naming two users records
-    both, so neither is charged alone."""
-    return {name for name in (*headers.getall("X-User-Id", ()), *query.getall("user_id", ()))
-            if name}
+    """Every user a runtime request names, at most MAX_USERS: its ``X-User-Id`` headers and
+    ``user_id`` query parameters (the runtime's session and task calls name one). A request
+    naming two users records both, so neither is charged alone; beyond MAX_USERS the first in
+    order are kept, still several (ambiguous), within what the store takes in one note."""
+    named = {name for name in (*headers.getall("X-User-Id", ()), *query.getall("user_id", ()))
+             if name}
+    return set(sorted(named)[:MAX_USERS])

@@ -199,15 +199,20 @@ class _Handler:
     async def _note_users(self, request: web.BaseRequest) -> None:
         """Whose turn a routed Pod serves (its session and task calls name the user), for
         the embeddings and summaries that follow (:mod:`activity`); never a reason to refuse
-        the pass-through itself."""
+        the pass-through itself. Only an authenticated caller is heard: the Pod's own token
+        (the runtime sends it on every call) naming the Agent of the live routed Pod at the
+        source address. Names from anyone else were stored and made the Agent's embeddings
+        SCOPE_AMBIGUOUS."""
         if self._identify_address is None:
             return
         users = users_named(request.headers, request.query)
         if not users:
             return
         try:
-            agent = await self._identify_address(request.remote or "")
-        except Exception:  # not a routed Pod, or the lookup failed: nothing to note
+            agent = await self._identify(_bearer(request.headers.get("Authorization")))
+            if await self._identify_address(request.remote or "") != agent:
+                return
+        except Exception:  # unauthenticated, not that Agent's Pod, or a failed lookup
             return
         await self._note(agent, users)
 
