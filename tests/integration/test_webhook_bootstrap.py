@@ -15,19 +15,25 @@ from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.admission.render import webhook_configuration
 from tests.support import processes
+from tests.support.cluster import wait_for
 from tests.support.objects import api_message, example
 
 pytestmark = pytest.mark.integration
 
 
+def _args(cp: Any, work: Path, ns: str, config_name: str, port: int, *,
+          service: str = "fgentic-governance-webhook") -> list[str]:
+    return ["webhook", "--kubeconfig", str(cp.kubeconfig), "--tls-dir", str(work),
+            "--host", "127.0.0.1", "--port", str(port), "--health-port",
+            str(processes.free_port()), "--audit-interval", "0", "--tls-reload-seconds", "0.5",
+            "--bootstrap-secret", "webhook-tls", "--bootstrap-namespace", ns,
+            "--bootstrap-webhook-config", config_name, "--bootstrap-service", service,
+            "--bootstrap-host", "127.0.0.1"]
+
+
 def _start(cp: Any, work: Path, ns: str, config_name: str, port: int) -> Any:
-    return processes.spawn_and_wait(
-        ["webhook", "--kubeconfig", str(cp.kubeconfig), "--tls-dir", str(work),
-         "--host", "127.0.0.1", "--port", str(port), "--health-port",
-         str(processes.free_port()), "--audit-interval", "0",
-         "--bootstrap-secret", "webhook-tls", "--bootstrap-namespace", ns,
-         "--bootstrap-webhook-config", config_name, "--bootstrap-host", "127.0.0.1"],
-        work.parent / f"{work.name}.log", port)
+    return processes.spawn_and_wait(_args(cp, work, ns, config_name, port),
+                                    work.parent / f"{work.name}.log", port)
 
 
 def _configuration(admission: client.AdmissionregistrationV1Api, ns: str, port: int) -> str:
@@ -71,12 +77,21 @@ def test_bootstrap_creates_adopts_and_renews(control_plane: Any, k8s_client: cli
     processes.stop(second)
     assert core.read_namespaced_secret("webhook-tls", ns).data["ca.crt"] == ca
     assert (tmp_path / "b" / "ca.crt").read_bytes() == base64.b64decode(ca)
-    # A broken pair is renewed, and the new CA injected.
+    # A broken leaf is re-issued by the same CA: the injected bundle does not change.
     secret = core.read_namespaced_secret("webhook-tls", ns)
     secret.data["tls.crt"] = base64.b64encode(b"not a certificate").decode()
     core.replace_namespaced_secret("webhook-tls", ns, secret)
     third = _start(control_plane, tmp_path / "c", ns, name, port)
     processes.stop(third)
+    reissued = core.read_namespaced_secret("webhook-tls", ns).data
+    assert reissued["ca.crt"] == ca and reissued["tls.crt"] != secret.data["tls.crt"]
+    _verify(base64.b64decode(reissued["tls.crt"]), base64.b64decode(ca))
+    # A Secret without its CA key (an earlier release's) gets a new CA, injected.
+    secret = core.read_namespaced_secret("webhook-tls", ns)
+    del secret.data["ca.key"]
+    core.replace_namespaced_secret("webhook-tls", ns, secret)
+    fourth = _start(control_plane, tmp_path / "d", ns, name, port)
+    processes.stop(fourth)
     renewed = core.read_namespaced_secret("webhook-tls", ns).data["ca.crt"]
     assert renewed != ca
     deadline = time.monotonic() + 5
@@ -89,10 +104,10 @@ def test_bootstrap_creates_adopts_and_renews(control_plane: Any, k8s_client: cli
 
 def test_a_rollover_keeps_the_old_ca_and_reaches_running_replicas(
         control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path) -> None:
-    """Issue 27: a renewal mints a new CA and keeps the previous one in the bundle (so replicas
-    still serving the old leaf stay trusted), and a running replica sees the Secret change
-    through its watch within seconds (it used to re-read it hourly); the webhook keeps
-    answering through the rollover."""
+    """Issue 27: a new CA keeps the previous one in the bundle (so replicas still serving the
+    old leaf stay trusted), and a running replica sees the Secret change through its watch
+    within seconds (it used to re-read it hourly); the webhook keeps answering through the
+    rollover. (Since issue 36 a new CA is minted only when the stored one is unusable.)"""
     ns = f"roll-{uuid.uuid4().hex[:6]}"
     control_plane.ensure_namespace(ns)
     core = client.CoreV1Api(k8s_client)
@@ -102,10 +117,11 @@ def test_a_rollover_keeps_the_old_ca_and_reaches_running_replicas(
     running = _start(control_plane, tmp_path / "a", ns, name, port)
     try:
         first = core.read_namespaced_secret("webhook-tls", ns).data
-        # The pair becomes unusable (as one due for renewal is): the running replica's watch
-        # sees the change and renews it at once, keeping the old CA in the bundle.
+        # The CA becomes unusable (as one due for renewal is; here its key is gone): the
+        # running replica's watch sees the change and mints a new CA and leaf at once,
+        # keeping the old CA in the bundle.
         secret = core.read_namespaced_secret("webhook-tls", ns)
-        secret.data["tls.crt"] = base64.b64encode(b"not a certificate").decode()
+        del secret.data["ca.key"]
         core.replace_namespaced_secret("webhook-tls", ns, secret)
         deadline = time.monotonic() + 15
         while True:
@@ -137,6 +153,118 @@ def test_a_rollover_keeps_the_old_ca_and_reaches_running_replicas(
     finally:
         processes.stop(running)
         admission.delete_validating_webhook_configuration(name)
+
+
+def _verify(leaf_pem: bytes, bundle_pem: bytes) -> None:
+    """The leaf was issued by a CA of the bundle (ValueError or InvalidSignature otherwise)."""
+    from cryptography import x509
+
+    leaf = x509.load_pem_x509_certificate(leaf_pem)
+    cas = x509.load_pem_x509_certificates(bundle_pem)
+    failures = []
+    for ca in cas:
+        try:
+            leaf.verify_directly_issued_by(ca)
+            return
+        except Exception as exc:
+            failures.append(exc)
+    raise AssertionError(f"the leaf chains to none of {len(cas)} CAs: {failures!r}")
+
+
+def _events(list_call: Any, *args: Any, name: str, since: str) -> list[Any]:
+    """Every change of object ``name`` after resourceVersion ``since`` (a watch from there
+    replays them, then ends after two quiet seconds)."""
+    from kubernetes import watch
+
+    stream = watch.Watch().stream(list_call, *args, field_selector=f"metadata.name={name}",
+                                  resource_version=since, timeout_seconds=2,
+                                  _request_timeout=30)
+    return [event["object"] for event in stream]
+
+
+def _handshake(port: int, bundle: bytes, host: str) -> bool:
+    """Whether the replica on ``port`` serves a leaf that verifies for ``host`` against
+    ``bundle`` (as the API server checks it: chain and name)."""
+    import socket
+    import ssl
+
+    context = ssl.create_default_context(cadata=bundle.decode())
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                context.wrap_socket(raw, server_hostname=host):
+            return True
+    except ssl.SSLCertVerificationError:
+        return False
+
+
+def test_replicas_with_different_names_share_one_ca_and_settle(
+        control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path) -> None:
+    """Issue 36 §2: two replicas whose names differ (a renamed Service, two releases sharing
+    the Secret) each minted a CA and leaf for their own names, about 95 times a second; the
+    caBundle flapped and no served leaf chained to the bundle injected a moment before. Now
+    they share one CA and a leaf for both names: started together, they settle after a
+    bounded number of writes, the bundles never change after the first injection, and every
+    leaf either serves verifies against every injected bundle, for every name."""
+    from fgentic_devenv import wait_until
+    from fgentic_devenv.up import port_open
+
+    ns = f"names-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(ns)
+    core = client.CoreV1Api(k8s_client)
+    admission = client.AdmissionregistrationV1Api(k8s_client)
+    ports = {"a": processes.free_port(), "b": processes.free_port()}
+    configs = {r: _configuration(admission, ns, port) for r, port in ports.items()}
+    since_secret = core.list_namespaced_secret(ns).metadata.resource_version
+    since_config = admission.list_validating_webhook_configuration().metadata.resource_version
+    replicas = {r: processes.spawn_cli(_args(control_plane, tmp_path / r, ns, configs[r],
+                                             ports[r], service=f"webhook-{r}"),
+                                       tmp_path / f"{r}.log") for r in ports}
+    names = {"127.0.0.1", *(f"webhook-{r}.{ns}.svc" for r in ports)}
+    try:
+        for r, proc in replicas.items():
+            wait_until(lambda r=r: port_open(ports[r]), proc, what=r, log=tmp_path / f"{r}.log",
+                       timeout=60)
+
+        def bundles() -> list[bytes]:
+            return [base64.b64decode(h.client_config.ca_bundle) for name in configs.values()
+                    for h in admission.read_validating_webhook_configuration(name).webhooks]
+
+        def served_everywhere() -> bool:
+            return all(_handshake(port, bundle, host) for port in ports.values()
+                       for bundle in bundles() for host in names)
+
+        wait_for(served_everywhere, "every replica serving a leaf for every name", 60, 0.2)
+        # Settled: later samples still verify, through the API server too (both replicas'
+        # configurations call them; a safe Agent needs both answers).
+        for _ in range(5):
+            assert all(_handshake(port, bundle, "127.0.0.1") for port in ports.values()
+                       for bundle in bundles())
+            time.sleep(0.5)
+        agent = example("Agent")
+        agent["metadata"] = {"name": "safe", "namespace": ns}
+        client.CustomObjectsApi(k8s_client).create_namespaced_custom_object(
+            "kagent.dev", "v1alpha2", ns, "agents", agent)
+        secret = core.read_namespaced_secret("webhook-tls", ns).data
+        writes = _events(core.list_namespaced_secret, ns, name="webhook-tls", since=since_secret)
+        injected = {r: [tuple(h.client_config.ca_bundle for h in c.webhooks)
+                        for c in _events(admission.list_validating_webhook_configuration,
+                                         name=name, since=since_config)]
+                    for r, name in configs.items()}
+    finally:
+        for proc in replicas.values():
+            processes.stop(proc)
+        for name in configs.values():
+            admission.delete_validating_webhook_configuration(name)
+    # One create, then at most one write per replica adding its names (on the old code:
+    # hundreds within the wait above).
+    assert 1 <= len(writes) <= 1 + len(replicas), len(writes)
+    assert base64.b64decode(secret["ca.crt"]).count(b"BEGIN CERTIFICATE") == 1  # one CA
+    # Each configuration: created without a bundle (or a placeholder), then given the one
+    # CA's and kept (on the old code: a new bundle with every write).
+    placeholder = base64.b64encode(b"placeholder").decode()
+    for r, history in injected.items():
+        bundles_seen = {b for hooks in history for b in hooks if b and b != placeholder}
+        assert bundles_seen == {secret["ca.crt"]}, (r, len(bundles_seen))
 
 
 def test_renewal_is_due_at_two_thirds_of_the_lifetime() -> None:

@@ -340,8 +340,9 @@ async def serve(args: argparse.Namespace, shell: process.Shell,
                                   secret=args.bootstrap_secret, service=args.bootstrap_service,
                                   webhook_config=args.bootstrap_webhook_config,
                                   extra_hosts=tuple(args.bootstrap_host or ()))
-        await asyncio.to_thread(bootstrap.settle, api_client, target, Path(args.tls_dir))
-        shell.background(bootstrap.keep_settled(api_client, target, Path(args.tls_dir)))
+        pacer = bootstrap.Pacer()  # one for all of this replica's writes
+        await asyncio.to_thread(bootstrap.settle, api_client, target, Path(args.tls_dir), pacer)
+        shell.background(bootstrap.keep_settled(api_client, target, Path(args.tls_dir), pacer))
     source = StateSource(api_client)
     source.start()
     await shell.serve(serving.health_handler(ready=lambda: source.synced),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -52,10 +53,11 @@ def _name(common_name: str, organization: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> (
-    x509.CertificateBuilder
-):
+def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey,
+             not_after: dt.datetime | None = None) -> x509.CertificateBuilder:
+    """Valid from five minutes ago for _VALIDITY, or until ``not_after`` if that is sooner."""
     now = dt.datetime.now(dt.UTC)
+    end = now + _VALIDITY if not_after is None else min(now + _VALIDITY, not_after)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -63,12 +65,46 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurve
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
+        .not_valid_after(end)
     )
 
 
+def _spki(key: ec.EllipticCurvePublicKey | x509.Certificate) -> bytes:
+    public = key.public_key() if isinstance(key, x509.Certificate) else key
+    return public.public_bytes(serialization.Encoding.DER,
+                               serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def pair_matches(cert: x509.Certificate, key_pem: bytes) -> bool:
+    """Whether ``key_pem`` (unencrypted) is the private key of ``cert``."""
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError):
+        return False
+    return isinstance(key, ec.EllipticCurvePrivateKey) and _spki(key.public_key()) == _spki(cert)
+
+
 class CertificateAuthority:
-    """A self-signed CA that issues serving and client certificates."""
+    """A self-signed CA that issues serving and client certificates; what it issues never
+    outlives it."""
+
+    @classmethod
+    def from_pem(cls, cert_pem: bytes, key_pem: bytes) -> CertificateAuthority:
+        """A stored CA (the webhook's bootstrap keeps one per Secret); ValueError unless the
+        certificate is a CA's and the key (ECDSA, unencrypted) is its own."""
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey) or not pair_matches(cert, key_pem):
+            raise ValueError("the key is not the certificate's")
+        try:
+            constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints)
+        except x509.ExtensionNotFound as exc:
+            raise ValueError("not a CA certificate") from exc
+        if not constraints.value.ca:
+            raise ValueError("not a CA certificate")
+        authority = cls.__new__(cls)
+        authority._key, authority._cert, authority._name = key, cert, cert.subject
+        return authority
 
     def __init__(self, common_name: str = "fgentic-governance-ca") -> None:
         self._key = _new_key()
@@ -89,8 +125,20 @@ class CertificateAuthority:
         )
 
     @property
+    def certificate(self) -> x509.Certificate:
+        return self._cert
+
+    @property
     def cert_pem(self) -> bytes:
         return self._cert.public_bytes(serialization.Encoding.PEM)
+
+    def signed(self, cert: x509.Certificate) -> bool:
+        """Whether ``cert`` was issued by this CA (its signature verifies with our key)."""
+        try:
+            cert.verify_directly_issued_by(self._cert)
+        except (ValueError, TypeError, InvalidSignature):
+            return False
+        return True
 
     @property
     def keypair(self) -> KeyPair:
@@ -117,7 +165,7 @@ class CertificateAuthority:
     ) -> KeyPair:
         key = _new_key()
         builder = (
-            _builder(subject, self._name, key.public_key())
+            _builder(subject, self._name, key.public_key(), self._cert.not_valid_after_utc)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )
