@@ -3,7 +3,8 @@
 Real kube-apiserver, real operator processes (no store: a MemoryScope they reconcile goes
 Failed/STORE_UNAVAILABLE, which is enough to see who runs the handlers). A standby is live and
 runs nothing; a killed leader's Lease expires and the standby takes over; a leader that sees
-the Lease held by another stops (exit 1); a clean stop hands the Lease over at once.
+the Lease held by another stops (exit 1); a leader frozen past its Lease does nothing once
+resumed; a clean stop hands the Lease over at once.
 """
 
 from __future__ import annotations
