@@ -616,24 +616,36 @@ async def test_a_streamed_answer_passes_through_as_it_is_written(
         await runner.cleanup()
 
 
-# -- what is charged and counted (issue 36 §5 Metering) ----------------------------------
+# -- what is charged and counted (issue 36 R4-8, §5 Metering) ----------------------------------
 
 
 OPERATIONS_LEDGER = ("SELECT operation, sum(units)::int FROM fgentic_memory.op_ledger"
                      " WHERE scope_key = $1 GROUP BY operation")
 PROMPT = SUMMARY_HEAD + "Alice: I take my tea green." + SUMMARY_TAIL
+SYSTEM = {"role": "system", "content": "You are helpful."}
+TOOLS = [{"type": "function", "function": {"name": "load_memory", "parameters": {}}}]
 
 
 def chat(*messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"model": "stub-chat", "messages": list(messages), **fields}
 
 
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
+def user(text: str, role: str = "user") -> dict[str, Any]:
+    return {"role": role, "content": text}
 
 
 SUMMARY = chat(user(PROMPT))
 """kagent-adk 0.9.11's own request (``_summarize_session_content_async``)."""
+VARIANTS = {
+    "system message": chat(SYSTEM, user(PROMPT)),
+    "tools list": chat(user(PROMPT), tools=TOOLS, tool_choice="auto"),
+    "streamed": chat(user(PROMPT), stream=True),
+    "trailing space": chat(user(PROMPT + " ")),
+    "role User": chat(user(PROMPT, "User")),
+}
+"""The same work in the shapes the review sent uncharged (issue 36 R4-8)."""
+TURN = chat(SYSTEM, user("What tea do I like?"), tools=TOOLS, tool_choice="auto")
+"""A memory-enabled Agent's turn: its instruction first, its memory tools."""
 
 
 class Model:
@@ -685,6 +697,39 @@ async def turn_of(env: Env, url: str, pod: aiohttp.ClientSession) -> None:
     async with pod.get(url + "/api/sessions/ctx-1", params={"user_id": ALICE},
                        headers=headers(env.token, env.ns, AGENT, None)) as r:
         assert r.status == 404
+
+
+async def test_every_shape_of_kagents_summarisation_is_charged_or_refused(
+        env: Env, delegate_pool: asyncpg.Pool) -> None:
+    """R4-8: kagent's prompt with a system message, a tools list, ``stream: true``, a
+    trailing space or role "User" is no Agent turn: without a lease each is refused before
+    the model works (before: passed on, uncharged); within a lease and the cadence each is
+    charged one summarisation. The Agent's turns still pass, uncharged."""
+    async with routed(env, delegate_pool) as (url, model, pod):
+        post = poster(url, pod)
+        key = "Bearer provider-key"
+        alice = await scope(env, lease=False)
+        await turn_of(env, url, pod)
+        for name, body in VARIANTS.items():
+            assert await post("/v1/chat/completions", body, Authorization=key) == (
+                403, {"error": "LEASE_MISSING"}), name
+        assert model.bodies == []  # nothing reached the model
+        assert (await post("/v1/chat/completions", TURN, Authorization=key))[0] == 200
+        assert model.bodies == [TURN]  # a turn is passed on as it is, charged nothing
+        assert dict(await env.pool.fetch(OPERATIONS_LEDGER, alice.scope_key)) == {}
+        for charged, (name, body) in enumerate(VARIANTS.items(), start=1):
+            await past_turns(env.store, alice, 4)  # the cadence: one summary per five turns
+            lease = await env.store.open_lease(alice, 60)  # the fifth
+            await turn_of(env, url, pod)
+            assert (await post("/v1/chat/completions", body, Authorization=key))[0] == 200, name
+            assert model.bodies[-1] == body
+            assert dict(await env.pool.fetch(OPERATIONS_LEDGER, alice.scope_key)) == {
+                "summarize": charged}, name
+            # A second one in the same turn: refused by the cadence, before the model.
+            assert await post("/v1/chat/completions", body, Authorization=key) == (
+                429, {"error": "SUMMARY_CADENCE_REACHED"}), name
+            assert await env.store.close_lease(alice.scope_key, lease.id)
+        assert len(model.bodies) == 1 + len(VARIANTS)
 
 
 async def scrape(port: int) -> dict[str, float]:
