@@ -708,7 +708,7 @@ async def run(pg: LocalPostgres, plane: LocalControlPlane, work: Path,
     bodies = Bodies()
     store = DelegatedStore(runtime)
     stub, stub_url = await stub_controller()
-    upstream = proxy.session()
+    upstream = proxy.Upstreams()
     identity = KubeIdentity(kube, cache_seconds=3600.0)  # warm figures; the miss is below
     port = free_port()
     server = await serving.serve(

@@ -32,7 +32,7 @@ from fgentic_governance.memoryapi.http import make_handler
 from fgentic_governance.memoryapi.service import MemoryApi
 from fgentic_governance.memoryapi.workloads import KubeIdentity
 from fgentic_governance.serving import http as serving
-from tests.support.kagent import ControllerStub, EmbeddingStub
+from tests.support.kagent import ChatStub, ControllerStub, EmbeddingStub
 from tests.support.memory_api import (
     LOCAL,
     agent_token,
@@ -41,6 +41,7 @@ from tests.support.memory_api import (
     routed_pod,
 )
 from tests.support.store import ALICE, scope_record
+from tests.support.stubs import LoopbackServer
 
 pytestmark = pytest.mark.integration
 
@@ -77,14 +78,15 @@ async def env(control_plane: Any, k8s_client: client.ApiClient, pool: asyncpg.Po
 
 @asynccontextmanager
 async def served(env: Env, *, body_timeout: float = serving.BODY_TIMEOUT,
-                 embeddings_url: str = "", upstream_url: str = "") -> AsyncIterator[int]:
+                 embeddings_url: str = "", model_url: str = "",
+                 upstream_url: str = "") -> AsyncIterator[int]:
     """The memory API as ``memory-api`` serves it, on a loopback port (yielded)."""
-    upstream = proxy.session()
+    upstream = proxy.Upstreams()
     identity = KubeIdentity(env.kube)
     handler = make_handler(MemoryApi(DelegatedStore(env.api_pool), LOCAL), identity.agent_for,
                            upstream, upstream_url or env.controller.base_url,
                            body_timeout=body_timeout,
-                           embeddings_url=embeddings_url,
+                           embeddings_url=embeddings_url, model_url=model_url,
                            identify_address=identity.agent_for_address)
     port = free_port()
     runner = await serving.serve(handler, "127.0.0.1", port)
@@ -124,11 +126,18 @@ async def exchange(port: int, head: str, *, body: bytes = b"", source: str = "12
         return int(status_line.split()[1]), text
 
 
+UPLOAD = (b"POST /api/sessions HTTP/1.1\r\nHost: memory-api\r\n"
+          b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+"""A pass-through upload's head and one byte of its 1000-byte body."""
+HANGING = b"GET /api/hang HTTP/1.1\r\nHost: memory-api\r\nConnection: close\r\n\r\n"
+"""A pass-through request the controller answers only once released (:class:`Hanging`)."""
+
+
 @asynccontextmanager
-async def slow_uploads(port: int, sources: list[str]) -> AsyncIterator[
-        list[asyncio.StreamReader]]:
-    """One pass-through upload per source entry that sends its head and one byte of a
-    1000-byte body, then nothing more; all are closed on exit."""
+async def slow_uploads(port: int, sources: list[str], request: bytes = UPLOAD
+                       ) -> AsyncIterator[list[asyncio.StreamReader]]:
+    """One connection per source entry that sends ``request`` (by default a slow upload: one
+    byte of its body), then nothing more; all are closed on exit."""
     async with AsyncExitStack() as stack:
         readers = []
         async with asyncio.timeout(30):
@@ -136,12 +145,39 @@ async def slow_uploads(port: int, sources: list[str]) -> AsyncIterator[
                 reader, writer = await asyncio.open_connection("127.0.0.1", port,
                                                                local_addr=(source, 0))
                 stack.callback(writer.close)
-                writer.write(b"POST /api/sessions HTTP/1.1\r\nHost: memory-api\r\n"
-                             b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+                writer.write(request)
                 await writer.drain()
                 readers.append(reader)
-        await asyncio.sleep(1.0)  # every upload reached the pass-through (loopback)
+        await asyncio.sleep(1.0)  # every request reached the pass-through (loopback)
         yield readers
+
+
+class Hanging(LoopbackServer):
+    """A controller whose ``GET /api/hang`` answers only once ``release`` is set (at most
+    30 s): what holds a pass-through connection when the controller itself is slow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_get("/api/hang", self._hang)
+
+    async def _hang(self, _: web.Request) -> web.Response:
+        async with asyncio.timeout(30):
+            await self.release.wait()
+        return web.json_response({})
+
+
+@asynccontextmanager
+async def hanging() -> AsyncIterator[Hanging]:
+    controller = Hanging()
+    await controller.start()
+    try:
+        yield controller
+    finally:
+        controller.release.set()
+        await controller.stop()
 
 
 async def readyz(port: int) -> tuple[int, Any]:
@@ -386,10 +422,14 @@ async def test_only_the_agents_own_pod_names_whose_turn_it_serves(env: Env) -> N
 # -- N10: one caller cannot starve every Agent ---------------------------------------------
 
 
-async def test_one_clients_slow_uploads_leave_the_pool_to_everyone_else(env: Env) -> None:
-    """110 slow uploads from one address held all 100 upstream connections: every other
-    Agent's sessions and tasks then failed 502 after the 5 s pool wait."""
-    async with served(env) as port, slow_uploads(port, ["127.0.0.2"] * (POOL + 10)) as held:
+async def test_one_client_holds_at_most_its_share_of_the_controllers_connections(
+        env: Env) -> None:
+    """110 requests from one address held all 100 upstream connections: every other Agent's
+    sessions and tasks then failed 502 after the 5 s pool wait. Here the controller itself is
+    slow (an upload no longer holds a connection at all)."""
+    async with hanging() as controller, \
+            served(env, upstream_url=controller.base_url) as port, \
+            slow_uploads(port, ["127.0.0.2"] * (POOL + 10), HANGING) as held:
         connector = aiohttp.TCPConnector(local_addr=("127.0.0.3", 0))
         async with aiohttp.ClientSession(connector=connector) as other, asyncio.timeout(4), \
                 other.get(f"http://127.0.0.1:{port}/api/sessions/missing") as response:
@@ -415,13 +455,74 @@ async def test_a_pass_through_body_has_the_body_deadline(env: Env) -> None:
 
 
 async def test_readiness_turns_503_while_the_upstream_pool_is_exhausted(env: Env) -> None:
-    """/readyz stayed 200 while no pass-through request could get an upstream connection."""
+    """/readyz stayed 200 while no pass-through request could get an upstream connection
+    (here: every one is waiting for the controller's answer)."""
     sources = [f"127.0.1.{n}" for n in range(1, -(-POOL // SHARE) + 1)]  # SHARE each
-    async with served(env) as port:
+    async with hanging() as controller, \
+            served(env, upstream_url=controller.base_url) as port:
         assert await readyz(port) == (200, {"reason": "OK"})
-        async with slow_uploads(port, [s for s in sources for _ in range(SHARE)]):
+        async with slow_uploads(port, [s for s in sources for _ in range(SHARE)], HANGING):
             assert await until_ready(port, 503) == (503, {"reason": "UPSTREAM_BUSY"})
-        assert await until_ready(port, 200) == (200, {"reason": "OK"})  # released on close
+            controller.release.set()
+            assert await until_ready(port, 200) == (200, {"reason": "OK"})  # answered
+
+
+TURN = {"model": "m", "messages": [{"role": "system", "content": "You help."},
+                                    {"role": "user", "content": "Hello."}],
+        "tools": [{"type": "function", "function": {"name": "load_memory", "parameters": {}}}]}
+"""An Agent's own chat turn on the governed model route (its system message, its tools)."""
+
+
+async def test_slow_uploads_from_many_addresses_hold_nothing_the_others_need(
+        env: Env) -> None:
+    """§3: slow pass-through uploads from 7 addresses (7 x 16) held the one upstream pool:
+    pass-through 502, /readyz 503 UPSTREAM_BUSY, and a routed Pod that held nothing was
+    refused its chat completion, because the model route shared that pool. A body is now read
+    whole before a connection is taken, and each route has its own connections."""
+    pod = address()
+    await asyncio.to_thread(routed_pod, env.kube, env.ns, AGENT, pod)
+    await scope(env)  # Alice's turn, leased
+    sources = [f"127.0.2.{n}" for n in range(1, -(-POOL // SHARE) + 2)]  # > POOL in all
+    provider, chat = EmbeddingStub(), ChatStub()
+    for stub in (provider, chat):
+        await stub.start()
+    mine = headers(env.token, env.ns, AGENT, ALICE)
+    search = {"agent_name": app_name(env.ns, AGENT), "user_id": ALICE,
+              "vector": [0.01] * 768, "limit": 5, "min_score": 0.3}
+    try:
+        async with served(env, body_timeout=60.0,  # the uploads stay for the whole test
+                          embeddings_url=provider.url + "/embeddings",
+                          model_url=chat.url + "/chat/completions") as port, \
+                slow_uploads(port, [s for s in sources for _ in range(SHARE)]) as held, \
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(
+                    local_addr=(pod, 0))) as http:
+            base = f"http://127.0.0.1:{port}"
+
+            async def call(method: str, path: str, sent: dict[str, str],
+                           body: Any = None) -> tuple[int, Any]:
+                async with http.request(method, base + path, json=body,
+                                        headers=sent) as answer:
+                    return answer.status, await answer.read()
+
+            # Another Pod's session calls (with and without a body), its memory call, its
+            # turn's embedding and its chat completion are all answered.
+            assert (await call("GET", "/api/sessions/missing", mine))[0] == 404
+            status, _ = await call("POST", "/api/sessions", mine,
+                                   {"user_id": ALICE, "agent_ref": "x"})
+            assert status == 201  # the controller's answer, passed back
+            assert await call("POST", "/api/memories/search", mine, search) == (200, b"[]")
+            provider_key = {"Authorization": "Bearer provider-key"}
+            status, _ = await call("POST", "/v1/embeddings", provider_key,
+                                   {"input": ["Alice likes tea."], "model": "m"})
+            assert status == 200 and len(provider.requests) == 1
+            status, _ = await call("POST", "/v1/chat/completions", provider_key, TURN)
+            assert status == 200 and len(chat.requests) == 1
+            # Readiness says what is true: nothing upstream is held by a slow client.
+            assert await readyz(port) == (200, {"reason": "OK"})
+            assert not any(reader.at_eof() for reader in held)  # every upload still open
+    finally:
+        for stub in (provider, chat):
+            await stub.stop()
 
 
 async def test_a_client_that_stops_reading_gives_its_connection_back(

@@ -106,7 +106,7 @@ async def memory_api(delegate_pool: asyncpg.Pool, api: client.ApiClient, upstrea
     also serves ``/v1/embeddings``, with ``model_url`` ``/v1/chat/completions``, identifying
     the caller's Pod by address and charging them to the user whose calls it saw within
     ``activity_seconds``."""
-    upstream = proxy.session()
+    upstream = proxy.Upstreams()
     identity = KubeIdentity(api)
     handler = make_handler(MemoryApi(DelegatedStore(delegate_pool), local_server),
                            identity.agent_for, upstream, upstream_url,

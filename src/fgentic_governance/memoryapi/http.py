@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from types import MappingProxyType
 from typing import Final
 
-import aiohttp
 from aiohttp import web
 from prometheus_client import Counter
 from yarl import URL
@@ -118,9 +117,11 @@ def _refused_target(code: Code) -> web.Response:
 
 async def _probe(readiness: bool, in_flight: proxy.InFlight,
                  store_ready: Callable[[], Awaitable[Reason]] | None) -> web.Response:
-    """Liveness is always OK; readiness is not while every upstream connection is held (a
-    pass-through request would wait for one) or while the store is unreachable
-    (STORE_UNAVAILABLE) or recovering from a crash (STORE_RESTARTING)."""
+    """Liveness is always OK; readiness is not while every pass-through connection to the
+    controller is held (a pass-through request would wait for one; bodies are read before a
+    connection is taken, so only the controller's answers, or clients not reading them, hold
+    one) or while the store is unreachable (STORE_UNAVAILABLE) or recovering from a crash
+    (STORE_RESTARTING)."""
     reason: Code = Reason.OK
     if readiness and in_flight.exhausted:
         reason = ApiReason.UPSTREAM_BUSY
@@ -160,12 +161,13 @@ def _path_refusal(request: web.BaseRequest, path: str) -> ApiError:
 class _Handler:
     """The request handler of :func:`make_handler`: one method per kind of target."""
 
-    def __init__(self, api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
+    def __init__(self, api: MemoryApi, identify: Identify, upstreams: proxy.Upstreams,
                  upstream_url: str, *, body_timeout: float,
                  store_ready: Callable[[], Awaitable[Reason]] | None, embeddings_url: str,
-                 model_url: str, identify_address: Identify | None, per_client: int,
+                 model_url: str, identify_address: Identify | None,
                  activity: Activity) -> None:
-        self._api, self._identify, self._upstream = api, identify, upstream
+        self._api, self._identify, self._upstreams = api, identify, upstreams
+        self._bodies = proxy.body_budget()
         self._activity = activity
         self._identify_address = identify_address
         self._body_timeout, self._store_ready = body_timeout, store_ready
@@ -173,8 +175,6 @@ class _Handler:
         self._base = proxy.upstream_base(upstream_url)
         self._embeddings = URL(embeddings_url, encoded=True) if embeddings_url else None
         self._model = URL(model_url, encoded=True) if model_url else None
-        self._in_flight = proxy.InFlight(upstream.connector.limit if upstream.connector else 0,
-                                         per_client)
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
         try:
@@ -182,7 +182,8 @@ class _Handler:
         except ApiError as refused:
             return _refused_target(refused.code)
         if request.method == "GET" and target.path in ("/healthz", "/readyz"):
-            return await _probe(target.path == "/readyz", self._in_flight, self._store_ready)
+            return await _probe(target.path == "/readyz", self._upstreams.passthrough.in_flight,
+                                self._store_ready)
         if self._embeddings is not None and target.path == EMBEDDINGS_PATH:
             return await self._embedding(request, self._embeddings)
         if self._model is not None and target.path == MODEL_PATH:
@@ -192,9 +193,16 @@ class _Handler:
         return await self._forward(request, proxy.joined(self._base, target))
 
     async def _forward(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
+        """A pass-through request: its body read whole first (an upstream connection never
+        waits on a client), then relayed on the controller's own connections."""
         await self._note_users(request)
-        return await proxy.forward(request, self._upstream, target, self._in_flight,
-                                   self._body_timeout)
+        with self._bodies.hold(request) as holding:
+            try:
+                body = await proxy.read_body(request, holding, self._body_timeout)
+            except ApiError as refused:
+                proxy.PASSED.labels(status="refused").inc()
+                return proxy.refusal(refused.code)
+            return await proxy.forward(request, self._upstreams.passthrough, target, body)
 
     async def _note_users(self, request: web.BaseRequest) -> None:
         """Whose turn a routed Pod serves (its session and task calls name the user), for
@@ -243,8 +251,8 @@ class _Handler:
             EMBEDDINGS.labels(outcome=code.value).inc()
             return _provider_refusal(code)
         EMBEDDINGS.labels(outcome="charged").inc()
-        return await proxy.forward(request, self._upstream, target, self._in_flight,
-                                   self._body_timeout, failures_replaced=True, body=raw)
+        return await proxy.forward(request, self._upstreams.embeddings, target, raw,
+                                   failures_replaced=True)
 
     async def _completion(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
         """A chat completion of a memory-enabled Agent's Pod. kagent's summarisation is
@@ -268,9 +276,8 @@ class _Handler:
             MODEL.labels(outcome=code.value).inc()
             return _provider_refusal(code)
         MODEL.labels(outcome=kind).inc()
-        return await proxy.forward(request, self._upstream, target, self._in_flight,
-                                   self._body_timeout, failures_replaced=kind == "summary",
-                                   body=raw)
+        return await proxy.forward(request, self._upstreams.model, target, raw,
+                                   failures_replaced=kind == "summary")
 
     async def _address_agent(self, request: web.BaseRequest) -> AgentRef:
         """The memory-enabled Agent of the routed Pod at the request's source address: these
@@ -305,21 +312,20 @@ class _Handler:
         return await run(caller, await _body(request, self._body_timeout))
 
 
-def make_handler(api: MemoryApi, identify: Identify, upstream: aiohttp.ClientSession,
+def make_handler(api: MemoryApi, identify: Identify, upstreams: proxy.Upstreams,
                  upstream_url: str, *, body_timeout: float = serving.BODY_TIMEOUT,
                  store_ready: Callable[[], Awaitable[Reason]] | None = None,
                  embeddings_url: str = "", model_url: str = "",
                  identify_address: Identify | None = None,
-                 per_client: int = proxy.PER_CLIENT,
                  activity: Activity | None = None) -> serving.Handler:
     """``embeddings_url`` (with ``identify_address``): serve ``POST /v1/embeddings`` for the
     runtime's embeddings provider route, admitted per Agent before it is forwarded there;
     ``model_url`` (with ``identify_address``): serve ``POST /v1/chat/completions`` for the
     Agents' model route, kagent's summarisation admitted before it is forwarded there.
-    ``per_client``: pass-through requests one source address may have in flight, of the
-    ``upstream`` session's connection limit. ``activity``: whose turns the routed Pods serve
-    (:mod:`activity`), to which their embeddings and summaries are charged."""
-    return _Handler(api, identify, upstream, upstream_url, body_timeout=body_timeout,
+    ``upstreams``: each route's own connections and per-source shares (the pass-through's to
+    ``upstream_url``). ``activity``: whose turns the routed Pods serve (:mod:`activity`), to
+    which their embeddings and summaries are charged."""
+    return _Handler(api, identify, upstreams, upstream_url, body_timeout=body_timeout,
                     store_ready=store_ready, embeddings_url=embeddings_url,
-                    model_url=model_url, identify_address=identify_address, per_client=per_client,
+                    model_url=model_url, identify_address=identify_address,
                     activity=activity or Activity())

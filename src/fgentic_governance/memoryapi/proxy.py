@@ -6,17 +6,20 @@ excluded, as HTTP requires), the body streamed in both directions, the upstream 
 headers returned, compressed bodies left as they are. Nothing of them is logged; the metric
 has the status class only.
 
-Bounded like our own routes: the client's body must arrive within the body timeout, one
-source address holds at most ``PER_CLIENT`` of the ``CONNECTIONS`` upstream connections (the
-controller and the embeddings provider share them), and readiness reports a full pool.
+Bounded like our own routes: the client's body is read whole, within the body timeout, the
+pass-through body bound and the bytes held at once (in all and per source address), before an
+upstream connection is taken, so an upstream connection never waits on a client's body. Each
+route (the controller, the embeddings provider, the model) has its own ``CONNECTIONS``
+upstream connections (:class:`Upstreams`): no route's traffic waits behind another's. One source
+address holds at most ``PER_CLIENT`` of a route's connections, and readiness reports a full
+pass-through pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Final
 
 import aiohttp
@@ -27,6 +30,8 @@ from yarl import URL
 
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason, Code, status_of
 from fgentic_governance.memoryapi.wire import Target
+from fgentic_governance.serving import http as serving
+from fgentic_governance.serving import strict_json
 
 HOP_BY_HOP: Final = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -37,6 +42,14 @@ CONNECTIONS: Final = 100
 PER_CLIENT: Final = 16
 """Pass-through requests one source address may have in flight: well under ``CONNECTIONS``,
 so no single caller can hold the pool every Agent's sessions, tasks and embeddings need."""
+BODY_BYTES: Final = 4 * 1024 * 1024
+"""Largest pass-through body read: a session event or task is part of the history an Agent's
+model turn carries, which is read up to the same bound (``model_requests.MODEL_BODY_BYTES``)."""
+BODIES_HELD: Final = 32 * 1024 * 1024
+"""Pass-through body bytes held at once, within the memory API's memory limit (the body is
+copied once as it is returned)."""
+SOURCE_BODIES_HELD: Final = BODIES_HELD // 4
+"""Of ``BODIES_HELD``, what one source address may hold at once: two whole bodies."""
 WRITE_SECONDS = 30.0
 """How long one chunk of the answer may wait for the client to read it: a client that stops
 reading would otherwise hold its upstream connection (and its share) for ever."""
@@ -110,35 +123,50 @@ class InFlight:
                 del self._by_client[client]
 
 
-class _ClientBody:
-    """The client's body streamed upstream, all of it within ``seconds`` of the request's
-    start, as ``serving.read_body`` reads ours (each read waits only for what is left);
-    ``expired`` tells the relay why the upload stopped."""
+class Upstream:
+    """One route's upstream: its own connections (at most ``connections``) and the in-flight
+    shares of them per source address."""
 
-    def __init__(self, content: aiohttp.StreamReader, seconds: float) -> None:
-        self._content = content
-        self._deadline = asyncio.get_running_loop().time() + seconds
-        self.expired = False
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        while True:
-            try:
-                async with asyncio.timeout_at(self._deadline):
-                    chunk = await self._content.readany()
-            except TimeoutError:
-                self.expired = True
-                raise
-            if not chunk:
-                return
-            yield chunk
+    def __init__(self, connections: int = CONNECTIONS, per_client: int = PER_CLIENT) -> None:
+        self.in_flight = InFlight(connections, per_client)  # refused before a session exists
+        self.session = session(connections=connections)
 
 
-@dataclass(frozen=True)
-class _Upload:
-    """How the client's body goes upstream: streamed within ``seconds``, or ``read`` already."""
+class Upstreams:
+    """The upstream of each route, apart: kagent's controller (pass-through), the embeddings
+    provider and the model. A route waits only for its own connections: pass-through traffic,
+    however slow, never holds what an Agent's embeddings or model turns need."""
 
-    seconds: float
-    read: bytes | None
+    def __init__(self, connections: int = CONNECTIONS, per_client: int = PER_CLIENT) -> None:
+        self.passthrough = Upstream(connections, per_client)
+        self.embeddings = Upstream(connections, per_client)
+        self.model = Upstream(connections, per_client)
+
+    async def close(self) -> None:
+        for route in (self.passthrough, self.embeddings, self.model):
+            await route.session.close()
+
+
+def body_budget() -> serving.BodyBudget:
+    """The pass-through bodies' budget (``BODIES_HELD``, ``SOURCE_BODIES_HELD`` per source)."""
+    return serving.BodyBudget(BODIES_HELD, SOURCE_BODIES_HELD)
+
+
+async def read_body(request: web.BaseRequest, holding: serving.Holding,
+                    seconds: float) -> bytes | None:
+    """A pass-through request's whole body (None without one) within ``seconds``,
+    ``BODY_BYTES`` and ``holding``'s budget, read before any upstream connection is taken;
+    compressed bodies are read as they are. REQUEST_TOO_LARGE over the bound, CLIENT_BUSY over
+    the budget, REQUEST_MALFORMED when not received in time (as on our own routes)."""
+    if not request.body_exists:
+        return None
+    try:
+        return await serving.read_body(request, BODY_BYTES, seconds, holding)
+    except strict_json.Refused as refused:
+        code = refused.code
+    raise ApiError(ApiReason.REQUEST_TOO_LARGE if code is strict_json.Refusal.BODY_TOO_LARGE
+                   else ApiReason.CLIENT_BUSY if code is strict_json.Refusal.BUSY
+                   else ApiReason.REQUEST_MALFORMED)
 
 
 def refusal(code: Code) -> web.Response:
@@ -146,36 +174,27 @@ def refusal(code: Code) -> web.Response:
                              headers={"Cache-Control": "no-store"})
 
 
-async def forward(request: web.BaseRequest, upstream: aiohttp.ClientSession, url: URL,
-                  in_flight: InFlight, body_seconds: float, *,
-                  failures_replaced: bool = False, body: bytes | None = None
-                  ) -> web.StreamResponse:
-    """Relay ``request`` to exactly ``url``: its body within ``body_seconds``, within its
-    client's share of the pool; 502 when the upstream cannot be reached. With
+async def forward(request: web.BaseRequest, upstream: Upstream, url: URL, body: bytes | None,
+                  *, failures_replaced: bool = False) -> web.StreamResponse:
+    """Relay ``request``, its ``body`` already read (None: it has none), to exactly ``url``,
+    within its client's share of ``upstream``; 502 when the upstream cannot be reached. With
     ``failures_replaced``, an upstream answer that is not 2xx is not relayed either: its body
     may quote the request (an embeddings provider's error echoing the text), and the runtime
-    logs error bodies at ERROR, so the caller gets 502 UPSTREAM_UNAVAILABLE instead. ``body``:
-    the client's body, already read (and checked) by the route."""
+    logs error bodies at ERROR, so the caller gets 502 UPSTREAM_UNAVAILABLE instead."""
     try:
-        with in_flight.hold(request.remote or ""):
-            return await _relay(request, upstream, url, _Upload(body_seconds, body),
-                                failures_replaced)
+        with upstream.in_flight.hold(request.remote or ""):
+            return await _relay(request, upstream.session, url, body, failures_replaced)
     except ApiError as refused:
         PASSED.labels(status="refused").inc()
         return refusal(refused.code)
 
 
 async def _relay(request: web.BaseRequest, upstream: aiohttp.ClientSession, url: URL,
-                 upload: _Upload, failures_replaced: bool) -> web.StreamResponse:
-    body = _ClientBody(request.content, upload.seconds) \
-        if request.body_exists and upload.read is None else None
+                 body: bytes | None, failures_replaced: bool) -> web.StreamResponse:
     try:
-        answer = await upstream.request(
-            request.method, url, headers=_end_to_end(request.headers),
-            data=upload.read if body is None else body.chunks(), allow_redirects=False)
+        answer = await upstream.request(request.method, url, headers=_end_to_end(request.headers),
+                                        data=body, allow_redirects=False)
     except (aiohttp.ClientError, TimeoutError):
-        if body is not None and body.expired:  # the client's fault, as on our own routes
-            raise ApiError(ApiReason.REQUEST_MALFORMED) from None
         PASSED.labels(status="unreachable").inc()
         return refusal(ApiReason.UPSTREAM_UNAVAILABLE)
     async with answer:

@@ -46,10 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "/v1/chat/completions here; kagent's summarisation is admitted "
                              "against the Agent's live lease first")
     parser.add_argument("--upstream-connections", type=int, default=None,
-                        help="connections to the controller and the embeddings endpoint at "
-                             "once (default: proxy.CONNECTIONS)")
+                        help="connections at once to each upstream: the controller, the "
+                             "embeddings endpoint and the model, each its own (default: "
+                             "proxy.CONNECTIONS)")
     parser.add_argument("--upstream-per-client", type=int, default=None,
-                        help="pass-through requests one source address may have in flight, "
+                        help="requests one source address may have in flight to one upstream, "
                              "below --upstream-connections (default: proxy.PER_CLIENT)")
     parser.add_argument("--activity-seconds", type=float, default=None,
                         help="an embedding or summary is charged to the one user whose "
@@ -94,7 +95,8 @@ async def start(args: argparse.Namespace, shell: Shell,
     pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(), **kwargs)
     shell.on_stop(pool.close)
     # The defaults live with the pass-through (proxy), imported only here: the parser stays light.
-    upstream = proxy.session(connections=args.upstream_connections or proxy.CONNECTIONS)
+    upstream = proxy.Upstreams(args.upstream_connections or proxy.CONNECTIONS,
+                               args.upstream_per_client or proxy.PER_CLIENT)
     shell.on_stop(upstream.close)
     api = MemoryApi(DelegatedStore(pool), args.local_homeserver)
     await shell.serve(
@@ -104,7 +106,6 @@ async def start(args: argparse.Namespace, shell: Shell,
                      embeddings_url=args.embeddings_upstream,
                      model_url=args.model_upstream,
                      identify_address=identify_address,
-                     per_client=args.upstream_per_client or proxy.PER_CLIENT,
                      activity=Activity(args.activity_seconds or WINDOW_SECONDS)),
         args.host, args.port)
 
