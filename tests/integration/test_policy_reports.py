@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.support import processes
+from tests.support.cluster import wait_for
 from tests.support.objects import example
 
 pytestmark = pytest.mark.integration
@@ -114,3 +115,44 @@ def test_one_replica_writes_policy_reports_in_place(
     finally:
         for proc in replicas:
             processes.stop(proc)
+
+
+def test_a_policyreport_crd_installed_after_start_is_noticed_and_its_removal_too(
+        control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path) -> None:
+    """Issue 37 item 5: the webhook started without the CRD; the CRD installed later (then
+    removed and installed again) is noticed within a few audit intervals, without a restart."""
+    interval = 1
+    control_plane.kubectl("delete", "--ignore-not-found", "--wait", "-f", str(CRD))
+    ns = f"late-crd-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(ns)
+    custom = client.CustomObjectsApi(k8s_client)
+    custom.create_namespaced_custom_object("kagent.dev", "v1alpha2", ns, "agents",
+                                           _agent(ns, "leaky", ["Cookie"]))
+    log = tmp_path / "webhook.log"
+    webhook = processes.spawn_webhook(control_plane.kubeconfig, tmp_path,
+                                      audit_interval=interval)[0]
+
+    def report() -> dict[str, Any]:
+        found: dict[str, Any] = custom.get_namespaced_custom_object(
+            "wgpolicyk8s.io", "v1alpha2", ns, "policyreports", "fgentic-governance-audit")
+        return found
+
+    # Far more than one interval, far less than forever: the audit interval is 1 s.
+    bound = 20 * interval
+    try:
+        wait_for(lambda: "no PolicyReport CRD" in log.read_text(), "the audit to find no CRD",
+                 timeout=bound, interval=0.3)
+        control_plane.install_crds([CRD])
+        assert wait_for(report, "the PolicyReport after the CRD was installed",
+                        timeout=bound, interval=0.3)["summary"]["fail"] == 1
+        # Removed: said once in the log, and nothing fails meanwhile.
+        control_plane.kubectl("delete", "--wait", "-f", str(CRD))
+        wait_for(lambda: log.read_text().count("no PolicyReport CRD") == 2,
+                 "the audit to notice the CRD's removal", timeout=bound, interval=0.3)
+        control_plane.install_crds([CRD])
+        assert wait_for(report, "the PolicyReport after the CRD came back",
+                        timeout=bound, interval=0.3)["summary"]["fail"] == 1
+        assert webhook.poll() is None
+    finally:
+        processes.stop(webhook)
+        control_plane.install_crds([CRD])  # As the other test of this file expects it.

@@ -91,34 +91,57 @@ async def run(api_client: client.ApiClient, state: Callable[[], PolicyState | No
             log.warning("audit failed: %s", type(exc).__name__)
 
 
+REPORTS_REQUEST_SECONDS = 10
+"""Bound on the one list request per run that also tells whether PolicyReports are served."""
+
+
 class ReportWriter:
     """Writes each namespace's PolicyReport in place (only when its results changed) and
-    removes ours from namespaces without Agents. Without the PolicyReport CRD it says so once
-    and writes nothing."""
+    removes ours from namespaces without Agents. Without the PolicyReport CRD it writes
+    nothing; every run asks again (one bounded list request, which the API server answers 404
+    while the kind is not served), so a CRD installed or removed after start-up is noticed
+    within one audit interval, and each change is logged once."""
 
     def __init__(self, custom: client.CustomObjectsApi) -> None:
         self._custom = custom
-        self._missing = False
+        self._served: bool | None = None  # Unknown until the first run.
 
     def write(self, wanted: dict[str, dict[str, Any]]) -> None:
-        if self._missing:
+        existing = self._ours()
+        if existing is None:
             return
-        try:
-            existing: Any = self._custom.list_cluster_custom_object(
-                reports.GROUP, reports.VERSION, reports.PLURAL,
-                label_selector=f"app.kubernetes.io/managed-by={reports.SOURCE}")
-        except ApiException as exc:
-            if exc.status == 404:
-                self._missing = True
-                log.info("no PolicyReport CRD (wgpolicyk8s.io): audit results go to events only")
-                return
-            raise
         have = {str(r["metadata"]["namespace"]): r for r in existing.get("items", [])}
         for namespace, report in wanted.items():
             self._put(namespace, report, have.get(namespace))
         for namespace in have.keys() - wanted.keys():
             self._custom.delete_namespaced_custom_object(
                 reports.GROUP, reports.VERSION, namespace, reports.PLURAL, reports.NAME)
+
+    def _ours(self) -> Any:
+        """Our PolicyReports, or None while the kind is not served."""
+        try:
+            existing = self._custom.list_cluster_custom_object(
+                reports.GROUP, reports.VERSION, reports.PLURAL,
+                label_selector=f"app.kubernetes.io/managed-by={reports.SOURCE}",
+                _request_timeout=REPORTS_REQUEST_SECONDS)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self._note(served=False)
+            return None
+        self._note(served=True)
+        return existing
+
+    def _note(self, *, served: bool) -> None:
+        if served == self._served:
+            return
+        if served:
+            log.info("PolicyReport CRD (wgpolicyk8s.io) served: audit results go to "
+                     "PolicyReports")
+        else:
+            log.info("no PolicyReport CRD (wgpolicyk8s.io): audit results go to events only; "
+                     "checked again every audit interval")
+        self._served = served
 
     def _put(self, namespace: str, report: dict[str, Any], old: dict[str, Any] | None) -> None:
         if old is None:
