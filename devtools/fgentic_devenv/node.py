@@ -613,14 +613,40 @@ def _run(cmd: list[str], *, input: str | None = None, timeout: float = 120) -> s
     return result.stdout
 
 
+STORE_DB = "fgentic"
+
+
+def _serve_store(workdir: Path) -> int:
+    """``store WORKDIR``: the install page's store on a running node, in the foreground: a
+    PostgreSQL with pgvector on the host listening on the bridge address (pods reach it there,
+    nothing else can), database ``fgentic``; its DSN as pods see it goes to WORKDIR/dsn."""
+    import asyncio
+    import sys
+
+    from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
+
+    with LocalPostgres(workdir, pod_network=(BRIDGE_ADDRESS, POD_CIDR)) as server:
+        asyncio.run(server.create_database(STORE_DB, extensions=("vector",)))
+        dsn = f"postgresql://{SUPERUSER}@{BRIDGE_ADDRESS}:{server.port}/{STORE_DB}"
+        (workdir / "dsn").write_text(dsn)  # no newline: `--from-file` keeps it
+        print(f"store up; pods reach it at {dsn} (also in {workdir / 'dsn'}); "
+              f"Ctrl-C to stop", flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fgentic_devenv.node up|down|check WORKDIR`` (hack/cluster.sh)."""
     import sys
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 2 or args[0] not in ("up", "down", "check"):
-        print("usage: node.py up|down|check WORKDIR", file=sys.stderr)
+    if len(args) != 2 or args[0] not in ("up", "down", "check", "store"):
+        print("usage: node.py up|down|check|store WORKDIR", file=sys.stderr)
         return 2
     workdir = Path(args[1])
+    if args[0] == "store":
+        return _serve_store(workdir)
     if args[0] == "down":
         teardown(workdir)
         return 0

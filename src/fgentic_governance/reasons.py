@@ -65,6 +65,9 @@ class Reason(StrEnum):
     INVALID_SPEC = "INVALID_SPEC"
     BINDING_CONFLICT = "BINDING_CONFLICT"
     APPLY_FAILED = "APPLY_FAILED"
+    # A kind a RetrievalBinding renders is not served (its CRDs are not installed): the
+    # condition names it, from the renderer's fixed set (names.RENDERED_KINDS).
+    KIND_NOT_SERVED = "KIND_NOT_SERVED"
     # A RetrievalBinding's Agent does not exist, or does not list the bound server's tool.
     AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
     TOOL_NOT_BOUND = "TOOL_NOT_BOUND"

@@ -137,6 +137,34 @@ def _raw_get(path: str, selector: str) -> dict[str, Any]:
     return found
 
 
+DISCOVERY_TIMEOUT: Final = 10.0
+
+
+async def served(api_version: str, plural: str) -> bool:
+    """The API server's discovery lists ``plural`` under ``api_version``: its CRD is installed
+    and established. A 404 (the group/version is unknown) is False; any other error raises
+    ApiException."""
+    path = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    found = await asyncio.to_thread(_discovery, path)
+    return found is not None and any(
+        resource.get("name") == plural for resource in found.get("resources", []))
+
+
+def _discovery(path: str) -> dict[str, Any] | None:
+    api = api_client()
+    params = api.param_serialize(method="GET", resource_path=path,
+                                 header_params={"Accept": "application/json"},
+                                 auth_settings=["BearerToken"])
+    response = api.call_api(*params, _request_timeout=DISCOVERY_TIMEOUT)
+    data = response.read()  # type: ignore[no-untyped-call]
+    if response.status == 404:
+        return None
+    if response.status >= 400:
+        raise ApiException(status=response.status, reason=response.reason)
+    found: dict[str, Any] = json.loads(data)
+    return found
+
+
 async def list_labelled(api_version: str, plural: str, selector: str) -> list[dict[str, Any]]:
     """Every object of a kind, in all namespaces, matching a label selector."""
     if _is_config_map(api_version, plural):

@@ -4,6 +4,7 @@ happened and what to change. A code without its own sentence is spelt out."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Final
 
@@ -36,6 +37,8 @@ MESSAGES: Final = MappingProxyType({
     Reason.INVALID_SPEC: "The spec is invalid; see the CRD's schema and docs.",
     Reason.BINDING_CONFLICT: "Another RetrievalBinding already binds this Agent.",
     Reason.APPLY_FAILED: "Applying the rendered objects failed; the operator retries.",
+    Reason.KIND_NOT_SERVED: "A rendered kind is not served by the API server: install the "
+                            "agentgateway and Gateway API CRDs (docs/install.md).",
     Reason.AGENT_NOT_FOUND: "The bound kagent Agent does not exist.",
     Reason.TOOL_NOT_BOUND: "The Agent does not list the bound server's tool.",
     Reason.MODEL_ROUTE_UNGOVERNED: "The Agent's model or memory embedding ModelConfig is not "
@@ -49,3 +52,21 @@ MESSAGES: Final = MappingProxyType({
 
 def message(reason: Reason) -> str:
     return MESSAGES.get(reason) or reason.value.replace("_", " ").capitalize() + "."
+
+
+MESSAGE_LIMIT: Final = 256
+"""A condition message's maxLength in our CRDs (the API server refuses a longer status)."""
+
+
+def kinds_not_served(kinds: Iterable[tuple[str, str]]) -> str:
+    """KIND_NOT_SERVED's sentence naming the (apiVersion, kind)s the API server does not serve.
+    Content-free: the caller passes only kinds of the renderer's fixed set
+    (``retrieval.render.names.RENDERED_KINDS``), never a value read from an object. Within
+    MESSAGE_LIMIT: the kinds without their apiVersions if all of them would not fit."""
+    kinds = list(kinds)
+    for named in (", ".join(f"{kind} ({api_version})" for api_version, kind in kinds),
+                  ", ".join(kind for _, kind in kinds)):
+        text = f"Not served by the API server: {named}. Install their CRDs (docs/install.md)."
+        if len(text) <= MESSAGE_LIMIT:
+            return text
+    return message(Reason.KIND_NOT_SERVED)

@@ -92,6 +92,24 @@ def unchanged(applied: Mapping[OwnerKey, str], live: Mapping[OwnerKey, str],
     return set(applied) == rendered and all(live.get(k) == v for k, v in applied.items())
 
 
+class KindNotServed(Exception):
+    """Applying a rendering met kinds the API server does not serve (their CRDs are missing).
+
+    ``kinds`` are (apiVersion, kind) pairs of ``RENDERED_KINDS`` only: naming them is
+    content-free."""
+
+    def __init__(self, kinds: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(", ".join(kind for _, kind in kinds))
+        self.kinds = kinds
+
+
+async def _unserved(rendered: Rendered) -> tuple[tuple[str, str], ...]:
+    """The rendering's kinds that discovery does not list, in apply order."""
+    kinds = {(obj["apiVersion"], obj["kind"]) for obj in rendered.objects}
+    return tuple([key for key, plural in RENDERED_KINDS.items()
+                  if key in kinds and not await kube.served(key[0], plural)])
+
+
 class BindingApplier:
     """Apply, drift check and prune for every binding this process reconciles."""
 
@@ -101,11 +119,20 @@ class BindingApplier:
         self.live = LiveSnapshot(max_age=resync_interval / 2)
 
     async def apply(self, binding: BindingId, rendered: Rendered, owner: Owner) -> None:
-        """Server-side apply every rendered object (with force: edits to our fields reset)."""
+        """Server-side apply every rendered object (with force: edits to our fields reset).
+
+        Raises KindNotServed when an apply answered 404 because its kind is not served (a
+        404 can also be a missing namespace: discovery tells them apart), else the API's
+        ApiException."""
         versions = {}
         for obj in ownership.with_owner(rendered.objects, owner):
-            versions[ownership.key(obj)] = await kube.server_side_apply(
-                obj, ownership.plural(obj), FIELD_MANAGER)
+            try:
+                versions[ownership.key(obj)] = await kube.server_side_apply(
+                    obj, ownership.plural(obj), FIELD_MANAGER)
+            except ApiException as exc:
+                if exc.status == 404 and (missing := await _unserved(rendered)):
+                    raise KindNotServed(missing) from None
+                raise
         self.applied.record(binding, versions)
 
     async def undrifted(self, binding: BindingId, rendered: Rendered) -> bool:
@@ -121,13 +148,20 @@ class BindingApplier:
     async def prune(self, binding: BindingId, keep: list[dict[str, Any]]) -> None:
         """Delete what the binding's label selects but ``keep`` does not contain.
 
-        Raises the API's ApiException when a kind cannot be listed (the caller retries).
+        A kind that is not served (404: its CRD is not installed) holds nothing to delete, so
+        a binding applied before its CRDs were installed can still be deleted. Raises the
+        API's ApiException when a kind cannot be listed otherwise (the caller retries).
         """
         existing: list[dict[str, Any]] = []
         for (api_version, kind), plural in RENDERED_KINDS.items():
-            for item in await kube.list_labelled(api_version, plural,
-                                                 ownership.selector(binding)):
-                existing.append({**item, "apiVersion": api_version, "kind": kind})
+            try:
+                found = await kube.list_labelled(api_version, plural,
+                                                 ownership.selector(binding))
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            existing += [{**item, "apiVersion": api_version, "kind": kind} for item in found]
         for api_version, kind, namespace, name in ownership.stale(existing, keep, binding):
             await kube.delete_object(api_version, RENDERED_KINDS[(api_version, kind)],
                                      namespace, name)

@@ -35,10 +35,12 @@ def parse(model: type[M], spec: Mapping[str, Any]) -> M | None:
 
 
 def condition(
-    type_: str, ok: bool, reason: Reason, generation: int, previous: list[dict[str, Any]] | None
+    type_: str, ok: bool, reason: Reason, generation: int, previous: list[dict[str, Any]] | None,
+    *, text: str | None = None,
 ) -> dict[str, Any]:
     """A condition whose lastTransitionTime moves only when its status changes; its message
-    is the reason's constant sentence (``messages``)."""
+    is the reason's constant sentence (``messages``), or ``text``, a sentence ``messages``
+    built from bounded values only (e.g. ``kinds_not_served``)."""
     status = "True" if ok else "False"
     old = next((c for c in previous or [] if c.get("type") == type_), None)
     changed = old is None or old.get("status") != status
@@ -46,7 +48,7 @@ def condition(
         "type": type_,
         "status": status,
         "reason": reason.value,
-        "message": message(reason),
+        "message": text or message(reason),
         "lastTransitionTime": now() if changed else old["lastTransitionTime"],  # type: ignore[index]
         "observedGeneration": generation,
     }

@@ -24,12 +24,12 @@ from fgentic_governance.controller.handlers.common import (
     handled,
     merge_conditions,
     parse,
-    ready,
     update_status,
 )
 from fgentic_governance.controller.leadership import gated
+from fgentic_governance.controller.messages import kinds_not_served
 from fgentic_governance.controller.metrics import BINDING_RECONCILES
-from fgentic_governance.controller.retrieval_apply import BindingApplier
+from fgentic_governance.controller.retrieval_apply import BindingApplier, KindNotServed
 from fgentic_governance.reasons import Reason
 from fgentic_governance.retrieval.render.binding import Rendered, RenderError, render
 from fgentic_governance.retrieval.render.names import BindingId
@@ -119,6 +119,10 @@ async def _reconcile(
             await APPLIER.apply(binding, rendered, owner)
             if not same:  # The prune's cluster-wide label LISTs: 5 per binding.
                 await _prune(binding, rendered.objects)
+        except KindNotServed as exc:  # Name the missing kinds: the fix is to install them.
+            report.done(rendered=Reason.OK, applied=Reason.KIND_NOT_SERVED, result=rendered,
+                        text=kinds_not_served(exc.kinds))
+            raise kopf.TemporaryError("apply failed: kind not served", delay=RETRY_DELAY) from None
         except ApiException as exc:
             report.done(rendered=Reason.OK, applied=Reason.APPLY_FAILED, result=rendered)
             raise kopf.TemporaryError(f"apply failed: {exc.status}", delay=RETRY_DELAY) from None
@@ -174,9 +178,13 @@ class _Report:
         self.agent = Reason.OK
 
     def done(self, *, rendered: Reason, applied: Reason, valid: bool = True,
-             conflict: bool = False, result: Rendered | None = None) -> None:
+             conflict: bool = False, result: Rendered | None = None,
+             text: str | None = None) -> None:
+        """``text``: the Applied condition's message when it names what failed (and Ready's,
+        when that failure is the reason it is not ready)."""
         def cond(kind: str, ok: bool, reason: Reason) -> dict[str, Any]:
-            return condition(kind, ok, reason, self.generation, self.previous)
+            return condition(kind, ok, reason, self.generation, self.previous,
+                             text=text if kind == "Applied" else None)
 
         status: dict[str, Any] = {}
         status["observedGeneration"] = self.generation
@@ -186,7 +194,7 @@ class _Report:
             cond("Rendered", rendered is Reason.OK, rendered),
             cond("Applied", applied is Reason.OK, applied),
             cond("Conflict", conflict, Reason.BINDING_CONFLICT if conflict else Reason.OK),
-            self._ready(valid, rendered, applied, conflict))
+            self._ready(valid, rendered, applied, conflict, text))
         status["renderedDigest"] = result.digest if result else None
         status["renderedObjects"] = len(result.objects) if result and applied is Reason.OK else 0
         status["unenforceable"] = list(result.unenforceable) if result else []
@@ -194,12 +202,13 @@ class _Report:
         update_status(self.patch, self.current, status)
 
     def _ready(self, valid: bool, rendered: Reason, applied: Reason,
-               conflict: bool) -> dict[str, Any]:
+               conflict: bool, text: str | None) -> dict[str, Any]:
         problems = [r for r in (Reason.OK if valid else Reason.INVALID_SPEC, rendered, applied,
                                 Reason.BINDING_CONFLICT if conflict else Reason.OK, self.agent)
                     if r is not Reason.OK]
         reason = problems[0] if problems else Reason.OK
-        made = ready(not problems, reason, self.generation, self.previous)
+        made = condition("Ready", not problems, reason, self.generation, self.previous,
+                         text=text if reason is applied and problems else None)
         BINDING_RECONCILES.labels(ready=str(not problems).lower(), reason=reason.value).inc()
         was = next((c for c in self.previous or [] if c.get("type") == "Ready"), None)
         if was is None or (was.get("status"), was.get("reason")) != (made["status"],
