@@ -61,7 +61,9 @@ def _policy(suffix: str, kind: Kind, rules: list[cel.CelRule], homeserver: str =
     ]
     for rule in rules:
         lines += _validation(rule, homeserver, warn=warn)
-    actions = "[Warn, Audit]" if warn else "[Deny]"
+    # An audit-only webhook (webhook.enforcement: audit) refuses nothing; neither do these.
+    actions = "[Warn, Audit]" if warn else \
+        '{{ if eq .Values.webhook.enforcement "audit" }}[Warn, Audit]{{ else }}[Deny]{{ end }}'
     lines += ["---", "apiVersion: admissionregistration.k8s.io/v1",
               "kind: ValidatingAdmissionPolicyBinding", "metadata:",
               f"  name: {{{{ .Release.Name }}}}-{suffix}",

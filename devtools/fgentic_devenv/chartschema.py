@@ -45,6 +45,7 @@ CONSTRAINTS: Final[Mapping[str, dict[str, Any]]] = {
     "webhook.auditIntervalSeconds": {"type": "integer", "minimum": 0},
     "webhook.warnRules": {"type": "array", "uniqueItems": True,
                           "items": {"enum": sorted(c.value for c in WARNABLE)}},
+    "webhook.enforcement": {"enum": ["deny", "audit"]},
     "webhook.networkPolicy.apiServerSources": {"type": ["array", "null"]},
     "memoryApi.replicas": {"type": "integer", "minimum": 2},
     "memoryApi.url": URL_OR_EMPTY,

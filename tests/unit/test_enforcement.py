@@ -78,3 +78,72 @@ def test_the_audit_reports_a_warned_rule_as_warn() -> None:
     assert warned["summary"]["fail"] == 1 and warned["summary"]["warn"] == 1
     result = {r["rule"]: r["result"] for r in warned["results"]}
     assert result == {"MEMORY_TTL_MISSING": "warn", "FORBIDDEN_HEADER": "fail"}
+
+
+# -- audit-only mode (issue 37 item 10) --------------------------------------------------------
+
+AUDIT = enforcement.Enforcement(audit_only=True)
+
+
+def test_audit_only_warns_for_every_rule_and_refuses_only_what_no_api_server_sends() -> None:
+    assert frozenset(AdmissionCode) == enforcement.AUDITED | enforcement.NOT_RULES
+    for code in AdmissionCode:
+        denied, warned = AUDIT.split([Denial(code, "spec")])
+        assert (denied == []) is (code in enforcement.AUDITED), code
+        assert (warned == []) is (code in enforcement.NOT_RULES), code
+    assert {AdmissionCode.REVIEW_MALFORMED,
+                                     AdmissionCode.UNSUPPORTED_KIND} == enforcement.NOT_RULES
+
+
+def test_an_audit_only_warning_says_it_was_not_denied_and_the_memory_risk() -> None:
+    assert AUDIT.warning(LEAK).endswith("X-Fgentic-Identity (audit-only, not denied)")
+    ungated = Denial(AdmissionCode.MEMORY_UNGATED, "spec.declarative.memory")
+    assert AUDIT.warning(ungated).endswith(
+        "(audit-only, not denied: a memory rule, memory may bypass governance)")
+    # A rule the platform chose to warn keeps its plain warning (the store bounds it anyway).
+    both = enforcement.Enforcement(TTL, audit_only=True)
+    assert both.warning(MISSING) == enforcement.Enforcement(TTL).warning(MISSING)
+    for code in enforcement.MEMORY_RISK:  # the start-up line names every memory rule
+        assert code.value in enforcement.AUDIT_RISK
+    assert "memory rules" in enforcement.AUDIT_RISK and "consent" in enforcement.AUDIT_RISK
+    assert not enforcement.MEMORY_RISK & enforcement.WARNABLE
+
+
+async def test_an_audit_only_reviewer_admits_what_it_would_deny_with_warnings() -> None:
+    leaky = agent(headers=["X-Fgentic-Identity", "Cookie"])
+    leaky["spec"]["declarative"]["memory"] = {"modelConfig": "embed"}
+    strict = Reviewer(lookups(STATE, STATE), "fgentic.local", None)
+    audit_only = Reviewer(lookups(STATE, STATE), "fgentic.local", None, audit_only=True)
+    refused = (await strict(review(leaky), webhook="agents"))["response"]
+    admitted = (await audit_only(review(leaky), webhook="agents"))["response"]
+    assert refused["allowed"] is False and "warnings" not in refused
+    assert admitted["allowed"] is True and "status" not in admitted
+    messages = refused["status"]["message"].split("; ")
+    assert len(messages) >= 2
+    assert [w.rpartition(" (audit-only")[0] for w in admitted["warnings"]] == messages
+    # Not a rule: a kind no route reviews is refused in every mode.
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
+    other = (await audit_only(review(pod), webhook="agents"))["response"]
+    assert other["allowed"] is False
+    assert other["status"]["message"].startswith("UNSUPPORTED_KIND at kind")
+
+
+def test_the_rendered_admission_policies_only_warn_and_audit_in_audit_only_mode() -> None:
+    from fgentic_governance.admission.render import admission_policy, scope_policy
+
+    for policies in ((admission_policy(), scope_policy("fgentic.local")),):
+        for _, binding in policies:
+            assert binding["spec"]["validationActions"] == ["Deny"]
+    for _, binding in (admission_policy(audit_only=True),
+                       scope_policy("fgentic.local", audit_only=True)):
+        assert binding["spec"]["validationActions"] == ["Warn", "Audit"]
+
+
+def test_the_webhook_takes_its_enforcement_from_one_flag() -> None:
+    from fgentic_governance.cli import _parser
+
+    args = _parser().parse_args(["webhook", "--tls-dir", "/tmp", "--enforcement", "audit"])
+    assert args.enforcement == "audit"
+    assert _parser().parse_args(["webhook", "--tls-dir", "/tmp"]).enforcement == "deny"
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["webhook", "--tls-dir", "/tmp", "--enforcement", "warn"])

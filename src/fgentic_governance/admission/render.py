@@ -152,21 +152,24 @@ def mutating_configuration(name: str, base_url: str, ca_pem: bytes, *,
     }
 
 
-def admission_policy(excluded: Sequence[str] = ("kube-system",)) -> list[dict[str, Any]]:
-    """The ValidatingAdmissionPolicy and its binding (Deny) for the stateless Agent rules."""
+def admission_policy(excluded: Sequence[str] = ("kube-system",), *,
+                     audit_only: bool = False) -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its binding (Deny; Warn and Audit for a webhook in
+    audit-only mode, ``enforcement.py``) for the stateless Agent rules."""
     return _policy(AGENT_POLICY_NAME, "kagent.dev", "agents", cel.validations("agents"),
-                   excluded)
+                   excluded, audit_only=audit_only)
 
 
-def scope_policy(local_homeserver: str,
-                 excluded: Sequence[str] = ("kube-system",)) -> list[dict[str, Any]]:
+def scope_policy(local_homeserver: str, excluded: Sequence[str] = ("kube-system",), *,
+                 audit_only: bool = False) -> list[dict[str, Any]]:
     """The same for MemoryScopes: the subject's homeserver is the local one."""
     return _policy(SCOPE_POLICY_NAME, GROUP, MEMORY_SCOPE.plural,
-                   cel.validations(MEMORY_SCOPE.plural, local_homeserver), excluded)
+                   cel.validations(MEMORY_SCOPE.plural, local_homeserver), excluded,
+                   audit_only=audit_only)
 
 
 def _policy(name: str, group: str, plural: str, rules: list[dict[str, str]],
-            excluded: Sequence[str]) -> list[dict[str, Any]]:
+            excluded: Sequence[str], *, audit_only: bool) -> list[dict[str, Any]]:
     version = "v1alpha2" if group == "kagent.dev" else VERSION
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -187,7 +190,7 @@ def _policy(name: str, group: str, plural: str, rules: list[dict[str, str]],
         "metadata": {"name": name},
         "spec": {
             "policyName": name,
-            "validationActions": ["Deny"],
+            "validationActions": ["Warn", "Audit"] if audit_only else ["Deny"],
             "matchResources": {"namespaceSelector": namespace_selector(excluded)},
         },
     }

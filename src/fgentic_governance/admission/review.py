@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -96,11 +97,13 @@ class MemoryRouting:
 class Reviewer:
     def __init__(self, lookups: Lookups, local_homeserver: str,
                  routing: MemoryRouting | None = None,
-                 warned: frozenset[AdmissionCode] = frozenset()) -> None:
+                 warned: frozenset[AdmissionCode] = frozenset(), *,
+                 audit_only: bool = False) -> None:
         self._lookups = lookups
         self._local = local_homeserver
         self._routing = routing
-        self._warned = warned  # enforcement.WARNABLE codes set to warn (checked at start-up)
+        # warned: enforcement.WARNABLE codes set to warn (checked at start-up).
+        self._enforcement = enforcement.Enforcement(warned, audit_only)
 
     async def __call__(self, body: Any, *, webhook: str | None = None,
                        **_: Any) -> dict[str, Any]:
@@ -122,10 +125,11 @@ class Reviewer:
                       failure_code(exc))
             denials = [Denial(AdmissionCode.POLICY_STATE_UNAVAILABLE, "request")]
         metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
-        denials, warnings = enforcement.split(denials, self._warned)
-        reason = (denials or warnings)[0].code.value if denials or warnings else "OK"
-        metrics.DECISIONS.labels(route, str(not denials).lower(), reason).inc()
-        return response(uid, denials, patch, warnings)
+        denials, warnings = self._enforcement.split(denials)
+        count(route, denials, warnings)
+        if denials or warnings:
+            log_verdict(route, request, denials, warnings)
+        return response(uid, denials, patch, warnings, self._enforcement)
 
     async def _decide(self, route: str, request: Mapping[str, Any]) -> list[Denial]:
         obj = request["object"]
@@ -208,8 +212,54 @@ class Reviewer:
 
 
 def count_malformed(route: str) -> None:
-    """A review refused before a verdict counts as a malformed-review denial."""
+    """A review refused before a verdict counts, and is logged, as a malformed-review denial."""
     metrics.DECISIONS.labels(route, "false", AdmissionCode.REVIEW_MALFORMED.value).inc()
+    log.info("review denied route=%s operation=- kind=- namespace=- codes=%s", route,
+             AdmissionCode.REVIEW_MALFORMED.value)
+
+
+def _codes(denials: Sequence[Denial]) -> list[str]:
+    """Each code once, in the order the answer gives them."""
+    return list(dict.fromkeys(d.code.value for d in denials))
+
+
+def count(route: str, denials: Sequence[Denial], warnings: Sequence[Denial]) -> None:
+    """One decision per code of the answer (a code twice in one answer counts once): a
+    refusing code with ``allowed="false"``, a code that only warned with ``allowed="true"``;
+    an answer without a code counts once as ``OK``. The sum over reasons is therefore not the
+    number of answers (``fgentic_admission_review_seconds_count`` is)."""
+    refused = _codes(denials)
+    for code in refused:
+        metrics.DECISIONS.labels(route, "false", code).inc()
+    for code in _codes(warnings):
+        if code not in refused:
+            metrics.DECISIONS.labels(route, "true", code).inc()
+    if not denials and not warnings:
+        metrics.DECISIONS.labels(route, "true", "OK").inc()
+
+
+_NAMESPACE: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A namespace name (RFC 1123 label): anything else in a review is logged as ``-``."""
+_KINDS: Final = frozenset(kind for _, kinds in ROUTE_KINDS.values() for kind in kinds)
+
+
+def log_verdict(route: str, request: Mapping[str, Any], denials: Sequence[Denial],
+                warnings: Sequence[Denial]) -> None:
+    """One content-free line per answer with a code: route, operation, kind and namespace,
+    each from a closed set or checked shape, and the codes. Never the object's name (chosen
+    by its author, it may name a person), a field value or a header name; field paths are
+    left to the answer."""
+    obj = request.get("object")
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    namespace = request.get("namespace")
+    operation = request.get("operation")
+    log.info("review %s route=%s operation=%s kind=%s namespace=%s codes=%s%s",
+             "denied" if denials else "warned", route,
+             operation if operation in OPERATIONS else "-",
+             kind if kind in _KINDS else "-",
+             namespace if isinstance(namespace, str) and _NAMESPACE.fullmatch(namespace)
+             else "-", ",".join(_codes(denials) or _codes(warnings)),
+             f" warned={','.join(_codes(warnings))}" if denials and warnings else "")
 
 
 def _uid(uid: Any) -> str | None:
@@ -264,12 +314,14 @@ def _unexpected_kind(route: str, obj: Mapping[str, Any]) -> list[Denial]:
 
 
 def response(uid: str, denials: Sequence[Denial], patch: Sequence[Mapping[str, Any]] = (),
-             warnings: Sequence[Denial] = ()) -> dict[str, Any]:
+             warnings: Sequence[Denial] = (),
+             mode: enforcement.Enforcement = enforcement.ENFORCE
+             ) -> dict[str, Any]:
     """The AdmissionReview answer; ``warnings`` (warned rules) reach the client as admission
-    warnings, whether or not another rule denies."""
+    warnings, whether or not another rule denies, in the words of ``mode``."""
     result: dict[str, Any] = {"uid": uid, "allowed": not denials}
     if warnings:
-        result["warnings"] = [explained(w) for w in warnings]
+        result["warnings"] = [mode.warning(w) for w in warnings]
     if patch and not denials:
         result["patchType"] = "JSONPatch"
         result["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()

@@ -328,9 +328,11 @@ class ServingCertificate:
 
 async def serve(args: argparse.Namespace, shell: process.Shell,
                 warned: frozenset[AdmissionCode] = frozenset(),
-                audit_lease: tuple[str, str] | None = None) -> None:
-    """Listening, with the rules in ``warned`` warning (enforcement.py) and the audit written
-    by the holder of ``audit_lease`` (none: this process writes it). At the stop the
+                audit_lease: tuple[str, str] | None = None, *,
+                audit_only: bool = False) -> None:
+    """Listening, with the rules in ``warned`` warning (enforcement.py), or every rule with
+    ``audit_only``, and the audit written by the holder of ``audit_lease`` (none: this
+    process writes it); the audit's reports say ``warn`` only for ``warned``. At the stop the
     background tasks are cancelled, then the review port and the health port closed, in that
     order (:func:`process.serve_until_stopped`)."""
     api_client = kube_client.api_client(args.kubeconfig)
@@ -363,11 +365,13 @@ async def serve(args: argparse.Namespace, shell: process.Shell,
     certificate = ServingCertificate(Path(args.tls_dir), args.client_ca_file)
     shell.background(certificate.watch(args.tls_reload_seconds))
     await shell.serve(ReviewService(Reviewer(source.lookups(), args.local_homeserver, routing,
-                                             warned)),
+                                             warned, audit_only=audit_only)),
                       args.host, args.port, tls=certificate.listener)
     log.info("webhook serving on %s:%d", args.host, args.port)
 
 
+    if audit_only:
+        log.warning(enforcement.AUDIT_RISK)
 def _elector(api_client: client.ApiClient, lease: tuple[str, str] | None,
              identity: str) -> LeaseElector | None:
     if lease is None:
@@ -381,5 +385,7 @@ def run_webhook(args: argparse.Namespace) -> int:
     # A bare NAME named a Lease nobody can hold, so no replica wrote the audit, silently.
     audit_lease = parse_lease(args.audit_lease, "--audit-lease") if args.audit_lease else None
     # uvloop roughly halves the per-review overhead of the event loop.
-    return process.run(functools.partial(serve, args, warned=warned, audit_lease=audit_lease),
+    audit_only = enforcement.Mode(args.enforcement) is enforcement.Mode.AUDIT
+    return process.run(functools.partial(serve, args, warned=warned, audit_lease=audit_lease,
+                                         audit_only=audit_only),
                        fast_loop=True)
