@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+from types import SimpleNamespace
 
+import pytest
 from cryptography import x509
+from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.admission.bootstrap import KEPT_CAS, Pacer, planned
+from fgentic_governance.admission.bootstrap import KEPT_CAS, Pacer, Target, inject_ca, planned
+from fgentic_governance.kube.failures import RequestFailed
 from fgentic_governance.serving.tls import CertificateAuthority
 
 A = ["webhook-a.ns.svc", "127.0.0.1"]
@@ -85,3 +89,41 @@ def test_writes_in_a_row_are_paced_and_the_pace_resets_when_quiet() -> None:
     now[0] += 301
     pacer.before_write()
     assert len(slept) == 9  # the first write after a quiet spell waits for nothing
+
+
+class _Configurations:
+    """AdmissionregistrationV1Api as the chart's RBAC answers a webhook without the memory API:
+    its validating configuration readable, the Pod routing's mutating one refused (403)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def read_validating_webhook_configuration(self, name: str, **_: object) -> object:
+        self.asked.append(f"get validating {name}")
+        hook = SimpleNamespace(client_config=SimpleNamespace(ca_bundle="CA"))
+        return SimpleNamespace(webhooks=[hook])
+
+    def read_mutating_webhook_configuration(self, name: str, **_: object) -> object:
+        self.asked.append(f"get mutating {name}")
+        raise ApiException(status=403, reason="Forbidden")
+
+
+def _target(*, pod_routing: bool) -> Target:
+    return Target(namespace="ns", secret="tls", service="svc", webhook_config="fg",
+                  pod_routing=pod_routing)
+
+
+def test_without_the_pod_routing_its_configuration_is_not_read() -> None:
+    """Issue 37 §1: with the chart's defaults (no memory API) the webhook read the Pod
+    routing's configuration, was refused (403) and exited: the webhook never started."""
+    api = _Configurations()
+    inject_ca(api, _target(pod_routing=False), "CA")  # type: ignore[arg-type]
+    assert api.asked == ["get validating fg"]
+
+
+def test_with_the_pod_routing_a_refused_read_fails_naming_the_request() -> None:
+    api = _Configurations()
+    with pytest.raises(RequestFailed) as failed:
+        inject_ca(api, _target(pod_routing=True), "CA")  # type: ignore[arg-type]
+    assert str(failed.value).startswith(
+        "Kubernetes request `get mutatingwebhookconfigurations/fg` failed: status 403 Forbidden")

@@ -43,13 +43,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.kube.client import request
+from fgentic_governance.kube.failures import RequestFailed, named
 from fgentic_governance.serving.tls import CertificateAuthority, pair_matches
 
 log = logging.getLogger("fgentic_governance.admission.bootstrap")
@@ -73,6 +75,8 @@ KEPT_CAS: Final = 4
 """CAs in the bundle at most: the current one and the newest still-valid earlier ones."""
 CA_NAME: Final = "fgentic-governance-webhook-ca"
 KEYS: Final = ("ca.crt", "ca.key", "tls.crt", "tls.key")
+VALIDATING: Final = "validatingwebhookconfigurations"
+MUTATING: Final = "mutatingwebhookconfigurations"
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,14 @@ class Target:
     service: str
     webhook_config: str
     extra_hosts: tuple[str, ...] = ()
+    pod_routing: bool = False
+    """The Pod routing's MutatingWebhookConfiguration (the memory API's) is ours to inject.
+    Without the memory API the chart renders neither it nor the right to read it, and a 403
+    for a read we do not need crash-looped the webhook (issue 37 §1): it is not read at all."""
+
+    @property
+    def secret_resource(self) -> str:
+        return named("secrets", self.secret, self.namespace)
 
     @property
     def hosts(self) -> list[str]:
@@ -209,13 +221,13 @@ def ensure_secret(core: client.CoreV1Api, target: Target,
                   pacer: Pacer | None = None) -> dict[str, str]:
     """The Secret's data after making sure it serves this replica's names (created, or its
     leaf or CA replaced, only when needed)."""
+    lost: tuple[str, ApiException] | None = None
     for attempt in range(MAX_ATTEMPTS):
         try:
-            secret = core.read_namespaced_secret(target.secret, target.namespace,
-                                                 _request_timeout=REQUEST_SECONDS)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            with request("get", target.secret_resource, expected=(404,)):
+                secret = core.read_namespaced_secret(target.secret, target.namespace,
+                                                     _request_timeout=REQUEST_SECONDS)
+        except ApiException:  # 404 only (``request`` turns any other answer into a failure)
             secret = None
         data = None if secret is None else {k: str(v) for k, v in (secret.data or {}).items()}
         new = planned(data, target.hosts)
@@ -223,17 +235,19 @@ def ensure_secret(core: client.CoreV1Api, target: Target,
             return data or {}
         if pacer is not None:
             pacer.before_write()
+        verb = "create" if secret is None else "update"
         try:
-            _write(core, target, secret, new)
-        except ApiException as race:
-            if race.status != 409:
-                raise
-            time.sleep(_backoff(attempt))  # another replica wrote first: read what it wrote
+            with request(verb, target.secret_resource, expected=(409,)):
+                _write(core, target, secret, new)
+        except ApiException as race:  # 409 only: another replica wrote first
+            lost = (verb, race)
+            time.sleep(_backoff(attempt))  # read what it wrote
             continue
         if pacer is not None:
             pacer.wrote()
         return new
-    raise RuntimeError("could not settle the webhook TLS secret")
+    assert lost is not None  # every attempt that did not return lost a race
+    raise RequestFailed(lost[0], target.secret_resource, lost[1])
 
 
 def _write(core: client.CoreV1Api, target: Target, secret: client.V1Secret | None,
@@ -264,37 +278,48 @@ def write_files(data: dict[str, str], tls_dir: Path) -> None:
             tmp.replace(path)
 
 
-def inject_ca(admission: client.AdmissionregistrationV1Api, target: Target, ca_b64: str) -> None:
-    config = admission.read_validating_webhook_configuration(
-        target.webhook_config, _request_timeout=REQUEST_SECONDS)
+def _ca_patch(config: Any, ca_b64: str) -> list[dict[str, str]]:
     # "add" sets the member whether or not it is there (the chart renders none while empty).
-    patch = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_b64}
-             for i, hook in enumerate(config.webhooks or [])
-             if hook.client_config.ca_bundle != ca_b64]
+    return [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_b64}
+            for i, hook in enumerate(config.webhooks or [])
+            if hook.client_config.ca_bundle != ca_b64]
+
+
+def inject_ca(admission: client.AdmissionregistrationV1Api, target: Target, ca_b64: str) -> None:
+    """Into our ValidatingWebhookConfiguration and, with the Pod routing, its mutating one."""
+    what = named(VALIDATING, target.webhook_config)
+    with request("get", what):
+        config = admission.read_validating_webhook_configuration(
+            target.webhook_config, _request_timeout=REQUEST_SECONDS)
+    patch = _ca_patch(config, ca_b64)
     if patch:
-        admission.patch_validating_webhook_configuration(target.webhook_config, patch,
-                                                         _request_timeout=REQUEST_SECONDS)
+        with request("patch", what):
+            admission.patch_validating_webhook_configuration(
+                target.webhook_config, patch, _request_timeout=REQUEST_SECONDS)
         log.info("CA injected into the webhook configuration")
-    _inject_mutating(admission, target, ca_b64)
+    if target.pod_routing:
+        _inject_mutating(admission, target, ca_b64)
 
 
 def _inject_mutating(admission: client.AdmissionregistrationV1Api, target: Target,
                      ca_b64: str) -> None:
-    """The Pod routing's MutatingWebhookConfiguration (same name), when it is installed."""
+    """The Pod routing's MutatingWebhookConfiguration (same name). Not there yet (an install
+    still applying it, a configuration rendered by hand without it): nothing to inject, and
+    memory-enabled Agents' Pods stay refused by the validating hooks until it is. A refused
+    read fails: the Pod routing is on and its configuration would never get our CA."""
+    what = named(MUTATING, target.webhook_config)
     try:
-        config = admission.read_mutating_webhook_configuration(
-            target.webhook_config, _request_timeout=REQUEST_SECONDS)
-    except client.ApiException as exc:
-        if exc.status == 404:
-            return
-        raise
-    # "add" sets the member whether or not it is there (the chart renders none while empty).
-    patch = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_b64}
-             for i, hook in enumerate(config.webhooks or [])
-             if hook.client_config.ca_bundle != ca_b64]
+        with request("get", what, expected=(404,)):
+            config = admission.read_mutating_webhook_configuration(
+                target.webhook_config, _request_timeout=REQUEST_SECONDS)
+    except ApiException:
+        log.warning("%s not found: the Pod routing has no CA yet", what)
+        return
+    patch = _ca_patch(config, ca_b64)
     if patch:
-        admission.patch_mutating_webhook_configuration(target.webhook_config, patch,
-                                                       _request_timeout=REQUEST_SECONDS)
+        with request("patch", what):
+            admission.patch_mutating_webhook_configuration(
+                target.webhook_config, patch, _request_timeout=REQUEST_SECONDS)
         log.info("CA injected into the Pod routing configuration")
 
 
@@ -327,6 +352,9 @@ async def keep_settled(api_client: client.ApiClient, target: Target, tls_dir: Pa
         try:
             await asyncio.to_thread(_watch_once, api_client, target, tls_dir, pacer)
             await asyncio.to_thread(settle, api_client, target, tls_dir, pacer)
+        except RequestFailed as exc:
+            log.warning("TLS bootstrap check failed: %s", exc)
+            await asyncio.sleep(5)
         except Exception as exc:
             log.warning("TLS bootstrap check failed: %s", type(exc).__name__)
             await asyncio.sleep(5)

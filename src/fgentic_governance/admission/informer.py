@@ -16,6 +16,8 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.kube.failures import describe
+
 log = logging.getLogger("fgentic_governance.admission.informer")
 WATCH_TIMEOUT = 60  # Server-side watch timeout: a silently dead watch is replaced this often.
 
@@ -47,8 +49,8 @@ class Informer:
             try:
                 version = self._relist()
                 self._watch(version)
-            except ApiException as exc:
-                log.warning("%s list/watch failed with status %s", self._what[2], exc.status)
+            except ApiException as exc:  # which request, its status and bounded reason
+                log.warning("%s", describe("list/watch", self._what[2], exc))
                 time.sleep(1)
             except Exception as exc:
                 log.warning("%s list/watch failed: %s", self._what[2], type(exc).__name__)

@@ -134,6 +134,11 @@ def _kube_api_problem(exc: BaseException) -> tuple[str, int] | None:
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
+    from fgentic_governance.kube.failures import RequestFailed
+
+    if isinstance(exc, RequestFailed):  # which request and why (kube/failures.py)
+        return str(exc), EXIT_FAILED
+
     if isinstance(exc, ApiException):
         return (f"the Kubernetes API server refused a request (status {exc.status}); check "
                 "the credentials' permissions"), EXIT_FAILED
