@@ -341,10 +341,7 @@ async def serve(args: argparse.Namespace, shell: process.Shell,
         target = bootstrap.Target(namespace=args.bootstrap_namespace,
                                   secret=args.bootstrap_secret, service=args.bootstrap_service,
                                   webhook_config=args.bootstrap_webhook_config,
-                                  extra_hosts=tuple(args.bootstrap_host or ()),
-                                  # The chart passes a memory API URL exactly when it renders
-                                  # the Pod routing and grants its read.
-                                  pod_routing=bool(args.memory_api_url))
+                                  extra_hosts=tuple(args.bootstrap_host or ()))
         pacer = bootstrap.Pacer()  # one for all of this replica's writes
         await asyncio.to_thread(bootstrap.settle, api_client, target, Path(args.tls_dir), pacer)
         shell.background(bootstrap.keep_settled(api_client, target, Path(args.tls_dir), pacer))
@@ -370,11 +367,11 @@ async def serve(args: argparse.Namespace, shell: process.Shell,
     await shell.serve(ReviewService(Reviewer(source.lookups(), args.local_homeserver, routing,
                                              warned, audit_only=audit_only)),
                       args.host, args.port, tls=certificate.listener)
+    if audit_only:
+        log.warning(enforcement.AUDIT_RISK)
     log.info("webhook serving on %s:%d", args.host, args.port)
 
 
-    if audit_only:
-        log.warning(enforcement.AUDIT_RISK)
 def _elector(api_client: client.ApiClient, lease: tuple[str, str] | None,
              identity: str) -> LeaseElector | None:
     if lease is None:

@@ -207,11 +207,11 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                     help="admit with a warning instead of denying for this rule (repeatable; "
                          "only MEMORY_TTL_MISSING and MEMORY_TTL_EXCEEDS_RETENTION, whose bound "
                          "the store also holds)")
-    wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
     wh.add_argument("--enforcement", choices=["deny", "audit"], default="deny",
                     help="audit: no rule denies, every one admits with a warning and the "
                          "audit's PolicyReports, for a roll-out on a running cluster; the "
                          "memory rules then do not hold at admission (docs/install.md)")
+    wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
                     help="how often to check the certificate files for renewal")
     wh.add_argument("--client-ca-file", type=Path, default=None,
                     help="require a client certificate issued by this CA on the review port "
