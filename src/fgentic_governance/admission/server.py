@@ -341,7 +341,10 @@ async def serve(args: argparse.Namespace, shell: process.Shell,
         target = bootstrap.Target(namespace=args.bootstrap_namespace,
                                   secret=args.bootstrap_secret, service=args.bootstrap_service,
                                   webhook_config=args.bootstrap_webhook_config,
-                                  extra_hosts=tuple(args.bootstrap_host or ()))
+                                  extra_hosts=tuple(args.bootstrap_host or ()),
+                                  # The chart passes a memory API URL exactly when it renders
+                                  # the Pod routing and grants its read.
+                                  pod_routing=bool(args.memory_api_url))
         pacer = bootstrap.Pacer()  # one for all of this replica's writes
         await asyncio.to_thread(bootstrap.settle, api_client, target, Path(args.tls_dir), pacer)
         shell.background(bootstrap.keep_settled(api_client, target, Path(args.tls_dir), pacer))
