@@ -8,15 +8,18 @@ exit codes 0 (all pass), 1 (a test fails) and 2 (unusable input, one line on std
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import yaml
 
+from fgentic_governance.admission.guidance import GUIDANCE
 from fgentic_governance.admission.offline import (
     Options,
     Setup,
@@ -241,11 +244,12 @@ def test_a_wrong_expectation_fails_naming_expected_and_got(
     ]})
     code, out, err = run_cli(capsys, suite)
     got = "got deny FORBIDDEN_HEADER at spec.declarative.tools[0].mcpServer.allowedHeaders[1]"
+    fixed = f"{got}: {GUIDANCE[AdmissionCode.FORBIDDEN_HEADER]}"  # a failing line says how
     assert (code, err) == (1, "")
     assert out.splitlines() == [
-        f"FAIL admits-it: expected allow, {got}",
-        f"FAIL other-code: expected deny MEMORY_UNGATED, {got}",
-        f"FAIL other-path: expected deny FORBIDDEN_HEADER at spec, {got}",
+        f"FAIL admits-it: expected allow, {fixed}",
+        f"FAIL other-code: expected deny MEMORY_UNGATED, {fixed}",
+        f"FAIL other-path: expected deny FORBIDDEN_HEADER at spec, {fixed}",
         f"PASS right: expected deny FORBIDDEN_HEADER, {got}",
         "1 passed, 3 failed",
     ]
@@ -276,7 +280,8 @@ def test_several_suites_name_their_file(tmp_path: Path,
     assert code == 1
     assert out.splitlines() == [
         f"PASS {one}: t: expected allow, got allow",
-        f"FAIL {two}: t: expected allow, got deny FEDERATION_DENIED at spec.subject",
+        f"FAIL {two}: t: expected allow, got deny FEDERATION_DENIED at spec.subject: "
+        f"{GUIDANCE[AdmissionCode.FEDERATION_DENIED]}",
         "1 passed, 1 failed",
     ]
 
@@ -365,3 +370,174 @@ def test_no_test_runs_when_a_later_suite_is_unusable(
     code, out, err = run_cli(capsys, SUITE, tmp_path / "missing.yaml")
     assert (code, out) == (2, "")
     assert err.strip().endswith("missing.yaml: no such file")
+
+
+# -- manifests, directories, JSON and JUnit (issue 37 item 9) ---------------------------------
+
+BOUND = POLICY / "IDENTITY_HEADER_UNBOUND"
+CONFIG_MAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+              "data": {"k": SENTINEL}}
+UNBOUND_FIX = f"IDENTITY_HEADER_UNBOUND at spec.declarative.tools[0].mcpServer.allowedHeaders[0]" \
+    f": {GUIDANCE[AdmissionCode.IDENTITY_HEADER_UNBOUND]}"
+
+
+def multi_doc(tmp_path: Path, *objects: Any, name: str = "manifests.yaml") -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump_all(objects))
+    return path
+
+
+def _gitops(tmp_path: Path) -> Path:
+    """A GitOps file: the binding, the Agent it binds, another Agent sending the carrier to a
+    server no binding names (with a secret-looking header value), and a ConfigMap."""
+    denied = sample("IDENTITY_HEADER_UNBOUND", "denied.yaml")
+    denied["metadata"]["name"] = "helper"
+    denied["spec"]["declarative"]["systemMessage"] = SENTINEL
+    return multi_doc(tmp_path, *docs("IDENTITY_HEADER_UNBOUND", "setup.yaml"),
+                     sample("IDENTITY_HEADER_UNBOUND", "allowed.yaml"), denied, CONFIG_MAP)
+
+
+def test_a_multi_document_manifest_is_judged_object_by_object_among_the_others(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _gitops(tmp_path)
+    code, out, err = run_cli(capsys, path)
+    assert (code, err) == (1, "")
+    assert out.splitlines() == [
+        f"PASS {path}#1 RetrievalBinding: expected allow, got allow",
+        f"PASS {path}#2 Agent: expected allow, got allow",  # its binding is in the same file
+        f"FAIL {path}#3 Agent: expected allow, got deny {UNBOUND_FIX}",
+        "2 passed, 1 failed, 1 not reviewed (kinds the webhook does not review)",
+    ]
+    assert SENTINEL not in out
+
+
+def test_cross_object_rules_read_every_given_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    agent = multi_doc(tmp_path, sample("IDENTITY_HEADER_UNBOUND", "allowed.yaml"),
+                      name="agents/retriever.yaml")
+    code, out, _ = run_cli(capsys, agent)
+    assert code == 1 and "IDENTITY_HEADER_UNBOUND at " in out  # alone: no binding
+    code, out, _ = run_cli(capsys, agent, BOUND / "setup.yaml")
+    assert code == 0, out
+    assert out.splitlines()[-1] == "2 passed, 0 failed"
+
+
+def test_a_list_and_a_directory_hold_manifests_and_suites(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    listed = {"apiVersion": "v1", "kind": "List",
+              "items": [*docs("IDENTITY_HEADER_UNBOUND", "setup.yaml"),
+                        sample("IDENTITY_HEADER_UNBOUND", "allowed.yaml")]}
+    multi_doc(repo, listed, name="platform/all.yml")
+    multi_doc(repo, CONFIG_MAP, name="platform/config.yaml")
+    (repo / "README.md").write_text("not read\n")
+    # A suite in the tree runs as a suite; the files it names are not manifests.
+    multi_doc(repo, sample("FORBIDDEN_HEADER", "denied.yaml"), name="tests/denied.yaml")
+    multi_doc(repo, *docs("FORBIDDEN_HEADER", "setup.yaml"), name="tests/setup.yaml")
+    write_suite(repo / "tests", {"setup": ["setup.yaml"], "tests": [
+        {"name": "refused", "object": "denied.yaml", "expect": {"deny": "FORBIDDEN_HEADER"}}]})
+    code, out, err = run_cli(capsys, repo)
+    all_yml = repo / "platform" / "all.yml"
+    assert (code, err) == (0, ""), out
+    assert out.splitlines() == [
+        f"PASS {repo / 'tests' / 'suite.yaml'}: refused: expected deny FORBIDDEN_HEADER, got "
+        "deny FORBIDDEN_HEADER at spec.declarative.tools[0].mcpServer.allowedHeaders[1]",
+        f"PASS {all_yml}#1.items[0] RetrievalBinding: expected allow, got allow",
+        f"PASS {all_yml}#1.items[1] Agent: expected allow, got allow",
+        "3 passed, 0 failed, 1 not reviewed (kinds the webhook does not review)",
+    ]
+
+
+def test_manifests_take_the_webhooks_settings_from_flags(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = multi_doc(tmp_path, *docs("MEMORY_TTL_MISSING", "setup.yaml"),
+                     sample("MEMORY_TTL_MISSING", "allowed.yaml"))
+    code, out, _ = run_cli(capsys, path)
+    assert code == 1 and "MEMORY_RUNTIME_UNGOVERNED at " in out  # no memory API: refused
+    flags = ["--local-homeserver", "fgentic.local", "--memory-api-url", MEMORY_API,
+             "--memory-model-url", MEMORY_API + "/v1"]
+    assert main(["test", *flags, str(path)]) == 0
+    assert main(["test", *flags, "--no-assume-gated", str(path)]) == 1
+    assert "MEMORY_UNGATED at spec.declarative.memory" in capsys.readouterr().out
+
+
+def test_json_output_carries_each_verdict_with_what_to_change(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _gitops(tmp_path)
+    code, out, err = run_cli(capsys, "--output", "json", path)
+    assert (code, err) == (1, "")
+    found = json.loads(out)
+    assert found["summary"] == {"passed": 2, "failed": 1, "notReviewed": 1}
+    assert [(r["name"], r["passed"]) for r in found["results"]] == [
+        (f"{path}#1 RetrievalBinding", True), (f"{path}#2 Agent", True),
+        (f"{path}#3 Agent", False)]
+    failed = found["results"][2]
+    assert failed["group"] == "manifests" and failed["expected"] == "allow"
+    assert failed["denials"] == [{
+        "code": "IDENTITY_HEADER_UNBOUND",
+        "path": "spec.declarative.tools[0].mcpServer.allowedHeaders[0]",
+        "fix": GUIDANCE[AdmissionCode.IDENTITY_HEADER_UNBOUND]}]
+    assert SENTINEL not in out
+
+
+def test_junit_output_is_valid_xml_with_a_failure_per_failing_test(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = write_suite(tmp_path, {"tests": [
+        {"name": 'odd <&"> name', "object": str(POLICY / "FORBIDDEN_HEADER" / "denied.yaml"),
+         "expect": "allow"}]})
+    path = _gitops(tmp_path)
+    code, out, err = run_cli(capsys, "-o", "junit", suite, path)
+    assert (code, err) == (1, "")
+    root = ElementTree.fromstring(out.encode())
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("4", "2", "1")
+    suites = root.findall("testsuite")
+    assert [(s.get("name"), s.get("tests"), s.get("failures")) for s in suites] == [
+        (str(suite), "1", "1"), ("manifests", "3", "1")]
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert set(cases) == {'odd <&"> name', f"{path}#1 RetrievalBinding", f"{path}#2 Agent",
+                          f"{path}#3 Agent"}
+    assert cases[f"{path}#2 Agent"].find("failure") is None
+    failure = cases[f"{path}#3 Agent"].find("failure")
+    assert failure is not None
+    assert failure.get("message") == ("expected allow, got deny IDENTITY_HEADER_UNBOUND at "
+                                      "spec.declarative.tools[0].mcpServer.allowedHeaders[0]")
+    assert failure.text == UNBOUND_FIX
+    odd = cases['odd <&"> name'].find("failure")
+    assert odd is not None and "FORBIDDEN_HEADER at " in (odd.text or "")
+    assert SENTINEL not in out
+
+
+def test_manifests_in_a_pipeline_as_a_process(tmp_path: Path) -> None:
+    path = _gitops(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "fgentic_governance.cli", "test", "--output", "junit",
+         path.name], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert (result.returncode, result.stderr) == (1, "")
+    assert ElementTree.fromstring(result.stdout.encode()).get("failures") == "1"
+    allowed = subprocess.run(
+        [sys.executable, "-m", "fgentic_governance.cli", "test", "--output", "json",
+         str(BOUND / "setup.yaml"), str(BOUND / "allowed.yaml")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert (allowed.returncode, allowed.stderr) == (0, "")
+    assert json.loads(allowed.stdout)["summary"] == {"passed": 2, "failed": 0,
+                                                     "notReviewed": 0}
+
+
+@pytest.mark.parametrize(("files", "given", "reason"), [
+    ({"m.yaml": f"apiVersion: v1\nkind: ConfigMap\n---\n- {SENTINEL}\n"}, "m.yaml",
+     "m.yaml#2: not an object"),
+    ({"m.yaml": "apiVersion: v1\nkind: List\nitems: [{kind: Agent}]\n"}, "m.yaml",
+     "m.yaml#1.items[0]: no apiVersion or kind"),
+    ({"sub/notes.txt": "x\n"}, "sub", "sub: a directory without a *.yaml or *.yml file"),
+], ids=["not-an-object", "list-item", "empty-directory"])
+def test_unusable_manifests_exit_2_with_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str], given: str,
+        reason: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    code, out, err = run_cli(capsys, "--output", "junit", tmp_path / given)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and reason in err and SENTINEL not in err, err

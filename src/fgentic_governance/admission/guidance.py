@@ -64,3 +64,9 @@ GUIDANCE: Final = MappingProxyType({
 def explained(denial: Denial) -> str:
     """``CODE at PATH[ (header)]: what to change``."""
     return f"{denial.message()}: {GUIDANCE[denial.code]}"
+
+
+def fix(denial: Denial) -> str:
+    """``CODE at PATH: what to change``: the answer's text without the header name, for
+    output that repeats nothing of the object (``fgentic-governance test``)."""
+    return f"{denial.code.value} at {denial.path}: {GUIDANCE[denial.code]}"

@@ -269,9 +269,11 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     mr.add_argument("--burst", type=int, default=10, help="requests at once")
     render.set_defaults(func=_render)
 
-    test = sub.add_parser("test", help="run admission policy test suites offline, for GitOps "
-                                       "(docs/policy-testing.md)")
-    test.add_argument("suite", nargs="+", type=Path, help="suite YAML file")
+    from fgentic_governance.cli import policytest
+
+    test = sub.add_parser("test", help="the webhook's verdict on suites and manifests offline, "
+                                       "for GitOps (docs/policy-testing.md)")
+    policytest.add_arguments(test)
     test.set_defaults(func=_test)
 
     off = sub.add_parser("offboard", help="request erasure of every memory scope of a principal")
