@@ -504,6 +504,7 @@ async def test_off_stays_off_under_the_running_operator(
         assert not state.enabled and state.entry_count == 0
         final = await _until(env, "alice", lambda s: s.get("phase") == "Disabled")
         assert final["lastErasure"]["result"] == "Verified"
+        assert final["lastErasure"]["reasonCode"] == "CONSENT_WITHDRAWN"  # The cause (issue 37).
     finally:
         processes.stop(proc)
     assert FACT_SENTINEL not in log.read_text()

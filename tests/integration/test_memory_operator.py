@@ -141,7 +141,12 @@ async def test_withdrawal_erases_verifies_and_fences_stale_writes(
     _withdraw(api, consent)
     status = (await until_status(api, "memoryscopes", NS, name,
                                  phase("Disabled", "CONSENT_WITHDRAWN")))["status"]
+    # The documented vocabulary (docs/crd-reference.md, issue 37): the erasure names its cause,
+    # and ConsentGated (the store's fence holds the scope) says what consent says now.
     assert status["lastErasure"]["result"] == "Verified"
+    assert status["lastErasure"]["reasonCode"] == "CONSENT_WITHDRAWN"
+    gated = {c["type"]: c for c in status["conditions"]}["ConsentGated"]
+    assert (gated["status"], gated["reason"]) == ("True", "CONSENT_WITHDRAWN")
     assert status["entryCount"] == 0 and status["consentGeneration"] > g1
     assert await store.entry_count(f"{NS}/{name}") == 0
     # A background save scheduled before the withdrawal can never recreate memory.

@@ -113,6 +113,39 @@ async def test_offboarding_erases_every_scope_of_the_exact_principal(
                        lambda s: s.get("reasonCode") == "OFFBOARDING_IN_PROGRESS")
 
 
+async def test_scope_status_follows_the_offboarding_at_once_not_at_resync(
+    env: dict[str, Any], store: MemoryStore
+) -> None:
+    """Issue 37 item 6: after `offboard` reports the scopes erased, every scope shows it (phase,
+    reason, entry count, the erasure's cause) within seconds, with the resync an hour away."""
+    processes.stop(env["proc"])
+    env["proc"] = processes.spawn_cli(env["args"], env["log"],
+                                      env={"FGENTIC_SCOPE_RESYNC_SECONDS": "3600"})
+    carol = f"@carol-{uuid.uuid4().hex[:8]}:fgentic.local"
+    names = ["carol-docs", "carol-code"]
+    try:
+        for name in names:
+            await _enabled_scope(env, store, name, carol, f"{name}-agent", 2)
+        result = await asyncio.to_thread(_offboard, env, carol)
+        assert "ReadyForDeactivation: 2 scope(s) erased" in result.stdout, result.stdout
+
+        def offboarded(s: dict[str, Any]) -> bool:
+            conditions = {c["type"]: (c["status"], c["reason"]) for c in s.get("conditions", [])}
+            return (s.get("phase"), s.get("reasonCode"), s.get("entryCount")) == (
+                "Disabled", "OFFBOARDING_IN_PROGRESS", 0) and s.get("lastErasure", {}).get(
+                "reasonCode") == "OFFBOARDING_IN_PROGRESS" and conditions.get("Enabled") == (
+                "False", "OFFBOARDING_IN_PROGRESS") and conditions.get("ConsentGated") == (
+                "True", "OFFBOARDING_IN_PROGRESS")
+
+        for name in names:  # 15 s: far below the hour-long resync, so no timer did it.
+            obj = await until_status(env["api"], "memoryscopes", env["ns"], name, offboarded,
+                                     timeout=15)
+            assert obj["status"]["lastErasure"]["result"] == "Verified"
+    finally:
+        name = object_name(Principal(mxid=carol, origin_kind=OriginKind.NATIVE_LOCAL))
+        env["cp"].kubectl("delete", "principaloffboarding", name, "--ignore-not-found")
+
+
 async def test_restart_mid_offboarding_resumes(env: dict[str, Any], store: MemoryStore) -> None:
     keys = [await _enabled_scope(env, store, "alice-a", ALICE, "agent-a", 2),
             await _enabled_scope(env, store, "alice-b", ALICE, "agent-b", 2)]

@@ -40,7 +40,7 @@ def _failures(reason: Reason) -> float:
 
 
 def _cleanup_condition() -> dict[str, Any] | None:
-    status = memoryscope._status(1, None, ScopePhase.ENABLED, Reason.OK, gated=True)
+    status = memoryscope._status(1, None, ScopePhase.ENABLED, Reason.OK, gated=Reason.OK)
     return next((c for c in status["conditions"] if c["type"] == "ExpiryCleanup"), None)
 
 

@@ -147,7 +147,9 @@ class LastErasure(Model):
     result: ErasureResult
     """Verified (no row of the scope left) or Failed (the operator retries)."""
     reason_code: ReasonCode
-    """Reason code of the erasure, e.g. CONSENT_WITHDRAWN or ERASURE_VERIFY_FAILED."""
+    """Why the scope was erased when Verified: CONSENT_WITHDRAWN, OFFBOARDING_IN_PROGRESS or
+    another gate's code (OK: a forget-all under standing consent); when Failed, the failure's
+    code, e.g. ERASURE_VERIFY_FAILED."""
     receipt_id: Annotated[str, Field(max_length=64)] = ""
     """Opaque id of the erasure receipt."""
 
@@ -164,7 +166,9 @@ class MemoryScopeStatus(Model):
     hard_expiry: datetime | None = None
     """When the scope's last unexpired entry expires; absent when none is left."""
     entry_count: Annotated[int, Field(ge=0)] = 0
-    """Entries the store holds for the scope; 0 once erased."""
+    """Entries the store held at the operator's last reconcile of the scope: 0 as soon as an
+    erasure (a withdrawal, an offboarding) is recorded; entries that runtimes save or that
+    expire show at the next resync (FGENTIC_SCOPE_RESYNC_SECONDS, 30 s by default)."""
     store_schema_version: Annotated[int, Field(ge=0)] = 0
     """Content store schema version the operator migrated to; the webhook admits a
     memory-enabled Agent only at this release's version."""
@@ -174,7 +178,10 @@ class MemoryScopeStatus(Model):
     """Reason code of the phase: OK when enabled, else the first failing gate or the store's
     refusal."""
     conditions: Conditions = []
-    """Conditions Ready, Enabled, StoreReady, ConsentGated, ModelRouteGoverned and ExpiryCleanup."""
+    """Conditions Ready, Enabled, StoreReady, ConsentGated, ModelRouteGoverned and ExpiryCleanup.
+    ConsentGated is True once the store's consent fence holds the scope (every read and write is
+    checked against the current consent generation), with what consent says now as its reason:
+    OK while granted, else e.g. CONSENT_MISSING, CONSENT_WITHDRAWN or OFFBOARDING_IN_PROGRESS."""
     observed_generation: Annotated[int, Field(ge=0)] = 0
     """The metadata.generation the operator last reconciled."""
 

@@ -50,7 +50,9 @@ class Outcome:
 
     @property
     def last_erasure(self) -> LastErasure | None:
-        return self.erasure.last_erasure() if self.erasure else None
+        # A verified erasure's outcome carries its cause (the verdict's code, e.g.
+        # CONSENT_WITHDRAWN); a failed one's, the failure's code.
+        return self.erasure.last_erasure(self.reason) if self.erasure else None
 
 
 async def reconcile(

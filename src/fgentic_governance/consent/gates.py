@@ -76,6 +76,15 @@ def consent_gate(scope: MemoryScopeSpec, consents: Sequence[ConsentRecordSpec]) 
     return Reason.OK
 
 
+def consent_standing(
+    scope: MemoryScopeSpec, consents: Sequence[ConsentRecordSpec], env: Environment
+) -> Reason:
+    """What consent alone says of the scope now (its ConsentGated condition's reason): OK
+    while it is granted, else the consent gate's code; an offboarding of the principal
+    overrides every record."""
+    return Reason.OFFBOARDING_IN_PROGRESS if env.offboarding else consent_gate(scope, consents)
+
+
 def evaluate(
     scope: MemoryScopeSpec, consents: Sequence[ConsentRecordSpec], env: Environment
 ) -> Verdict:
@@ -83,8 +92,7 @@ def evaluate(
     checks = (
         identity_gate(scope, env),
         Reason.OK if scope.profile is Profile.DEMO else Reason.PROFILE_NOT_DEMO,
-        Reason.OFFBOARDING_IN_PROGRESS if env.offboarding else Reason.OK,
-        consent_gate(scope, consents),
+        consent_standing(scope, consents, env),
         Reason.OK if env.store_ready else Reason.STORE_UNAVAILABLE,
         Reason.OK if scope.posture is not Posture.FULLY_DISABLED else Reason.POSTURE_DISABLED,
     )

@@ -220,13 +220,16 @@ class ControlService:
             # store would be undone by its next reconcile. Then fence, delete and verify now.
             await self.directory.withdraw_consent(adm.scope)
             receipt = await _store(self.store.withdraw(adm.scope.key))
-        else:
-            receipt = await _store(self.store.erase_scope(adm.scope.key))
+            return await self._erased(adm.scope, receipt, Reason.CONSENT_WITHDRAWN)
+        receipt = await _store(self.store.erase_scope(adm.scope.key))
         return await self._erased(adm.scope, receipt)
 
-    async def _erased(self, scope: DirectoryScope, receipt: ErasureReceipt) -> Reply:
+    async def _erased(self, scope: DirectoryScope, receipt: ErasureReceipt,
+                      cause: Reason = Reason.OK) -> Reply:
+        """``cause``: why the scope was erased, for its status (docs/crd-reference.md): OK
+        for a forget under standing consent, CONSENT_WITHDRAWN for ``off``."""
         try:
-            await self.directory.record_erasure(scope, receipt.last_erasure())
+            await self.directory.record_erasure(scope, receipt.last_erasure(cause))
         except ControlError as refused:
             # The erasure happened and its receipt is returned; only the status echo failed.
             log.warning("control erasure_status_unrecorded reason=%s receipt=%s",

@@ -275,9 +275,13 @@ class ErasureReceipt:
     def verified(self) -> bool:
         return self.result is ErasureResult.VERIFIED
 
-    def last_erasure(self) -> LastErasure:
-        """The MemoryScope status block this receipt fills."""
-        return LastErasure(time=self.time, result=self.result, reason_code=self.reason.value,
+    def last_erasure(self, cause: Reason = Reason.OK) -> LastErasure:
+        """The MemoryScope status block this receipt fills. Its reason code says why the scope
+        was erased (``cause``: CONSENT_WITHDRAWN, OFFBOARDING_IN_PROGRESS, ...; OK for a
+        forget-all under standing consent) when verified, else what failed: ``result``
+        already says whether it was verified."""
+        code = cause if self.verified else self.reason
+        return LastErasure(time=self.time, result=self.result, reason_code=code.value,
                            receipt_id=self.id)
 
 

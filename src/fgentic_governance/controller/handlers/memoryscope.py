@@ -13,7 +13,7 @@ from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Posture, ScopePhase
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE
 from fgentic_governance.consent import flow
-from fgentic_governance.consent.gates import Environment, Verdict, evaluate
+from fgentic_governance.consent.gates import Environment, Verdict, consent_standing, evaluate
 from fgentic_governance.controller import api as kube
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
@@ -75,15 +75,9 @@ async def _reconcile(
     previous = status.get("conditions")
     scope = parse(MemoryScopeSpec, spec)
     records = sorted(consents_by_scope.get((namespace, name), []))
-    consents = [parse(ConsentRecordSpec, r[2]) for r in records]
+    verdict, standing = _verdict(scope, [parse(ConsentRecordSpec, r[2]) for r in records],
+                                 offboarding_principals)
     ctx = context()
-    if scope is None or any(c is None for c in consents):
-        verdict = Verdict(Posture.FULLY_DISABLED, Reason.INVALID_SPEC)
-    else:
-        principal = (scope.subject.mxid, scope.subject.origin_kind.value)
-        verdict = evaluate(scope, [c for c in consents if c is not None], Environment(
-            local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None,
-            offboarding=principal in offboarding_principals))
     if scope is None:
         _commit(patch, status, _status(generation, previous, ScopePhase.DISABLED,
                                        verdict.reason))
@@ -110,14 +104,14 @@ async def _reconcile(
                                        model_route=route))
         _announce(body, status, ScopePhase.FAILED, refusal.reason)
         raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
-    _commit(patch, status, _outcome_status(generation, previous, outcome, route))
+    _commit(patch, status, _outcome_status(generation, previous, outcome, route, standing))
     _announce(body, status, outcome.phase, outcome.reason)
-    if outcome.erasure is not None:
+    if outcome.erasure is not None and outcome.last_erasure is not None:
         receipt = outcome.erasure
         kopf.event(body, type="Normal" if receipt.verified else "Warning",
                    reason="ErasureVerified" if receipt.verified else "ErasureFailed",
                    message=f"receipt {receipt.id} generation {receipt.generation} "
-                           f"reason {receipt.reason.value}")
+                           f"reason {outcome.last_erasure.reason_code}")
     if records and (outcome.granted or outcome.erasure is not None):
         await _receipt(namespace, records[-1][1], outcome)
     if outcome.phase is ScopePhase.FAILED:
@@ -144,6 +138,19 @@ async def erase_on_delete(
         raise kopf.TemporaryError(outcome.reason.value, delay=backoff(retry))
 
 
+def _verdict(scope: MemoryScopeSpec | None, consents: list[ConsentRecordSpec | None],
+             offboarding_principals: kopf.Index[Any, Any]) -> tuple[Verdict, Reason]:
+    """The gates' verdict, and what consent alone says now (ConsentGated's reason)."""
+    if scope is None or any(c is None for c in consents):
+        return Verdict(Posture.FULLY_DISABLED, Reason.INVALID_SPEC), Reason.INVALID_SPEC
+    ctx = context()
+    valid = [c for c in consents if c is not None]
+    principal = (scope.subject.mxid, scope.subject.origin_kind.value)
+    env = Environment(local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None,
+                      offboarding=principal in offboarding_principals)
+    return evaluate(scope, valid, env), consent_standing(scope, valid, env)
+
+
 def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
@@ -158,10 +165,13 @@ def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: R
 
 def _status(
     generation: int, previous: list[dict[str, Any]] | None, phase: ScopePhase, reason: Reason,
-    *, gated: bool = False, model_route: Reason | None = None,
+    *, gated: Reason | None = None, model_route: Reason | None = None,
 ) -> dict[str, Any]:
     """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version;
-    ModelRouteGoverned for the scope's Agent (left as it was while it cannot be read)."""
+    ModelRouteGoverned for the scope's Agent (left as it was while it cannot be read).
+
+    ``gated``: the scope's store record is in place (the flow ran), with what consent says
+    now; None when the flow did not run, and ConsentGated is then False with ``reason``."""
     enabled = phase is ScopePhase.ENABLED
     # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected
     # once; nor is one whose settings could write content to its log.
@@ -183,9 +193,11 @@ def _status(
                       Reason.OK if store_ready else problem or Reason.STORE_UNAVAILABLE,
                       generation,
                       previous),
-            # The scope record exists in the store's fence: every read and write is
-            # generation-checked by the database from here on.
-            condition("ConsentGated", gated, Reason.OK if gated else Reason.STORE_UNAVAILABLE,
+            # True: the scope record exists in the store's fence, so every read and write is
+            # checked by the database against the current consent generation (what the
+            # webhook's memory gate needs; consent itself is checked per request). Its reason
+            # is what consent says now: OK while granted, else e.g. CONSENT_WITHDRAWN.
+            condition("ConsentGated", gated is not None, reason if gated is None else gated,
                       generation, previous),
             *([] if model_route is None else [condition(
                 "ModelRouteGoverned", model_route is Reason.OK, model_route, generation,
@@ -200,9 +212,9 @@ def _status(
 
 def _outcome_status(
     generation: int, previous: list[dict[str, Any]] | None, outcome: flow.Outcome,
-    model_route: Reason | None,
+    model_route: Reason | None, standing: Reason,
 ) -> dict[str, Any]:
-    fields = _status(generation, previous, outcome.phase, outcome.reason, gated=True,
+    fields = _status(generation, previous, outcome.phase, outcome.reason, gated=standing,
                      model_route=model_route)
     fields["consentGeneration"] = outcome.generation
     fields["entryCount"] = outcome.entry_count

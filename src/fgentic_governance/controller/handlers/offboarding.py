@@ -9,10 +9,12 @@ import kopf
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
+from fgentic_governance.controller import api as kube
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
     condition,
     merge_conditions,
+    now,
     parse,
     ready,
 )
@@ -22,6 +24,9 @@ from fgentic_governance.offboarding.flow import offboard
 from fgentic_governance.reasons import Reason
 
 RETRY_DELAY = 10
+POKE = f"{GROUP}/offboarding-revision"
+"""Annotation whose change has Kopf reconcile a MemoryScope at once (its own key: a consent
+poke in the same second would otherwise leave the value, and so the object, unchanged)."""
 
 
 @kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
@@ -65,6 +70,7 @@ async def reconcile_offboarding(
     except StoreRefusal as refusal:
         _fail(patch, refusal.reason, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
+    await _poke_scopes(from_crs)
     failed = [o for o in outcomes if not o.verified]
     patch.status["scopesFound"] = len(outcomes)
     patch.status["scopesErased"] = len(outcomes) - len(failed)
@@ -81,6 +87,18 @@ async def reconcile_offboarding(
         ready(True, Reason.OK, generation, previous))
     kopf.event(body, type="Normal", reason=OffboardingPhase.READY.value,
                message=f"scopes erased {len(outcomes)} reason {Reason.OK.value}")
+
+
+async def _poke_scopes(keys: list[str]) -> None:
+    """Have each of the principal's MemoryScopes reconciled now, not at its next resync
+    (issue 37: `kubectl get mscope` showed Enabled for 30 s after the offboarding): the store
+    has just disabled and erased them, and their status (phase, reason, entry count,
+    lastErasure with OFFBOARDING_IN_PROGRESS) follows within moments. One annotation write
+    per scope per offboarding run; a resync that finds nothing new still writes nothing."""
+    for key in keys:
+        namespace, name = key.split("/", 1)
+        await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
+                            namespace=namespace, name=name, annotations={POKE: now()})
 
 
 def _fail(patch: kopf.Patch, reason: Reason, *, body: kopf.Body, status: kopf.Status,
