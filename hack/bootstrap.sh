@@ -45,7 +45,7 @@ if ((${#need_apt[@]})); then
   fi
 fi
 
-step "control-plane and node binaries (Kubernetes v1.36.3, etcd v3.6.8, helm v4.3.2, kube-router v2.1.0; cached)"
+step "control-plane and node binaries (Kubernetes v1.36.3, etcd v3.6.8, helm v4.3.2, kube-router v2.1.0, promtool v3.16.0; cached)"
 hack/build-controlplane.sh all
 
 step "python environment (.venv: the package and devtools, editable)"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the local control-plane binaries (kube-apiserver, kubectl, etcd, helm) and, for the
-# cluster tier, the node components (kubelet, kube-controller-manager, kube-scheduler,
-# kube-proxy), the NetworkPolicy enforcer (kube-router) and the pause binary, from the
-# committed wrapper modules under tools/controlplane/, and caches them outside the repo,
-# keyed by version, so a second run costs nothing.
+# Builds the local control-plane binaries (kube-apiserver, kubectl, etcd, helm), promtool (for
+# the alert-rule tests) and, for the cluster tier, the node components (kubelet,
+# kube-controller-manager, kube-scheduler, kube-proxy), the NetworkPolicy enforcer
+# (kube-router) and the pause binary, from the committed wrapper modules under
+# tools/controlplane/, and caches them outside the repo, keyed by version, so a second run
+# costs nothing.
 set -euo pipefail
 
 KUBE_VERSION=v1.36.3
@@ -12,18 +13,21 @@ HELM_VERSION=v4.3.2
 # Test-time NetworkPolicy enforcer only (docs/cluster-tier.md): the only version the module
 # proxy serves; never shipped.
 KUBE_ROUTER_VERSION=v2.1.0
+# promtool, for the alert-rule tests only (real rule evaluation; never shipped). The Go
+# module github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0.
+PROMETHEUS_VERSION=v3.16.0
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${FGENTIC_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fgentic-governance/bin}"
 mkdir -p "$cache"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-build() { # build <module dir> <package> <output> [ldflags]
-  local dir="$1" pkg="$2" out="$3" ldflags="${4:-}"
+build() { # build <module dir> <package> <output> [ldflags] [build tags]
+  local dir="$1" pkg="$2" out="$3" ldflags="${4:-}" tags="${5:-selinux,notest}"
   if [[ -x "$out" ]]; then return 0; fi
   echo "building $(basename "$out") (cached at $out afterwards)" >&2
   (cd "$root/tools/controlplane/$dir" &&
-    go build -trimpath -tags selinux,notest -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+    go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
   mv "$out.tmp" "$out"
 }
 
@@ -43,6 +47,13 @@ fi
 if [[ "$which" == all || "$which" == helm ]]; then
   build helm helm.sh/helm/v4/cmd/helm "$cache/helm-$HELM_VERSION" \
     "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
+fi
+
+if [[ "$which" == all || "$which" == prometheus ]]; then
+  # remove_all_sd: without the cloud service-discovery plugins (every cloud SDK), which rule
+  # evaluation never uses; they would take most of the build.
+  build prometheus github.com/prometheus/prometheus/cmd/promtool "$cache/promtool-$PROMETHEUS_VERSION" \
+    "-X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" remove_all_sd
 fi
 
 if [[ "$which" == all || "$which" == node ]]; then
@@ -75,4 +86,5 @@ ln -sf "etcd-$ETCD_VERSION" "$cache/etcd"
 ln -sf "kube-apiserver-$KUBE_VERSION" "$cache/kube-apiserver"
 ln -sf "kubectl-$KUBE_VERSION" "$cache/kubectl"
 ln -sf "helm-$HELM_VERSION" "$cache/helm"
+ln -sf "promtool-$PROMETHEUS_VERSION" "$cache/promtool"
 echo "$cache"

@@ -1,7 +1,8 @@
 """Locate (building on demand) the cached control-plane binaries and the pinned upstream CRDs.
 
 The binaries are built from source by hack/build-controlplane.sh, which keeps versioned files in
-a cache directory outside the repo and stable symlinks (etcd, kube-apiserver, kubectl, helm).
+a cache directory outside the repo and stable symlinks (etcd, kube-apiserver, kubectl, helm,
+promtool).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Final
 
 from fgentic_devenv.paths import repo_root
 
-BINARIES = ("etcd", "kube-apiserver", "kubectl", "helm")
+BINARIES = ("etcd", "kube-apiserver", "kubectl", "helm", "promtool")
 
 # Which build-controlplane.sh target produces each binary.
-_TARGET = {"etcd": "etcd", "kube-apiserver": "kubernetes", "kubectl": "kubernetes", "helm": "helm"}
+_TARGET = {"etcd": "etcd", "kube-apiserver": "kubernetes", "kubectl": "kubernetes", "helm": "helm",
+           "promtool": "prometheus"}
 
 UPSTREAM_CRD_GLOBS = (
     "kagent-v0.9.11/crds/*.yaml",
@@ -44,7 +46,8 @@ def _usable(path: Path) -> bool:
 
 
 def build(target: str = "all") -> None:
-    """Run hack/build-controlplane.sh for ``target`` (all | etcd | kubernetes | helm)."""
+    """Run hack/build-controlplane.sh for ``target`` (all | etcd | kubernetes | helm |
+    prometheus)."""
     script = repo_root() / "hack" / "build-controlplane.sh"
     if not script.is_file():
         raise BinaryUnavailableError(f"{script} not found; set FGENTIC_REPO_ROOT")

@@ -61,6 +61,7 @@ CONSTRAINTS: Final[Mapping[str, dict[str, Any]]] = {
     "operator.tuning.scopeResyncSeconds": {"type": "integer", "minimum": 1},
     "operator.tuning.bindingResyncSeconds": {"type": "integer", "minimum": 1},
     "operator.tuning.apiConnections": {"type": "integer", "minimum": 1, "maximum": 256},
+    "metrics.prometheusRule.runbookBaseUrl": {"pattern": "^https?://[^\\s]+$"},
 }
 
 
