@@ -2,7 +2,9 @@
 
 ``fgentic-dev up`` is the main job on the embedded default (hack/up.sh): a local control plane,
 PostgreSQL, the operator, the webhook and the memory API, the examples applied, every object's
-content-free status, and a governed save beside a refused one.
+content-free status, and a governed save beside a refused one. Every run starts fresh (what a
+previous run left is stopped, its API server objects dropped: the database is new too).
+``fgentic-dev down`` stops what a run killed outright left (by its pid files in --workdir).
 
 ``fgentic-dev fence`` renders the store's fence after migration (roles, privileges, tables,
 views, functions) to docs/store-fence.md; ``--check`` fails when the committed page drifts.
@@ -23,7 +25,11 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="local control plane + PostgreSQL + operator + webhook + "
                                    "memory API, the examples applied")
     up.add_argument("--workdir", type=Path, default=Path(".run"))
-    up.add_argument("--hold", action="store_true", help="keep running until interrupted")
+    up.add_argument("--hold", action="store_true",
+                    help="keep running until Ctrl-C, SIGTERM or SIGHUP (each stops everything)")
+    down = sub.add_parser("down", help="stop whatever a run in --workdir left running (a run "
+                                       "killed outright); nothing to stop is not an error")
+    down.add_argument("--workdir", type=Path, default=Path(".run"))
     fence = sub.add_parser("fence", help="render the store's fence after migration to one "
                                          "page, or --check the committed one")
     fence.add_argument("--check", action="store_true", help="fail if the committed page differs")
@@ -52,9 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fgentic_devenv import chartpolicy
 
         return chartpolicy.run(check=args.check)
-    from fgentic_devenv.up import run_dev
+    from fgentic_devenv.up import run_dev, run_down
 
-    return int(run_dev(args))
+    return int(run_down(args) if args.command == "down" else run_dev(args))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from fgentic_devenv import StartupError, free_port, terminate, wait_until
+from fgentic_devenv import StartupError, free_port, pidfiles, terminate, wait_until
 from fgentic_devenv.binaries import binary
 from fgentic_governance.serving.tls import CertificateAuthority, KeyPair
 
@@ -192,6 +192,7 @@ class LocalControlPlane:
                 start_new_session=True,
             )
         self._procs.append(proc)
+        pidfiles.record(log, proc)
         return proc, log
 
     def _start_etcd(self) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from fgentic_devenv import StartupError, free_port, pgvector, terminate, wait_until
+from fgentic_devenv import StartupError, free_port, pgvector, pidfiles, terminate, wait_until
 
 PG_SYSTEM_USER = "fgentic-pg"
 _LOG_PINS = ("-c", "log_min_error_statement=panic", "-c", "log_statement=none",
@@ -274,6 +274,7 @@ class LocalPostgres:
                 **self._as_user(),  # type: ignore[call-overload]
             )
         self._proc.append(proc)
+        pidfiles.record(log, proc, signal.SIGINT, self.datadir)
         wait_until(self._accepting, proc, what="postgres", log=log, timeout=self.startup_timeout)
 
     def _accepting(self) -> bool:

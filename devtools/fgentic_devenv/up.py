@@ -14,17 +14,20 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from fgentic_devenv import (
     free_port,
     memory_demo,
     paths,
+    pidfiles,
     port_open,
     retrieval_demo,
     terminate,
@@ -39,6 +42,7 @@ from fgentic_governance.serving.tls import write_serving_bundle
 
 LOCAL_HOMESERVER = "fgentic.local"
 KINDS = tuple(resource.plural for resource in RESOURCES)
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def spawn_cli(args: Sequence[str], log: Path,
@@ -52,11 +56,13 @@ def spawn_cli(args: Sequence[str], log: Path,
         else:
             environ[key] = value
     with log.open("ab") as sink:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "fgentic_governance.cli", *args],
             stdout=sink, stderr=subprocess.STDOUT, env=environ,
             start_new_session=True,
         )
+    pidfiles.record(log, proc)
+    return proc
 
 
 class DevStack:
@@ -72,6 +78,7 @@ class DevStack:
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._fresh()
         print("starting etcd + kube-apiserver and PostgreSQL on loopback ...", flush=True)
         self.cp.start()
         self.pg.start()
@@ -142,15 +149,29 @@ class DevStack:
         """A `fgentic-governance` subcommand, or (a path or an interpreter first) a program."""
         if argv[0].startswith("/"):
             with log.open("ab") as sink:
-                return subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT,
+                proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT,
                                         env=env, start_new_session=True)
+            pidfiles.record(log, proc)
+            return proc
         return spawn_cli(argv, log, env)
+
+    def _fresh(self) -> None:
+        """Stop what a previous run in this directory left and drop its API server objects.
+        PostgreSQL's data directory is new on every start, so kept objects would describe
+        scopes, consent and withdrawals the new store has never seen (a withdrawn
+        ConsentRecord cannot be granted again, and the demo failed on it)."""
+        if left := pidfiles.stop_recorded(self.workdir):
+            print(f"stopped {left} process(es) a previous run left in {self.workdir}",
+                  flush=True)
+        shutil.rmtree(self.cp.workdir / "etcd-data", ignore_errors=True)
 
     def stop(self) -> None:
         for proc in reversed(self.children):
             terminate(proc)
         self.pg.stop()
         self.cp.stop()
+        # Anything started but not yet handed to a list above (a signal mid-spawn).
+        pidfiles.stop_recorded(self.workdir)
 
 
 def apply_examples(cp: LocalControlPlane) -> None:
@@ -191,27 +212,101 @@ def status_line(item: dict[str, Any]) -> str:
     return f"{item['kind']:<22} {name:<40} {json.dumps(fields)} {conditions}"
 
 
+class Interrupted(Exception):
+    """A stop signal, raised in the main thread so that `finally` stops every process (the
+    children run in sessions of their own: a signal to this process reaches none of them)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupted(signum: int, _frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def _demo(stack: DevStack) -> bool:
+    """Start everything and run the demo; whether every object reported its status."""
+    stack.start()
+    apply_examples(stack.cp)
+    items = wait_observed(stack.cp)
+    print("\ncontent-free status of every governance object:")
+    for item in items:
+        print(status_line(item))
+    memory_demo.run(stack.cp, stack.dsn, stack.memory_api)
+    stack.retrieval_demo()
+    return all("observedGeneration" in i.get("status", {}) for i in items)
+
+
+def summary(stack: DevStack, seconds: float, *, hold: bool) -> str:
+    kubeconfig = stack.cp.kubeconfig
+    lines = [f"\ndone in {seconds:.0f} s.",
+             "ModelRouteGoverned=False(MODEL_ROUTE_UNCONFIGURED) above is expected: the demo "
+             "runs no model upstream, so the operator has no --memory-model-url (on a cluster: "
+             "memoryApi.modelUpstream, docs/memory.md §9).",
+             "next:"]
+    if hold:
+        lines += [f"  export KUBECONFIG={kubeconfig}; kubectl get memoryscopes -A",
+                  "  Ctrl-C (or SIGTERM, SIGHUP) stops every process of this run"]
+    else:
+        lines += ["  hack/up.sh --hold       the same, kept running for kubectl"]
+    lines += ["  hack/up.sh down         stops what a killed run left (the next run does too)",
+              "  docs/install.md         the same on a cluster, with the chart"]
+    return "\n".join(lines)
+
+
+def _hold(stack: DevStack) -> int:
+    print(f"\nrunning; KUBECONFIG={stack.cp.kubeconfig}; Ctrl-C to stop", flush=True)
+    while all(p.poll() is None for p in stack.children):
+        time.sleep(1)
+    gone = next(p for p in stack.children if p.poll() is not None)
+    print(f"fgentic-dev up: process {gone.pid} of this run exited ({gone.returncode}); the "
+          f"logs are in {stack.workdir}; stopping the rest", file=sys.stderr, flush=True)
+    return 1
+
+
+def _failed(stack: DevStack, what: str) -> int:
+    print(f"fgentic-dev up: {what}\n  logs in {stack.workdir}; run it again (every run starts "
+          "fresh), or `hack/up.sh down` to stop what is left", file=sys.stderr, flush=True)
+    return 1
+
+
 def run_dev(args: argparse.Namespace) -> int:
+    began = time.monotonic()
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _interrupted)
     stack = DevStack(args.workdir)
+    held = False
     try:
-        stack.start()
-        apply_examples(stack.cp)
-        items = wait_observed(stack.cp)
-        print("\ncontent-free status of every governance object:")
-        for item in items:
-            print(status_line(item))
-        memory_demo.run(stack.cp, stack.dsn, stack.memory_api)
-        stack.retrieval_demo()
-        unobserved = [i for i in items if "observedGeneration" not in i.get("status", {})]
+        observed = _demo(stack)
+        print(summary(stack, time.monotonic() - began, hold=args.hold), flush=True)
         if args.hold:
-            print(f"\nrunning; KUBECONFIG={stack.cp.kubeconfig}; Ctrl-C to stop", flush=True)
-            while all(p.poll() is None for p in stack.children):
-                time.sleep(1)
-        return 1 if unobserved else 0
-    except KeyboardInterrupt:
-        return 0
+            held = True
+            return _hold(stack)
+        return 0 if observed else 1
+    except Interrupted as stop:
+        print(f"\n{stop}: stopping every process of this run", flush=True)
+        return 0 if held else 128 + stop.signum
+    except SystemExit as exc:  # a demo step's own one-sentence failure
+        if not isinstance(exc.code, str):
+            raise
+        return _failed(stack, exc.code)
+    except Exception as exc:  # never a traceback: what failed and what to do
+        return _failed(stack, f"{type(exc).__name__}: {exc}")
     finally:
+        # The stop is bounded (each process: its signal, then SIGKILL); a second Ctrl-C
+        # must not cut it short and leave processes behind.
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
         # A crashed backend shows up above only as STORE_UNAVAILABLE; say what it was.
         if report := stack.pg.crash_report():
             print(f"PostgreSQL: {report}", file=sys.stderr, flush=True)
         stack.stop()
+
+
+def run_down(args: argparse.Namespace) -> int:
+    """Stop whatever a run in ``args.workdir`` left running; nothing to stop is fine too."""
+    stopped = pidfiles.stop_recorded(args.workdir.resolve())
+    print(f"stopped {stopped} process(es) of the run in {args.workdir}" if stopped
+          else f"nothing to stop in {args.workdir}")
+    return 0
