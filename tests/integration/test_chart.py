@@ -13,6 +13,9 @@ import yaml
 
 from fgentic_devenv.binaries import binary
 from fgentic_governance.admission import render as admission
+from fgentic_governance.api.common import GROUP
+from fgentic_governance.api.registry import KINDS
+from fgentic_governance.retrieval.render.names import RENDERED_KINDS
 from tests.support.objects import ROOT
 
 pytestmark = pytest.mark.integration
@@ -371,14 +374,21 @@ def test_uninstall_hook_detaches_with_the_store_and_least_privilege() -> None:
     (job,) = [d for d in hooks if d["kind"] == "Job"]
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["args"] == ["detach", f"--operator-deployment={NS}/fg-operator",
+                                 f"--operator-lease={NS}/fg-operator",
                                  "--store-dsn-file=/var/run/fgentic/store/dsn"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     (role,) = [d for d in hooks if d["kind"] == "ClusterRole"]
-    assert all(set(rule["verbs"]) == {"list", "patch"} for rule in role["rules"])
+    verbs = {(group, resource): set(rule["verbs"]) for rule in role["rules"]
+             for group in rule["apiGroups"] for resource in rule["resources"]}
+    # Our kinds: release the finalizer. What bindings rendered: delete it, and nothing else.
+    rendered = {(api_version.rpartition("/")[0], plural)
+                for (api_version, _), plural in RENDERED_KINDS.items()}
+    assert verbs == {**{(GROUP, kind.plural): {"list", "patch"} for kind in KINDS},
+                     **{key: {"list", "delete"} for key in rendered}}
     # Without a store there is nothing to fence; opting out renders no hook at all.
     (job,) = [d for d in _render() if d["kind"] == "Job"]
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "detach", f"--operator-deployment={NS}/fg-operator"]
+        "detach", f"--operator-deployment={NS}/fg-operator", f"--operator-lease={NS}/fg-operator"]
     assert not [d for d in _render("detachOnUninstall=false") if d["kind"] == "Job"]
 
 

@@ -1,10 +1,13 @@
 """RetrievalBinding through the real operator process and kube-apiserver: render, server-side
 apply with owner references or binding labels, drift correction on the timer, pruning, conflict
-between two bindings for one Agent, and cleanup on delete."""
+between two bindings for one Agent, and cleanup on delete and by `detach` (the uninstall hook):
+everything rendered goes, an object merely labelled like ours stays."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,6 +39,7 @@ class Env:
         suffix = uuid.uuid4().hex[:8]
         self.ns = f"rbop-{suffix}"
         self.retrieval = f"rbop-retrieval-{suffix}"
+        self.operator: subprocess.Popen[bytes] | None = None
 
     def binding(self, name: str, **changes: Any) -> dict[str, Any]:
         obj = example("RetrievalBinding")
@@ -62,6 +66,7 @@ def env(control_plane: Any, k8s_client: client.ApiClient, tmp_path: Path) -> Ite
     proc = processes.spawn_cli(["operator", "--kubeconfig", str(control_plane.kubeconfig),
                                 "--namespace", e.ns], log,
                                env={"FGENTIC_BINDING_RESYNC_SECONDS": "1"})
+    e.operator = proc
     yield e
     processes.stop(proc)
 
@@ -260,14 +265,57 @@ async def test_spec_change_prunes_and_delete_removes_cross_namespace_objects(
     await _until(reconfigured, "projector ConfigMap updated")
     status = _get(api, env, "gone")["status"]
     assert status["renderedDigest"] == _expected(env, "gone", publicRoute=None).digest
+    foreign = _foreign(api, env, "gone")
+    rendered = {o[1] for o in _labelled(api, f"{env.ns}.gone")}
+    assert rendered == {env.ns, env.retrieval}
     api.delete_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, "gone")
 
     def cleaned() -> bool:
         # No garbage collector runs in this control plane, so only what the operator
-        # deletes disappears: the cross-namespace NetworkPolicies prove the delete handler.
-        return not [o for o in _labelled(api, f"{env.ns}.gone") if o[1] == env.retrieval]
+        # deletes disappears: in every namespace, the cross-namespace ones included.
+        return _labelled(api, f"{env.ns}.gone") == [foreign]
 
-    await _until(cleaned, "cross-namespace objects removed")
+    await _until(cleaned, "every rendered object removed")
+    # The finalizer waited for the cleanup; the look-alike is still there.
+    await _until(lambda: not api.list_namespaced_custom_object(
+        GROUP, VERSION, env.ns, PLURAL)["items"], "binding gone")
+    assert _labelled(api, f"{env.ns}.gone") == [foreign]
+
+
+def _foreign(api: client.CustomObjectsApi, env: Env, binding: str) -> tuple[str, str, str]:
+    """Someone's ConfigMap in the retrieval namespace, named like the rendered one and carrying
+    the binding's label (copied from ours), but not managed by us: never ours to delete."""
+    name = n.BindingId(env.ns, binding).object_name(n.SERVER_CONFIG_SUFFIX) + "-copy"
+    client.CoreV1Api(api.api_client).create_namespaced_config_map(env.retrieval, {
+        "metadata": {"name": name, "labels": {n.BINDING_LABEL: f"{env.ns}.{binding}",
+                                              n.MANAGED_BY[0]: "kubectl"}},
+        "data": {"note": "mine"}})
+    return ("ConfigMap", env.retrieval, name)
+
+
+async def test_detach_removes_what_bindings_rendered_and_the_operator_lease(
+    env: Env, api: client.CustomObjectsApi, control_plane: Any
+) -> None:
+    """The uninstall hook: the operator is stopped, the bindings stay (the CRDs go later, and
+    with them any chance of a prune), so detach deletes what they rendered itself."""
+    api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("kept"))
+    await _applied(api, env, "kept")
+    processes.stop(env.operator)  # as the hook scales the operator to 0 first
+    foreign = _foreign(api, env, "kept")
+    leases = client.CoordinationV1Api(api.api_client)
+    leases.create_namespaced_lease(env.ns, {"metadata": {"name": "fg-operator"}})
+    result = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "fgentic_governance.cli", "detach",
+                         "--kubeconfig", str(control_plane.kubeconfig),
+                         f"--operator-lease={env.ns}/fg-operator"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert _labelled(api, f"{env.ns}.kept") == [foreign]
+    with pytest.raises(ApiException) as gone:
+        leases.read_namespaced_lease("fg-operator", env.ns)
+    assert gone.value.status == 404
+    # The binding itself is the user's: it stays, for a reinstalled operator to render again.
+    assert _get(api, env, "kept")["metadata"]["name"] == "kept"
 
 
 def _agent(env: Env, tools: list[str]) -> dict[str, Any]:

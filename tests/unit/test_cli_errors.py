@@ -177,6 +177,8 @@ CASES: dict[str, Case] = {
                                "corpus stats: --store-dsn-file absent-dsn: no such file", code=1),
     "detach-deployment": Case(("detach", "--operator-deployment", "operator"),
                               "detach: --operator-deployment must be NAMESPACE/NAME"),
+    "detach-lease": Case(("detach", "--operator-lease", "ns/a/b"),
+                         "detach: --operator-lease must be NAMESPACE/NAME"),
     # servers, stopped before they start
     "operator-kubeconfig": Case(("operator", "--kubeconfig", "absent"),
                                 "operator: --kubeconfig absent: no such file"),

@@ -399,6 +399,11 @@ def test_owner_references_only_in_the_binding_namespace_and_stale_objects() -> N
     smaller = rendered(publicRoute=None)
     stale = ownership.stale(r.objects, smaller.objects, r.binding)
     assert [k[3].rsplit(".", 1)[1] for k in stale] == ["public", "public"]
+    # An object labelled for the binding but managed by someone else is never stale: not ours.
+    copy = {**r.objects[0], "metadata": {**r.objects[0]["metadata"], "name": "copy", "labels": {
+        **r.objects[0]["metadata"]["labels"], "app.kubernetes.io/managed-by": "kubectl"}}}
+    assert ownership.stale([*r.objects, copy], smaller.objects, r.binding) == stale
+    assert not ownership.rendered_by(copy) and all(map(ownership.rendered_by, r.objects))
 
 
 def test_projector_config_map_carries_the_binding_configuration() -> None:

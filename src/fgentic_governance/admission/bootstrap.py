@@ -50,6 +50,7 @@ from cryptography.hazmat.primitives import serialization
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.api.common import MANAGED_BY
 from fgentic_governance.kube.client import request
 from fgentic_governance.kube.failures import RequestFailed, named
 from fgentic_governance.serving.tls import CertificateAuthority, pair_matches
@@ -60,6 +61,7 @@ RENEW_AT: Final = 2 / 3
 WATCH_SECONDS: Final = 300
 REQUEST_SECONDS: Final = 10
 """Bound of each read and write of the Secret and the webhook configurations."""
+_LABELS: Final = dict([MANAGED_BY])
 MAX_ATTEMPTS: Final = 5
 """Reads of the Secret per settle: a write that lost (409) is retried after a re-read."""
 BACKOFF_BASE: Final = 0.1
@@ -254,12 +256,15 @@ def _write(core: client.CoreV1Api, target: Target, secret: client.V1Secret | Non
            data: dict[str, str]) -> None:
     """Create the Secret, or replace it at the resourceVersion read (a concurrent writer: 409)."""
     if secret is None:
-        body = client.V1Secret(metadata=client.V1ObjectMeta(name=target.secret),
+        body = client.V1Secret(metadata=client.V1ObjectMeta(name=target.secret, labels=_LABELS),
                                type="kubernetes.io/tls", data=data)
         core.create_namespaced_secret(target.namespace, body, _request_timeout=REQUEST_SECONDS)
         log.info("webhook TLS secret created")
         return
     secret.data = {**(secret.data or {}), **data}
+    # One of an earlier release gains the label, so the removal recipe finds it.
+    if secret.metadata is not None:
+        secret.metadata.labels = {**(secret.metadata.labels or {}), **_LABELS}
     core.replace_namespaced_secret(target.secret, target.namespace, secret,
                                    _request_timeout=REQUEST_SECONDS)
     log.info("webhook TLS secret updated")

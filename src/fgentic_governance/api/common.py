@@ -16,6 +16,9 @@ FINALIZER: Final = f"{GROUP}/finalizer"
 """The operator's finalizer on our objects (Kopf's persistence setting; `detach` releases it)."""
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+MANAGED_BY: Final = ("app.kubernetes.io/managed-by", "fgentic-governance")
+"""The label on every object our processes create at run time (rendered objects, the Leases,
+the webhook's TLS Secret, PolicyReports): the removal recipe and its test select by it."""
 
 # Go RE2 and pydantic's Rust regex both accept these patterns (no look-around). The grammars
 # live in contract/limits.py; these names are the forms our CRDs use.

@@ -9,7 +9,12 @@ go:
 2. with a store, every scope is disabled and its consent generation advanced (nothing stays
    readable or writable; nothing is deleted: a reinstalled operator re-evaluates consent and
    re-enables, `memory erase-scope` erases);
-3. our finalizer is removed from every object of our kinds.
+3. our finalizer is removed from every object of our kinds;
+4. what RetrievalBindings rendered is deleted in every namespace (NetworkPolicies, routes,
+   gateway policies and backends, ConfigMaps: cross-namespace objects have no owner reference,
+   and once the CRDs go no binding is left to prune them), selected by the binding label and
+   our managed-by label together, so an object someone else labelled stays;
+5. the stopped operator's Lease is deleted (``--operator-lease``).
 
 Any failure exits non-zero, so helm stops the uninstall rather than leave memory unfenced.
 Input that cannot be used (credentials, the DSN file, ``--operator-deployment``) is one line and
@@ -29,9 +34,13 @@ from fgentic_governance.api.common import FINALIZER, GROUP, VERSION
 from fgentic_governance.api.registry import KINDS
 from fgentic_governance.cli import inputs
 from fgentic_governance.cli.errors import InputError
+from fgentic_governance.retrieval.render.names import RENDERED_KINDS
+from fgentic_governance.retrieval.render.ownership import RENDERED_SELECTOR, rendered_by
 
 OPERATOR_GONE_SECONDS = 90.0
 """How long the operator's pods may take to go (its grace period is 30 s) before detach fails."""
+REQUEST_SECONDS = 10
+"""Bound of each list and delete of rendered objects and of the Lease."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,13 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="file holding the PostgreSQL DSN: fence every scope first")
     parser.add_argument("--operator-deployment", metavar="NAMESPACE/NAME",
                         help="stop this operator Deployment first (scale to 0, pods gone)")
+    parser.add_argument("--operator-lease", metavar="NAMESPACE/NAME",
+                        help="delete the stopped operator's Lease last")
 
 
 def run_detach(args: argparse.Namespace) -> int:
-    if args.operator_deployment is not None:
-        namespace, _, name = args.operator_deployment.partition("/")
-        if not namespace or not name or "/" in name:
-            raise InputError("--operator-deployment must be NAMESPACE/NAME")
+    for flag, value in (("--operator-deployment", args.operator_deployment),
+                        ("--operator-lease", args.operator_lease)):
+        namespace, _, name = (value or "").partition("/")
+        if value is not None and (not namespace or not name or "/" in name):
+            raise InputError(f"{flag} must be NAMESPACE/NAME")
     api = inputs.kube_client(args.kubeconfig)
     if args.operator_deployment and not _stop_operator(api, args.operator_deployment):
         print(f"refused: the operator did not stop within {OPERATOR_GONE_SECONDS:.0f}s; "
@@ -62,7 +74,11 @@ def run_detach(args: argparse.Namespace) -> int:
             print(f"refused: {code}; nothing detached", file=sys.stderr)
             return 1
     released = _release_finalizers(api)
-    print(f"detached: {fenced} scopes fenced, {released} finalizers released")
+    removed = _remove_rendered(api)
+    if args.operator_lease:
+        _delete_lease(api, args.operator_lease)
+    print(f"detached: {fenced} scopes fenced, {released} finalizers released, "
+          f"{removed} rendered objects removed")
     return 0
 
 
@@ -122,3 +138,67 @@ def _release_finalizers(api_client: Any) -> int:
                                                 patch)
             released += 1
     return released
+
+
+def _remove_rendered(api_client: Any) -> int:
+    """Delete every object any RetrievalBinding rendered; a kind whose CRD is not installed
+    (404) has nothing to delete. Idempotent: an object already gone counts for nothing."""
+    removed = 0
+    for (api_version, _kind), plural in RENDERED_KINDS.items():
+        for namespace, name in _rendered(api_client, api_version, plural):
+            removed += _delete(api_client, api_version, plural, namespace, name)
+    return removed
+
+
+def _rendered(api_client: Any, api_version: str, plural: str) -> list[tuple[str, str]]:
+    from kubernetes import client
+
+    try:
+        if api_version == "v1":
+            found: dict[str, Any] = client.CoreV1Api(
+                api_client).list_config_map_for_all_namespaces(
+                label_selector=RENDERED_SELECTOR, _request_timeout=REQUEST_SECONDS).to_dict()
+        else:
+            group, _, version = api_version.rpartition("/")
+            found = cast(dict[str, Any], client.CustomObjectsApi(
+                api_client).list_cluster_custom_object(
+                group, version, plural, label_selector=RENDERED_SELECTOR,
+                _request_timeout=REQUEST_SECONDS))
+    except client.ApiException as exc:
+        if exc.status == 404:  # the kind is not installed
+            return []
+        raise
+    # The selector chose them; the labels are checked again before anything is deleted.
+    return [(item["metadata"]["namespace"], item["metadata"]["name"])
+            for item in found.get("items") or [] if rendered_by(item)]
+
+
+def _delete(api_client: Any, api_version: str, plural: str, namespace: str, name: str) -> int:
+    from kubernetes import client
+
+    try:
+        if api_version == "v1":
+            client.CoreV1Api(api_client).delete_namespaced_config_map(
+                name, namespace, _request_timeout=REQUEST_SECONDS)
+        else:
+            group, _, version = api_version.rpartition("/")
+            client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+                group, version, namespace, plural, name, _request_timeout=REQUEST_SECONDS)
+    except client.ApiException as exc:
+        if exc.status == 404:  # already gone
+            return 0
+        raise
+    return 1
+
+
+def _delete_lease(api_client: Any, lease: str) -> None:
+    """The operator is stopped, so nobody renews or recreates its Lease."""
+    from kubernetes import client
+
+    namespace, _, name = lease.partition("/")
+    try:
+        client.CoordinationV1Api(api_client).delete_namespaced_lease(
+            name, namespace, _request_timeout=REQUEST_SECONDS)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise

@@ -14,8 +14,11 @@ from typing import Final
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.api.common import MANAGED_BY
+
 log = logging.getLogger("fgentic_governance.kube.lease")
 LEASE_SECONDS: Final = 30
+_LABELS: Final = dict([MANAGED_BY])
 
 
 def parse_lease(value: str, flag: str) -> tuple[str, str]:
@@ -70,7 +73,7 @@ class LeaseElector:
         except ApiException as exc:
             if exc.status != 404:
                 return self._set(False)
-            body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.name),
+            body = client.V1Lease(metadata=client.V1ObjectMeta(name=self.name, labels=_LABELS),
                                   spec=self._spec(now, now))
             try:
                 api.create_namespaced_lease(self.namespace, body, _request_timeout=5)
@@ -86,6 +89,9 @@ class LeaseElector:
             self.held_by_other = True
             return self._set(False)
         lease.spec = self._spec(spec.acquire_time if mine and spec.acquire_time else now, now)
+        # A Lease of an earlier release gains the label, so the removal recipe finds it.
+        if lease.metadata is not None:
+            lease.metadata.labels = {**(lease.metadata.labels or {}), **_LABELS}
         try:  # replace carries resourceVersion: a concurrent taker gets 409
             api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=5)
         except ApiException as exc:

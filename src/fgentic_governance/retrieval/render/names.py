@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from fgentic_governance.api import common
 from fgentic_governance.api.common import GROUP
 
 FIELD_MANAGER = "fgentic-governance"
 BINDING_LABEL = f"{GROUP}/binding"
-MANAGED_BY = ("app.kubernetes.io/managed-by", "fgentic-governance")
+MANAGED_BY = common.MANAGED_BY
 UNENFORCEABLE_ANNOTATION = f"{GROUP}/unenforceable"
 
 # The rendered ConfigMap (proxy namespace) holding the projector's configuration, and its key.

@@ -7,7 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fgentic_governance.retrieval.render.names import BINDING_LABEL, RENDERED_KINDS, BindingId
+from fgentic_governance.retrieval.render.names import (
+    BINDING_LABEL,
+    MANAGED_BY,
+    RENDERED_KINDS,
+    BindingId,
+)
 
 OwnerKey = tuple[str, str, str, str]
 """(apiVersion, kind, namespace, name) of a rendered object."""
@@ -24,8 +29,23 @@ class Owner:
     uid: str
 
 
+RENDERED_SELECTOR = f"{BINDING_LABEL},{MANAGED_BY[0]}={MANAGED_BY[1]}"
+"""Selects what any binding rendered: the binding label, set by us (the renderer sets both)."""
+
+
 def selector(binding: BindingId) -> str:
-    return f"{BINDING_LABEL}={binding.label}"
+    """Selects what ``binding`` rendered. The managed-by label too: an object someone else
+    labelled with a binding's name (a copy, another tool) is not ours to delete."""
+    return f"{BINDING_LABEL}={binding.label},{MANAGED_BY[0]}={MANAGED_BY[1]}"
+
+
+def rendered_by(obj: dict[str, Any], binding: BindingId | None = None) -> bool:
+    """Labelled as rendered by ``binding`` (by any binding when None) and managed by us; checked
+    again on what a label-selected LIST returned, before anything is deleted."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    label = labels.get(BINDING_LABEL)
+    return (labels.get(MANAGED_BY[0]) == MANAGED_BY[1] and label is not None
+            and (binding is None or label == binding.label))
 
 
 def plural(obj: dict[str, Any]) -> str:
@@ -58,5 +78,4 @@ def stale(existing: Iterable[dict[str, Any]], rendered: Iterable[dict[str, Any]]
     removed public route, a changed namespace)."""
     wanted = {key(obj) for obj in rendered}
     return sorted(key(obj) for obj in existing
-                  if obj.get("metadata", {}).get("labels", {}).get(BINDING_LABEL) == binding.label
-                  and key(obj) not in wanted)
+                  if rendered_by(obj, binding) and key(obj) not in wanted)
