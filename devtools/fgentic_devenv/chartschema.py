@@ -27,6 +27,29 @@ VALUES: Final = CHART / "values.yaml"
 SCHEMA: Final = CHART / "values.schema.json"
 
 PORT: Final = {"type": "integer", "minimum": 1, "maximum": 65535}
+_OCTET: Final = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+CIDR: Final = {"type": "string", "pattern": (
+    f"^({_OCTET}\\.){{3}}{_OCTET}/(3[0-2]|[12]?[0-9])$"
+    "|^[0-9a-fA-F]{0,4}(:[0-9a-fA-F]{0,4}){2,7}/(12[0-8]|1[01][0-9]|[1-9]?[0-9])$")}
+"""An IPv4 or IPv6 CIDR (the API server refuses a malformed one only at install, after the
+release's other objects were created; RE2 syntax: Helm validates with Go regexps)."""
+QUANTITY: Final = {"type": ["string", "number"],
+                   "pattern": "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)"
+                              "(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?$"}
+"""A Kubernetes resource quantity (128Mi, 0.5, 50m): "lots" is refused at render time."""
+RESOURCES: Final = {"type": "object", "additionalProperties": False, "properties": {
+    "requests": {"type": "object", "additionalProperties": QUANTITY},
+    "limits": {"type": "object", "additionalProperties": QUANTITY},
+    "claims": {"type": "array"}}}
+PEERS: Final = {"type": "array", "items": {"type": "object", "properties": {"ipBlock": {
+    "type": "object", "additionalProperties": False, "required": ["cidr"],
+    "properties": {"cidr": CIDR, "except": {"type": "array", "items": CIDR}}}}}}
+"""NetworkPolicy peers (ipBlock, namespaceSelector, podSelector): CIDRs checked."""
+SECRET_MODE_NEEDS_CA: Final = {
+    "if": {"required": ["mode"], "properties": {"mode": {"const": "secret"}}},
+    "then": {"properties": {"caBundle": {"minLength": 1}, "secretName": {"minLength": 1}}}}
+"""tls.mode=secret: the chart cannot know the CA of a Secret it did not make, and the default
+name is the one the bootstrap webhook and cert-manager write (a stale pair after a switch)."""
 URL_OR_EMPTY: Final = {"type": "string", "pattern": "^$|^https?://[^\\s]+$"}
 FREE_FORM: Final = frozenset({
     "resources", "podSecurityContext", "securityContext", "podAnnotations", "podLabels",
@@ -37,7 +60,11 @@ CONSTRAINTS: Final[Mapping[str, dict[str, Any]]] = {
     "image.pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
     "localHomeserver": {"pattern": "^$|^[A-Za-z0-9.-]+(:[0-9]{1,5})?$"},
     "operator.replicas": {"type": "integer", "minimum": 1},
-    "webhook.replicas": {"type": "integer", "minimum": 1},
+    # Fail closed: with one replica every restart, drain or node loss refuses every Agent
+    # write (a PodDisruptionBudget cannot keep the only Pod of a drained node).
+    "webhook.replicas": {"type": "integer", "minimum": 2},
+    "webhook.tls": SECRET_MODE_NEEDS_CA,
+    "webhook.tls.caBundle": {"pattern": "^[A-Za-z0-9+/]*={0,2}$"},
     "webhook.timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 30},
     "webhook.failurePolicy": {"enum": ["Fail"]},
     "webhook.tls.mode": {"enum": ["bootstrap", "certManager", "generate", "secret"]},
@@ -46,7 +73,13 @@ CONSTRAINTS: Final[Mapping[str, dict[str, Any]]] = {
     "webhook.warnRules": {"type": "array", "uniqueItems": True,
                           "items": {"enum": sorted(c.value for c in WARNABLE)}},
     "webhook.enforcement": {"enum": ["deny", "audit"]},
-    "webhook.networkPolicy.apiServerSources": {"type": ["array", "null"]},
+    "webhook.networkPolicy.apiServerSources": {**PEERS, "type": ["array", "null"]},
+    "webhook.networkPolicy.metricsSources": PEERS,
+    **{f"memoryApi.networkPolicy.{key}": PEERS for key in (
+        "storePeers", "controllerPeers", "embeddingsPeers", "modelPeers", "apiServerPeers",
+        "metricsSources")},
+    "memoryApi.agentEgress": {"type": "array", "items": {
+        "type": "object", "properties": {"to": PEERS}}},
     "memoryApi.replicas": {"type": "integer", "minimum": 2},
     "memoryApi.url": URL_OR_EMPTY,
     "memoryApi.controllerUrl": URL_OR_EMPTY,
@@ -86,6 +119,8 @@ def _schema(value: Any, path: str) -> dict[str, Any]:
             "type": "object", "additionalProperties": False,
             "properties": {k: _schema(v, f"{path}.{k}" if path else k)
                            for k, v in value.items()}}
+    elif key == "resources":
+        node = dict(RESOURCES)
     elif isinstance(value, dict):
         node = {"type": "object"}
     else:

@@ -14,7 +14,7 @@ def repo_root() -> Path:
 
 def crd_dirs() -> list[Path]:
     root = repo_root()
-    return [root / "crds", root / "charts" / "fgentic-governance" / "crds"]
+    return [root / "crds", root / "charts" / "fgentic-governance" / "files" / "crds"]
 
 
 def schema_dir() -> Path:

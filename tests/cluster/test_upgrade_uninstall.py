@@ -1,19 +1,27 @@
-"""helm upgrade with a CRD change, then helm uninstall: nothing stuck, memory fenced.
+"""helm upgrade with a CRD change (from the earlier chart layout), every webhook TLS mode after
+every other, then helm uninstall: nothing stuck, memory fenced.
 
 Runs last in the tier (it removes the release the other modules use)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import shlex
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
+from fgentic_devenv.paths import repo_root
 from fgentic_governance.memory import MemoryStore
+from fgentic_governance.serving.tls import CertificateAuthority
 from tests.support.cluster import (
     Release,
+    apply,
     kubectl_result,
     phase_is,
     ready,
@@ -24,16 +32,32 @@ from tests.support.image import CHART
 from tests.support.store import migrated_pool
 
 NS = "fgentic-demo"
+USER_TLS = "fg-webhook-user-tls"
+
+
+def _chart(tmp_path: Path, tag: str) -> Path:
+    """A copy of the chart with a new patch version."""
+    chart = tmp_path / tag / "fgentic-governance"
+    shutil.copytree(CHART, chart)
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    meta["version"] = f"{meta['version']}-{tag}"
+    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    return chart
+
+
+def _earlier_layout(tmp_path: Path) -> Path:
+    """The chart as releases before issue 37 had it: the CRDs in crds/ (Helm installs them
+    once and never upgrades them), none among the templates."""
+    chart = _chart(tmp_path, "crds-dir")
+    (chart / "files" / "crds").rename(chart / "crds")
+    (chart / "templates" / "crds.yaml").unlink()
+    return chart
 
 
 def _changed_chart(tmp_path: Path) -> Path:
     """The chart with a new patch version whose MemoryScope CRD gains a printer column."""
-    chart = tmp_path / "fgentic-governance"
-    shutil.copytree(CHART, chart)
-    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-    meta["version"] = meta["version"] + "-upgrade.1"
-    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
-    crd_path = chart / "crds" / "governance.fgentic.dev_memoryscopes.yaml"
+    chart = _chart(tmp_path, "upgrade.1")
+    crd_path = chart / "files" / "crds" / "governance.fgentic.dev_memoryscopes.yaml"
     crd = yaml.safe_load(crd_path.read_text())
     for version in crd["spec"]["versions"]:
         version.setdefault("additionalPrinterColumns", []).append(
@@ -42,19 +66,51 @@ def _changed_chart(tmp_path: Path) -> Path:
     return chart
 
 
-def test_upgrade_applies_the_crd_change_and_keeps_every_object(
+def _documented(mark: str) -> list[list[str]]:
+    """The commands of docs/install.md's block under ``<!-- install-doc: {mark} -->``."""
+    text = (repo_root() / "docs" / "install.md").read_text()
+    block = text[text.index(f"<!-- install-doc: {mark} -->"):].split("```sh\n", 1)[1]
+    return [shlex.split(line) for line in block.split("```", 1)[0].splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _as_an_earlier_release_left_it(release: Release, tmp_path: Path) -> None:
+    """The release and its CRDs as an install by the earlier chart leaves them: the release's
+    manifest without CRDs, the CRDs without Helm's ownership marks, and the earlier
+    documented upgrade step (`kubectl apply --server-side` of crds/) a second writer."""
+    earlier = _earlier_layout(tmp_path)
+    release.upgrade(earlier)  # crds.keep: Helm leaves the CRDs it no longer renders
+    ours = "app.kubernetes.io/part-of=fgentic-governance"
+    release.kubectl("label", "crd", "-l", ours, "app.kubernetes.io/managed-by-")
+    release.kubectl("annotate", "crd", "-l", ours, "meta.helm.sh/release-name-",
+                    "meta.helm.sh/release-namespace-", "helm.sh/resource-policy-")
+    release.kubectl("apply", "--server-side", "--force-conflicts", "-f",
+                    str(earlier / "crds"))
+
+
+def test_upgrade_from_the_crds_dir_layout_upgrades_the_crds(
         release: Release, tmp_path: Path) -> None:
+    """Issue 37 §8: the CRDs are templates, so `helm upgrade` upgrades them; a release of the
+    earlier layout takes docs/install.md's one-time step (as written) and no manual apply."""
     cluster = release.cluster
     before = json.loads(cluster.kubectl("get", "memoryscopes", "-A", "-o", "json"))["items"]
+    _as_an_earlier_release_left_it(release, tmp_path)
     chart = _changed_chart(tmp_path)
-    # helm never upgrades crds/: the documented step applies them first (docs/install.md).
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(chart / "crds"))
-    release.upgrade(chart)
+    with pytest.raises(RuntimeError, match="invalid ownership metadata"):
+        release.upgrade(chart)  # what the one-time step is for
+    for argv in _documented("crd-adoption"):
+        if argv[0] == "kubectl":
+            cluster.kubectl(*argv[1:])
+        else:  # the helm upgrade: this release's values, the flags the doc adds
+            assert argv[:2] == ["helm", "upgrade"], argv
+            release.upgrade(chart, *(a for a in argv if a == "--force-conflicts"))
     crd = json.loads(cluster.kubectl("get", "crd", "memoryscopes.governance.fgentic.dev",
                                      "-o", "json"))
     columns = [c["name"] for v in crd["spec"]["versions"]
                for c in v.get("additionalPrinterColumns", [])]
     assert "Upgraded" in columns
+    assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     after = json.loads(cluster.kubectl("get", "memoryscopes", "-A", "-o", "json"))["items"]
     assert {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in before} <= {
         (o["metadata"]["namespace"], o["metadata"]["name"]) for o in after}
@@ -65,6 +121,55 @@ def test_upgrade_applies_the_crd_change_and_keeps_every_object(
     cluster.kubectl("apply", "-f", "-", input="\n---\n".join(
         json.dumps(o) for o in scope_and_consent(NS, "erin-docs-agent", "erin")))
     wait_for(lambda: phase_is(cluster, "erin-docs-agent", "Enabled", ns=NS), "erin Enabled")
+
+
+def _user_tls_secret(release: Release) -> str:
+    """A kubernetes.io/tls Secret of a CA of our own for the webhook's Service (the secret
+    mode's input); the CA's certificate, base64, for webhook.tls.caBundle."""
+    service = f"{release.name}-webhook"
+    ca = CertificateAuthority("tier-user-ca")
+    leaf = ca.issue_server([f"{service}.{release.namespace}.svc", service,
+                            f"{service}.{release.namespace}"])
+    apply(release.cluster, [{
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": USER_TLS, "namespace": release.namespace},
+        "data": {"tls.crt": base64.b64encode(leaf.cert_pem).decode(),
+                 "tls.key": base64.b64encode(leaf.key_pem).decode()}}])
+    return base64.b64encode(ca.cert_pem).decode()
+
+
+def _an_agent_is_admitted(release: Release, mode: str) -> None:
+    """The API server reaches the webhook and it admits an Agent (a server-side dry run:
+    every webhook runs, nothing is stored); retried while the old replicas drain."""
+    agent = yaml.safe_load((repo_root() / "examples" / "10-agent.yaml").read_text())
+    agent["metadata"]["name"] = f"tls-{mode.lower()}"
+    wait_for(lambda: kubectl_result(release.cluster, "create", "--dry-run=server", "-f", "-",
+                                    input=json.dumps(agent)).returncode == 0,
+             f"an Agent admitted in TLS mode {mode}", timeout=60)
+    wait_for(lambda: len([p for p in release.pods("webhook") if ready(p)
+                          and not p["metadata"].get("deletionTimestamp")]) == 2,
+             f"2 ready webhook pods in TLS mode {mode}")
+
+
+def test_the_webhook_tls_mode_can_follow_any_other(release: Release) -> None:
+    """Issue 37 §8: bootstrap → secret → generate → bootstrap, each a plain `helm upgrade`.
+    Before, the generate mode's Secret had the name the bootstrap webhook writes (Helm
+    refused to adopt it) and Helm's server-side apply of a caBundle the webhook had written
+    was a conflict."""
+    ca_bundle = _user_tls_secret(release)
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("secret", {"mode": "secret", "secretName": USER_TLS, "caBundle": ca_bundle}),
+        ("generate", {"mode": "generate", "secretName": "", "caBundle": ""}),
+        ("bootstrap", {})]
+    for mode, tls in steps:
+        release.upgrade(CHART, webhook={"tls": tls})  # {}: the release's own (bootstrap)
+        config = release.json("get", "validatingwebhookconfiguration", release.name)
+        bundle = config["webhooks"][0]["clientConfig"]["caBundle"]
+        if mode == "secret":
+            assert bundle == ca_bundle
+        _an_agent_is_admitted(release, mode)
+    release.kubectl("delete", "secret", "-n", release.namespace, USER_TLS,
+                    f"{release.name}-webhook-tls-generated", "--ignore-not-found")
 
 
 def test_uninstall_fences_memory_and_leaves_nothing_stuck(

@@ -411,7 +411,8 @@ def test_rendered_manifests_pass_server_side_dry_run(control_plane: Any, tmp_pat
                               "--set", "controlApi.botMxid=@bot:example.org",
                               "--set", "memoryApi.enabled=true",
                               "--set", "memoryApi.agentNamespaces={" + NS + "}"))
-    out = control_plane.kubectl("apply", "--dry-run=server", "-n", NS, "-f", str(manifest))
+    # Every object names its namespace (the helm test's Role lives in the one it probes).
+    out = control_plane.kubectl("apply", "--dry-run=server", "-f", str(manifest))
     assert "validatingwebhookconfiguration.admissionregistration.k8s.io/fg created" in out
     assert "mutatingwebhookconfiguration.admissionregistration.k8s.io/fg created" in out
     assert "validatingadmissionpolicy.admissionregistration.k8s.io/fg-agents created" in out
@@ -493,8 +494,19 @@ def test_the_retrieval_server_refuses_to_render_incomplete(sets: tuple[str, ...]
       "localHomeserver=fgentic.local"),
      "controlApi.botMxid must be a user of localHomeserver (fgentic.local)"),
     (("memoryApi.enabled=true", "store.dsnSecret.name=store"), "memoryApi needs localHomeserver"),
+    # Issue 37 §11: each of these rendered, to fail (or crash-loop) only in the cluster.
+    (("webhook.tls.mode=secret",), "at '/webhook/tls/caBundle'"),
+    (("webhook.replicas=1",), "at '/webhook/replicas': minimum"),
+    (("webhook.networkPolicy.apiServerSources[0].ipBlock.cidr=10.0.0.300/24",),
+     "at '/webhook/networkPolicy/apiServerSources/0/ipBlock/cidr'"),
+    (("memoryApi.networkPolicy.storePeers[0].ipBlock.cidr=10.0.0.0",),
+     "at '/memoryApi/networkPolicy/storePeers/0/ipBlock/cidr'"),
+    (("webhook.resources.limits.memory=lots",), "at '/webhook/resources/limits/memory'"),
+    (("operator.resources.requests.cpu=fast",), "at '/operator/resources/requests/cpu'"),
 ], ids=["replicas-not-a-number", "tls-mode", "no-operator", "misspelt-key", "fail-open",
-        "url-without-scheme", "bot-on-another-server", "memory-without-homeserver"])
+        "url-without-scheme", "bot-on-another-server", "memory-without-homeserver",
+        "secret-mode-without-ca", "one-webhook-replica", "malformed-cidr", "cidr-without-prefix",
+        "memory-not-a-quantity", "cpu-not-a-quantity"])
 def test_contradictory_values_are_refused_at_render_time(sets: tuple[str, ...],
                                                          message: str) -> None:
     """Issue 27: values.schema.json (generated: `fgentic-dev chart-schema`) and the templates'
@@ -502,6 +514,81 @@ def test_contradictory_values_are_refused_at_render_time(sets: tuple[str, ...],
     with pytest.raises(AssertionError) as refused:
         _render(*sets)
     assert message in str(refused.value)
+
+
+def test_the_crds_are_templates_that_upgrade_with_the_chart() -> None:
+    """Issue 37 §8: Helm never upgrades a chart's crds/ directory, so the CRDs are templates
+    (as cert-manager's crds.enabled): the generated files verbatim, labelled as the release's
+    and kept on uninstall by default; none with crds.install=false, not kept without
+    crds.keep. The chart has no crds/ directory (Helm would install those the old way too)."""
+    crds = {d["metadata"]["name"]: d for d in _render()
+            if d["kind"] == "CustomResourceDefinition"}
+    generated = {d["metadata"]["name"]: d for d in (
+        yaml.safe_load(p.read_text()) for p in sorted((ROOT / "crds").glob("*.yaml")))}
+    assert crds.keys() == generated.keys() and len(crds) == 4
+    for name, crd in crds.items():
+        assert crd["spec"] == generated[name]["spec"], name
+        assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert crd["metadata"]["labels"]["app.kubernetes.io/part-of"] == "fgentic-governance"
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert not [d for d in _render("crds.install=false")
+                if d["kind"] == "CustomResourceDefinition"]
+    unkept = [d for d in _render("crds.keep=false") if d["kind"] == "CustomResourceDefinition"]
+    assert len(unkept) == 4 and not any(d["metadata"].get("annotations") for d in unkept)
+    assert not (CHART / "crds").exists()
+
+
+def test_webhook_tls_modes_can_follow_each_other() -> None:
+    """Issue 37 §8: the generate mode's Secret has a name no run-time writer uses (Helm
+    refused to adopt the bootstrap webhook's or cert-manager's), and the modes in which Helm
+    writes caBundle hand it over from the webhook or cert-manager before an upgrade."""
+    def secret_and_hooks(*sets: str) -> tuple[str, list[str]]:
+        docs = _render(*sets)
+        (deploy,) = [d for d in docs if d["kind"] == "Deployment"
+                     and d["metadata"]["name"] == "fg-webhook"]
+        (tls,) = [v for v in deploy["spec"]["template"]["spec"]["volumes"]
+                  if v["name"] == "tls"]
+        hooks = [d["kind"] for d in docs if (d["metadata"].get("annotations") or {}).get(
+            "helm.sh/hook") == "pre-upgrade"]
+        return tls.get("secret", {}).get("secretName", "emptyDir"), hooks
+
+    assert secret_and_hooks() == ("emptyDir", [])
+    assert secret_and_hooks("webhook.tls.mode=certManager") == ("fg-webhook-tls", [])
+    handover = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"]
+    assert secret_and_hooks("webhook.tls.mode=generate") == (
+        "fg-webhook-tls-generated", handover)
+    assert secret_and_hooks("webhook.tls.mode=secret", "webhook.tls.secretName=mine",
+                            "webhook.tls.caBundle=QUJD") == ("mine", handover)
+    (role,) = [d for d in _render("webhook.tls.mode=generate") if d["kind"] == "ClusterRole"
+               and d["metadata"]["name"] == "fg-tls-handover"]
+    assert role["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"], "resources": [
+        "validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+        "resourceNames": ["fg"], "verbs": ["get", "patch"]}]
+
+
+def test_helm_test_asks_the_api_server_for_a_webhook_denial() -> None:
+    """Issue 37 §11: `helm test` passed with a wrong apiServerSources. Its Pod now sends a
+    dry-run ConsentRecord for a missing scope through the API server and passes only on the
+    webhook's own denial; it may create only that kind, only in the probed namespace."""
+    docs = [d for d in _render() if (d["metadata"].get("annotations") or {}).get(
+        "helm.sh/hook") == "test"]
+    named = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    pod = named[("Pod", "fg-smoke")]["spec"]
+    assert pod["serviceAccountName"] == "fg-smoke"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["WEBHOOK_PROBE_NAMESPACE"] == "default"
+    script = pod["containers"][0]["args"][0]
+    assert "dryRun=All" in script
+    assert 'admission webhook "objects.governance.fgentic.dev" denied' in script
+    role = named[("Role", "fg-smoke")]
+    assert role["metadata"]["namespace"] == "default"
+    assert role["rules"] == [{"apiGroups": ["governance.fgentic.dev"],
+                              "resources": ["consentrecords"], "verbs": ["create"]}]
+    assert named[("RoleBinding", "fg-smoke")]["metadata"]["namespace"] == "default"
+    excluded = [d for d in _render("webhook.helmTestNamespace=kube-system")
+                if d["kind"] == "Pod" and d["metadata"]["name"] == "fg-smoke"]
+    env = {e["name"]: e.get("value") for e in excluded[0]["spec"]["containers"][0]["env"]}
+    assert env["WEBHOOK_PROBE_NAMESPACE"] == "-"  # the Pod fails, saying why
 
 
 def test_the_values_schema_is_generated_from_values_yaml() -> None:
@@ -520,7 +607,7 @@ def test_every_workload_takes_the_usual_pod_knobs() -> None:
     sets = ["store.dsnSecret.name=store", "memoryApi.enabled=true",
             "controlApi.enabled=true", "controlApi.tokenSecret.name=t",
             "controlApi.botMxid=@bot:x.org", "localHomeserver=x.org",
-            *RETRIEVAL, "imagePullSecrets[0].name=regcred", "webhook.replicas=1"]
+            *RETRIEVAL, "imagePullSecrets[0].name=regcred"]
     for key in workloads:
         sets += [f"{key}.podAnnotations.team=a", f"{key}.nodeSelector.pool=system",
                  f"{key}.tolerations[0].key=dedicated", f"{key}.priorityClassName=critical",
@@ -543,8 +630,8 @@ def test_every_workload_takes_the_usual_pod_knobs() -> None:
         replicated = deploy["spec"]["replicas"] > 1
         assert ("affinity" in spec) is replicated, key
     budgets = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
-    assert "fg-webhook" not in budgets  # one replica: no budget
-    assert {"fg-memory-api", "fg-control-api", "fg-retrieval-server"} <= budgets
+    assert "fg-operator" not in budgets  # one replica: no budget
+    assert {"fg-webhook", "fg-memory-api", "fg-control-api", "fg-retrieval-server"} <= budgets
 
 
 def test_operator_replicas_elect_a_leader() -> None:
@@ -660,9 +747,11 @@ def test_the_chart_packages_for_an_oci_registry(tmp_path: Path) -> None:
     with tarfile.open(package) as archive:
         names = set(archive.getnames())
     for member in ("values.schema.json", "templates/tests/smoke.yaml", "templates/NOTES.txt",
-                   "crds/governance.fgentic.dev_memoryscopes.yaml",
+                   "files/crds/governance.fgentic.dev_memoryscopes.yaml",
+                   "templates/crds.yaml",
                    "files/grafana-dashboard.json"):
         assert f"fgentic-governance/{member}" in names, member
+    assert not [n for n in names if n.startswith("fgentic-governance/crds/")]
     image = yaml.safe_load((CHART / "values.yaml").read_text())["image"]
     assert image["repository"] == "ghcr.io/fgentic/fgentic-governance" and not image["tag"]
     assert f"ghcr.io/fgentic/fgentic-governance:{chart['appVersion']}" in \

@@ -53,17 +53,20 @@ class Release:
     def install(self, chart: Path = CHART, **overrides: Any) -> None:
         self._apply("install", chart, overrides)
 
-    def upgrade(self, chart: Path = CHART, **overrides: Any) -> None:
-        self._apply("upgrade", chart, overrides)
+    def upgrade(self, chart: Path = CHART, *flags: str, **overrides: Any) -> None:
+        """``helm upgrade`` with the release's values, ``overrides`` and ``flags`` (this
+        upgrade only)."""
+        self._apply("upgrade", chart, overrides, flags)
 
-    def _apply(self, verb: str, chart: Path, overrides: Mapping[str, Any]) -> None:
+    def _apply(self, verb: str, chart: Path, overrides: Mapping[str, Any],
+               flags: Sequence[str] = ()) -> None:
         values = merge_values(self.values, overrides)
         path = Path(self.cluster.workdir) / f"values-{len(self.history)}.yaml"
         path.write_text(yaml.safe_dump(values))
         try:
             self.helm(verb, self.name, str(chart), "--namespace", self.namespace,
                       "--create-namespace", "--values", str(path), "--wait", "--timeout",
-                      "240s")
+                      "240s", *flags)
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}\n{self.diagnostics()}") from None
         self.history.append(verb)

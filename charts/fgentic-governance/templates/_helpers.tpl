@@ -8,7 +8,13 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 {{- define "fg.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
 {{- define "fg.webhookService" -}}{{ .Release.Name }}-webhook{{- end -}}
-{{- define "fg.tlsSecret" -}}{{ .Values.webhook.tls.secretName | default (printf "%s-webhook-tls" .Release.Name) }}{{- end -}}
+{{- /* The webhook's TLS Secret. The generate mode's (Helm's own) has a name of its own: the
+bootstrap webhook and cert-manager create theirs at run time, and Helm refuses to adopt an
+object it did not create, so a shared name broke `helm upgrade` from those modes (issue 37). */ -}}
+{{- define "fg.tlsSecret" -}}
+{{- $suffix := ternary "webhook-tls-generated" "webhook-tls" (eq .Values.webhook.tls.mode "generate") }}
+{{- .Values.webhook.tls.secretName | default (printf "%s-%s" .Release.Name $suffix) }}
+{{- end -}}
 {{- define "fg.memoryApi" -}}{{ .Release.Name }}-memory-api{{- end -}}
 {{- define "fg.memoryApiUrl" -}}{{ .Values.memoryApi.url | default (printf "http://%s.%s.svc:%v" (include "fg.memoryApi" .) .Release.Namespace .Values.memoryApi.port) }}{{- end -}}
 {{- /* The two Pod hooks of the memory routing (render.py _pod_webhooks): kagent's Agent Pods

@@ -24,7 +24,7 @@ from fgentic_governance.serving.process import add_serving_flags
 
 # The generators' outputs, relative to the working directory (a checkout's root): the product
 # knows nothing of where it was built from.
-CRD_DIRS = (Path("crds"), Path("charts/fgentic-governance/crds"))
+CRD_DIRS = (Path("crds"), Path("charts/fgentic-governance/files/crds"))
 SCHEMA_DIR = Path("schemas")
 
 
@@ -178,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     crds = sub.add_parser("crds", help="generate crds/ and schemas/ from the models, or --check")
     crds.add_argument("--check", action="store_true", help="fail if committed YAML differs")
     crds.add_argument("--output", action="append", metavar="DIR",
-                      help="CRD directory (repeatable; default: crds/ and the chart's crds/)")
+                      help="CRD directory (repeatable; default: crds/ and the chart's files/crds/)")
     crds.add_argument("--schema-dir", type=Path,
                       help="directory of the contract's JSON Schemas (default: schemas/, "
                            "none with --output)")
