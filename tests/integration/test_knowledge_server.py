@@ -377,6 +377,21 @@ async def test_readiness_follows_the_embeddings_endpoint(
         await embeddings.start(port)
 
 
+async def test_a_store_down_at_start_up_is_not_ready_and_says_why(
+    embeddings: QueryEmbeddings, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Issue 37: the corpus database unreachable at start-up is no start-up error (it can come
+    back): the server runs, is not ready, and its log says why from the first probe on."""
+    async with retrieval_server(tmp_path_factory.mktemp("store-down"),
+                                "postgresql://fgentic@127.0.0.1:1/none", embeddings.url,
+                                agent=f"{AGENT.namespace}/{AGENT.name}") as running:
+        deadline = time.monotonic() + 20
+        while "readiness " not in running.log_text() and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+        assert "readiness STORE_UNAVAILABLE" in running.log_text()
+        assert running.get("/readyz")[0] == 503 and running.get("/healthz")[0] == 200
+
+
 async def test_the_server_takes_its_binding_from_the_rendered_configuration(
     postgres: LocalPostgres, embeddings: QueryEmbeddings, http: ClientSession,
     tmp_path_factory: pytest.TempPathFactory,

@@ -26,7 +26,7 @@ from cryptography.x509.oid import NameOID
 
 from fgentic_governance.cli import main, version
 from fgentic_governance.cli.errors import InputError
-from fgentic_governance.cli.inputs import https_url
+from fgentic_governance.cli.inputs import http_url, https_url
 
 SECRET = "s3cret-password-in-a-file"
 """Written into the DSN and kubeconfig files: it must never reach the output."""
@@ -201,6 +201,26 @@ CASES: dict[str, Case] = {
                                 "webhook: --audit-lease audit: expected NAMESPACE/NAME"),
     "projector-config": Case(("projector", "--config", "absent.yaml"),
                              "projector: --config absent.yaml: no such file"),
+    # Issue 37: a command's own refusal carries the prefix too
+    "offboard-invalid-spec": Case(("offboard", "alice"),
+                                  "offboard: INVALID_SPEC: a complete MXID"),
+    "model-routes-refused": Case(("render", "memory-model-routes", "--agent", "alice",
+                                  "--upstream", "kagent:8083"),
+                                 "render memory-model-routes: refused: --agent must be "
+                                 "NAMESPACE/NAME"),
+}
+OUTAGES: dict[str, Case] = {
+    # Issue 37: the store unreachable ("dsn" names a closed port) is an outage, exit 1 as for
+    # the API server, never 2 (which says the input must change); the line has the prefix.
+    "memory-status": Case((*STATUS, "dsn", "--no-kube"),
+                          "memory status: refused: STORE_UNAVAILABLE", code=1),
+    "memory-list-scopes": Case(("memory", "list-scopes", "--store-dsn-file", "dsn"),
+                               "memory list-scopes: refused: STORE_UNAVAILABLE", code=1),
+    "memory-erase-scope": Case(("memory", "erase-scope", "team-a/alice", "--store-dsn-file",
+                                "dsn", "--no-kube"),
+                               "memory erase-scope: refused: STORE_UNAVAILABLE", code=1),
+    "corpus-stats": Case(("corpus", "stats", "--store-dsn-file", "dsn"),
+                         "corpus stats: the corpus database is unavailable (", code=1),
 }
 SUBPROCESS_ONLY: dict[str, Case] = {
     # These reach a server's own start-up (logging, event loop): not run in the test process.
@@ -213,6 +233,19 @@ SUBPROCESS_ONLY: dict[str, Case] = {
                                      "--store-dsn-file", "dsn", "--embeddings-url", "http://e",
                                      "--embeddings-model", "m"),
                                     "retrieval-server: --config: "),
+    # Issue 37: a retrieval server whose embeddings endpoint it could never call does not
+    # start (before, it listened and never became ready; a subprocess bounds that here).
+    "embeddings-ftp": Case(("retrieval-server", "--agent", "team-a/docs", "--tool", "search",
+                            "--store-dsn-file", "dsn", "--embeddings-url",
+                            "ftp://embeddings.example/v1", "--embeddings-model", "m",
+                            "--port", "0"),
+                           "retrieval-server: --embeddings-url: the scheme is ftp, not http "
+                           "or https"),
+    "embeddings-no-scheme": Case(("retrieval-server", "--agent", "team-a/docs", "--tool", "s",
+                                  "--store-dsn-file", "dsn", "--embeddings-url",
+                                  "//embeddings.example/v1", "--embeddings-model", "m",
+                                  "--port", "0"),
+                                 "retrieval-server: --embeddings-url: no scheme"),
 }
 
 
@@ -262,6 +295,35 @@ def test_as_a_subprocess(name: str, files: Path) -> None:
                           cwd=files, env=_env(files), capture_output=True, text=True,
                           timeout=60, check=False)
     _check(case, done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("name", list(OUTAGES))
+def test_an_unreachable_store_is_an_outage_not_unusable_input(
+        name: str, offline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    case = OUTAGES[name]
+    code = main(list(case.argv))
+    captured = capsys.readouterr()
+    assert (code, captured.out) == (case.code, ""), captured.err
+    assert "Traceback" not in captured.err and SECRET not in captured.err
+    assert len(captured.err.splitlines()) == 1, captured.err
+    assert captured.err.startswith(f"fgentic-governance {case.says}"), captured.err
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("ftp://h/v1", "the scheme is ftp"), ("file:///etc/passwd", "the scheme is file"),
+    ("h:8080/v1", "the scheme is h"), ("//h/v1", "no scheme"), ("", "no scheme"),
+    ("http:///v1", "no host"), ("http://h:99999/v1", "not a URL"),
+])
+def test_embeddings_urls_are_http_or_https_with_a_host(url: str, says: str) -> None:
+    with pytest.raises(InputError, match=says) as refused:
+        http_url(url, "--embeddings-url")
+    assert str(refused.value).startswith("--embeddings-url: ")
+
+
+@pytest.mark.parametrize("url", ["http://gateway:4001/v1/embeddings", "HTTPS://h/v1",
+                                 "https://[::1]:8443/v1?api-version=1"])
+def test_http_and_https_embeddings_urls_are_accepted(url: str) -> None:
+    assert http_url(url, "--embeddings-url") == url
 
 
 def test_a_valid_webhook_config_still_renders(

@@ -126,6 +126,7 @@ def _memory_api(args: argparse.Namespace) -> int:
 def _retrieval_server(args: argparse.Namespace) -> int:
     from fgentic_governance.knowledge.server import run_retrieval_server
 
+    inputs.http_url(args.embeddings_url, "--embeddings-url")  # before it listens
     return int(run_retrieval_server(args))
 
 

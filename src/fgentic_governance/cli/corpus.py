@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from fgentic_governance.cli import inputs
-from fgentic_governance.cli.errors import EXIT_FAILED
+from fgentic_governance.cli.errors import EXIT_FAILED, fail
 
 if TYPE_CHECKING:
     import asyncpg
@@ -84,9 +84,10 @@ class StrictRefusal(Exception):
     """A row refused while a --strict load was writing: the load's transaction rolls back."""
 
 
-def _fail(message: str) -> int:
-    print(f"corpus: {message}", file=sys.stderr)
-    return 1
+def _fail(args: argparse.Namespace, message: str) -> int:
+    """``fgentic-governance corpus load: <message>``; exit 1, for an input file it cannot use
+    too (docs/cli.md: corpus's 2 means some rows were refused)."""
+    return fail(args, message, EXIT_FAILED)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
@@ -186,7 +187,7 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
         existing = await corpus.table_dimensions(conn)
         dimensions = args.dimensions or existing or corpus.EMBEDDING_DIMENSIONS
         if existing is not None and existing != dimensions:
-            _fail(f"the corpus has {existing} dimensions, not {dimensions}")
+            _fail(args, f"the corpus has {existing} dimensions, not {dimensions}")
             return REPORTED
         if args.strict and await _refused_any(conn, args, dimensions):
             return REPORTED
@@ -204,11 +205,11 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
         if args.strict:
             outcome.loaded = 0  # rolled back
         progress.show(outcome.loaded, len(outcome.refused), final=True)
-        return _fail(f"the embeddings endpoint failed after {outcome.loaded} chunks were "
+        return _fail(args, f"the embeddings endpoint failed after {outcome.loaded} chunks were "
                      "loaded; run the same command again to continue (the load is idempotent)")
     except StrictRefusal:  # rolled back: only the refusals, no counts of a partial read
         _print_refusals(outcome)
-        _fail("--strict: nothing loaded")
+        _fail(args, "--strict: nothing loaded")
         return REPORTED
     finally:
         await session.close()
@@ -283,7 +284,7 @@ async def _refused_any(conn: asyncpg.Connection, args: argparse.Namespace,
     await _other_sources(conn, batch, checked, args)
     if checked.refused:
         _report(checked)
-        _fail("--strict: nothing loaded")
+        _fail(args, "--strict: nothing loaded")
     return bool(checked.refused)
 
 
@@ -329,16 +330,16 @@ def _unusable(args: argparse.Namespace) -> str | None:
 def run_load(args: argparse.Namespace) -> int:
     problem = _unusable(args)
     if problem is not None:
-        return _fail(problem)
+        return _fail(args, problem)
     outcome = Outcome()
     progress = Progress(_count(args.file), sys.stderr)
     try:
         code = asyncio.run(_load(args, outcome, progress))
     except (OSError, TimeoutError) as exc:
-        return _fail(f"the corpus database is unavailable ({type(exc).__name__})")
+        return _fail(args, f"the corpus database is unavailable ({type(exc).__name__})")
     except Exception as exc:  # asyncpg's errors: the class only, never its text
         if type(exc).__module__.startswith("asyncpg"):
-            return _fail(f"the corpus database refused the load ({type(exc).__name__})")
+            return _fail(args, f"the corpus database refused the load ({type(exc).__name__})")
         raise
     if code == REPORTED:
         return 1
@@ -366,11 +367,11 @@ async def _stats(dsn: str) -> dict[str, object]:
 
 def run_stats(args: argparse.Namespace) -> int:
     if not args.store_dsn_file.is_file():
-        return _fail(f"{args.store_dsn_file}: no such file")
+        return _fail(args, f"{args.store_dsn_file}: no such file")
     try:
         found = asyncio.run(_stats(inputs.dsn(args.store_dsn_file)))
     except (OSError, TimeoutError) as exc:
-        return _fail(f"the corpus database is unavailable ({type(exc).__name__})")
+        return _fail(args, f"the corpus database is unavailable ({type(exc).__name__})")
     if args.json:
         print(json.dumps(found, sort_keys=True))
         return 0

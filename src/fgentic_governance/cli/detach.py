@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -33,7 +32,7 @@ from typing import Any, cast
 from fgentic_governance.api.common import FINALIZER, GROUP, VERSION
 from fgentic_governance.api.registry import KINDS
 from fgentic_governance.cli import inputs
-from fgentic_governance.cli.errors import InputError
+from fgentic_governance.cli.errors import InputError, fail
 from fgentic_governance.retrieval.render.names import RENDERED_KINDS
 from fgentic_governance.retrieval.render.ownership import RENDERED_SELECTOR, rendered_by
 
@@ -61,9 +60,8 @@ def run_detach(args: argparse.Namespace) -> int:
             raise InputError(f"{flag} must be NAMESPACE/NAME")
     api = inputs.kube_client(args.kubeconfig)
     if args.operator_deployment and not _stop_operator(api, args.operator_deployment):
-        print(f"refused: the operator did not stop within {OPERATOR_GONE_SECONDS:.0f}s; "
-              "nothing detached", file=sys.stderr)
-        return 1
+        return fail(args, f"refused: the operator did not stop within "
+                          f"{OPERATOR_GONE_SECONDS:.0f}s; nothing detached")
     fenced = 0
     if args.store_dsn_file:
         from fgentic_governance.memory import StoreRefusal
@@ -71,8 +69,7 @@ def run_detach(args: argparse.Namespace) -> int:
             fenced = asyncio.run(_fence_all(args.store_dsn_file))
         except (StoreRefusal, OSError) as exc:
             code = getattr(getattr(exc, "reason", None), "value", "STORE_UNAVAILABLE")
-            print(f"refused: {code}; nothing detached", file=sys.stderr)
-            return 1
+            return fail(args, f"refused: {code}; nothing detached")
     released = _release_finalizers(api)
     removed = _remove_rendered(api)
     if args.operator_lease:

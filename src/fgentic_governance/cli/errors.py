@@ -21,7 +21,8 @@ from types import TracebackType
 from typing import Final
 
 EXIT_FAILED: Final = 1
-"""The command ran and failed (the cluster or store unavailable, an erasure not verified)."""
+"""The command ran and failed (the cluster or store unavailable, an erasure not verified): an
+outage is never 2, which says the input must change."""
 EXIT_UNUSABLE: Final = 2
 """The input cannot be used: nothing was done."""
 SUBCOMMANDS: Final = ("target", "action", "corpus_command")
@@ -56,6 +57,13 @@ def named(dest: str, path: Path | str) -> str:
 
 def report(command: str, message: str) -> None:
     print(f"fgentic-governance {command}: {message}", file=sys.stderr)
+
+
+def fail(args: argparse.Namespace, message: str, code: int = EXIT_FAILED) -> int:
+    """A command's own failure or refusal as its one line, prefixed like every other
+    (``fgentic-governance memory status: refused: SCOPE_MISSING``); returns ``code``."""
+    report(command_name(args), message)
+    return code
 
 
 def run(command: Callable[[], int], args: argparse.Namespace) -> int:

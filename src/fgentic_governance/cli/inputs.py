@@ -164,6 +164,24 @@ def https_url(url: str, option: str = "--url") -> str:
     return url
 
 
+def http_url(url: str, option: str) -> str:
+    """An ``http://`` or ``https://`` URL with a host (an embeddings endpoint): anything else
+    would start a server that can never answer. The URL is not echoed (it could carry a
+    password)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not one)
+    except ValueError:
+        raise InputError(f"{option}: not a URL; give http(s)://HOST[:PORT]/PATH") from None
+    if parts.scheme.lower() not in {"http", "https"}:
+        scheme = f"the scheme is {parts.scheme}" if parts.scheme else "no scheme"
+        raise InputError(f"{option}: {scheme}, not http or https; give "
+                         "http(s)://HOST[:PORT]/PATH")
+    if not parts.hostname:
+        raise InputError(f"{option}: no host; give http(s)://HOST[:PORT]/PATH")
+    return url
+
+
 def pem_certificates(path: Path, dest: str) -> bytes:
     """A file of one or more PEM certificates (and no private key): its bytes."""
     from cryptography import x509

@@ -8,7 +8,9 @@ reachable (``--no-kube`` skips it); the store alone answers everything else.
 
 A DSN file that is missing, unreadable or holds no PostgreSQL URI, and a ``--kubeconfig`` that
 cannot be loaded, are input errors (exit 2, one line naming the flag; ``cli.errors``), told
-apart from the store refusing (``refused: <CODE>``); nothing is read or erased then.
+apart from the store refusing (``refused: <CODE>``, exit 2); nothing is read or erased then.
+The store unreachable or busy (``refused: STORE_UNAVAILABLE``, ``STORE_LOCK_TIMEOUT``) is an
+outage, not input to change: exit 1. Every such line starts ``fgentic-governance memory <action>:``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import argparse
 import asyncio
 import json
 import re
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fgentic_governance.api.common import DNS1123_LABEL
 from fgentic_governance.cli import inputs
+from fgentic_governance.cli.errors import fail
 from fgentic_governance.reasons import Reason
 
 if TYPE_CHECKING:  # Imported when a command runs: building the CLI parser stays light.
@@ -37,6 +39,8 @@ if TYPE_CHECKING:  # Imported when a command runs: building the CLI parser stays
 _LABEL = DNS1123_LABEL.strip("^$")
 _SCOPE_KEY = re.compile(rf"^{_LABEL}/{_LABEL}$")
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+OUTAGES = frozenset({Reason.STORE_UNAVAILABLE, Reason.STORE_LOCK_TIMEOUT})
+"""The store down or busy: the same command may succeed later (exit 1, not 2)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,9 +78,9 @@ def run_memory(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(main())
     except StoreRefusal as refusal:
-        return _refused(refusal.reason.value)
+        return _refused(args, refusal.reason)
     except OSError:
-        return _refused(Reason.STORE_UNAVAILABLE.value)
+        return _refused(args, Reason.STORE_UNAVAILABLE)
 
 
 @asynccontextmanager
@@ -95,9 +99,9 @@ async def store_from_file(dsn_file: Path) -> AsyncIterator[MemoryStore]:
         await pool.close()
 
 
-def _refused(code: str) -> int:
-    print(f"refused: {code}", file=sys.stderr)
-    return EXIT_REFUSED
+def _refused(args: argparse.Namespace, reason: Reason) -> int:
+    return fail(args, f"refused: {reason.value}",
+                EXIT_FAILED if reason in OUTAGES else EXIT_REFUSED)
 
 
 def _emit(args: argparse.Namespace, fields: dict[str, Any]) -> None:
@@ -140,7 +144,7 @@ async def _status(args: argparse.Namespace, store: MemoryStore,
                   directory: KubeDirectory | None) -> int:
     key = _scope_key(args.scope)
     if key is None:
-        return _refused(Reason.INVALID_SPEC.value)
+        return _refused(args, Reason.INVALID_SPEC)
     state = await store.scope_state(args.scope)
     fields = _state_fields(state)
     fields["hardExpiry"] = _iso(await store.latest_expiry(args.scope))
@@ -185,7 +189,7 @@ async def _erase_scope(args: argparse.Namespace, store: MemoryStore,
                        directory: KubeDirectory | None) -> int:
     key = _scope_key(args.scope)
     if key is None:
-        return _refused(Reason.INVALID_SPEC.value)
+        return _refused(args, Reason.INVALID_SPEC)
     receipt = await store.erase_scope(args.scope)
     recorded = await _record(directory, key, receipt)
     _emit(args, {"receipt": receipt.id, "kind": receipt.kind.value,

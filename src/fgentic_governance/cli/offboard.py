@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import sys
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from fgentic_governance.api.common import GROUP, VERSION, OriginKind, Principal
 from fgentic_governance.api.registry import PRINCIPAL_OFFBOARDING
 from fgentic_governance.cli import inputs
+from fgentic_governance.cli.errors import EXIT_UNUSABLE, fail
 
 
 def object_name(principal: Principal) -> str:
@@ -35,9 +35,8 @@ def run_offboard(args: argparse.Namespace) -> int:
     try:
         principal = Principal(mxid=args.mxid, origin_kind=OriginKind(args.origin_kind))
     except ValueError:
-        print("INVALID_SPEC: a complete MXID and a known origin kind are required",
-              file=sys.stderr)
-        return 2
+        return fail(args, "INVALID_SPEC: a complete MXID and a known origin kind are required",
+                    EXIT_UNUSABLE)
     api = client.CustomObjectsApi(inputs.kube_client(args.kubeconfig))
     name = object_name(principal)
     try:
@@ -46,14 +45,13 @@ def run_offboard(args: argparse.Namespace) -> int:
         print(f"principaloffboarding/{name} created")
     except ApiException as exc:
         if exc.status != 409:
-            print(f"create failed with status {exc.status}", file=sys.stderr)
-            return 1
+            return fail(args, f"create failed with status {exc.status}")
         print(f"principaloffboarding/{name} already exists")
-    return _wait(api, name, args.wait) if args.wait else 0
+    return _wait(api, name, args) if args.wait else 0
 
 
-def _wait(api: client.CustomObjectsApi, name: str, seconds: float) -> int:
-    deadline = time.monotonic() + seconds
+def _wait(api: client.CustomObjectsApi, name: str, args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.wait
     status: dict[str, Any] = {}
     while time.monotonic() < deadline:
         obj: Any = api.get_cluster_custom_object(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural, name)
@@ -62,6 +60,4 @@ def _wait(api: client.CustomObjectsApi, name: str, seconds: float) -> int:
             print(f"ReadyForDeactivation: {status.get('scopesErased', 0)} scope(s) erased")
             return 0
         time.sleep(0.5)
-    print(f"not ready: phase {status.get('phase')} reason {status.get('reasonCode')}",
-          file=sys.stderr)
-    return 1
+    return fail(args, f"not ready: phase {status.get('phase')} reason {status.get('reasonCode')}")

@@ -17,7 +17,7 @@ import yaml
 
 from fgentic_governance.admission.render import webhook_configuration
 from fgentic_governance.cli import inputs
-from fgentic_governance.cli.errors import InputError
+from fgentic_governance.cli.errors import EXIT_UNUSABLE, InputError, fail
 
 
 def run_render(args: argparse.Namespace) -> int:
@@ -31,8 +31,7 @@ def run_render(args: argparse.Namespace) -> int:
         return _retrieval_bindings(args)
     if args.target == "memory-model-routes":
         return _memory_model_routes(args)
-    print(f"unknown render target {args.target}", file=sys.stderr)
-    return 2
+    return fail(args, f"unknown render target {args.target}", EXIT_UNUSABLE)
 
 
 def _memory_model_routes(args: argparse.Namespace) -> int:
@@ -50,8 +49,7 @@ def _memory_model_routes(args: argparse.Namespace) -> int:
         doc = model_routes_config(agents, args.upstream, args.port,
                                   ModelLimit(args.per_minute, args.burst))
     except ModelRouteError as refused:
-        print(f"refused: {refused}", file=sys.stderr)
-        return 2
+        return fail(args, f"refused: {refused}", EXIT_UNUSABLE)
     yaml.safe_dump(doc, sys.stdout, sort_keys=False)
     return 0
 

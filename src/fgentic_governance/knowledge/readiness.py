@@ -61,12 +61,13 @@ class Readiness:
         return None
 
     async def watch(self) -> None:
+        first = True  # the first result is logged too: a store down at start-up says so
         while True:
             try:
                 problem = await self.probe()
             except Exception:  # a probe that fails another way: not ready, and keep watching
                 problem = KnowledgeReason.STORE_UNAVAILABLE
-            if problem != self.problem:
+            if first or problem != self.problem:
                 log.info("readiness %s", "ready" if problem is None else problem.value)
-                self.problem = problem
+                self.problem, first = problem, False
             await asyncio.sleep(PROBE_SECONDS)
