@@ -13,11 +13,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 import yaml
 
+from fgentic_devenv.controlplane import KubectlError
+from fgentic_devenv.node import LocalCluster
 from fgentic_devenv.paths import repo_root
+from fgentic_governance.api.common import MANAGED_BY
 from fgentic_governance.memory import MemoryStore
+from fgentic_governance.retrieval.render.names import BINDING_LABEL
 from fgentic_governance.serving.tls import CertificateAuthority
 from tests.support.cluster import (
     Release,
@@ -178,7 +183,21 @@ def test_uninstall_fences_memory_and_leaves_nothing_stuck(
     scopes = json.loads(cluster.kubectl("get", "memoryscopes", "-A", "-o", "json"))["items"]
     assert any("governance.fgentic.dev/finalizer" in (o["metadata"].get("finalizers") or [])
                for o in scopes)
+    # The example binding's objects, in its proxy and retrieval namespaces (issue 37 §2: 14 of
+    # them outlived the uninstall), and what the processes made at run time, labelled as ours.
+    wait_for(lambda: _rendered_namespaces(cluster) >= {"agentgateway-system",
+                                                       "fgentic-retrieval"},
+             "the example binding's objects")
+    runtime = cluster.kubectl("get", "secrets,leases", "-n", release.namespace, "-l", OURS,
+                              "-o", "name").split()
+    assert {f"secret/{release.name}-webhook-tls",
+            f"lease.coordination.k8s.io/{release.name}-operator"} <= set(runtime), runtime
     release.uninstall()
+    # detach removed what every binding rendered, in every namespace; the bindings stay.
+    assert not _ours_anywhere(cluster, BINDING_LABEL)
+    assert json.loads(cluster.kubectl("get", "retrievalbindings", "-A", "-o", "json"))["items"]
+    assert f"{release.name}-operator" not in cluster.kubectl(
+        "get", "leases", "-n", release.namespace, "-o", "name")
     # The pre-delete hook ran `detach`: finalizers released, every scope fenced in the store.
     for obj in json.loads(cluster.kubectl("get", "memoryscopes", "-A", "-o", "json"))["items"]:
         assert "governance.fgentic.dev/finalizer" not in (obj["metadata"].get("finalizers")
@@ -202,3 +221,60 @@ def test_uninstall_fences_memory_and_leaves_nothing_stuck(
         assert f"/{release.name}-" not in names and f"/{release.name}\n" not in names, names
     cluster.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=90s", timeout=120)
     assert "not found" in kubectl_result(cluster, "get", "namespace", NS).stderr
+
+
+OURS = f"{MANAGED_BY[0]}={MANAGED_BY[1]}"
+
+
+def _ours_anywhere(cluster: LocalCluster, selector: str) -> list[str]:
+    """Every object matching ``selector``, of every kind the API server's discovery lists,
+    namespaced (in any namespace) or cluster-scoped."""
+    kinds = cluster.kubectl("api-resources", "--verbs=list", "-o", "name").split()
+    return cluster.kubectl("get", ",".join(kinds), "-A", "-l", selector, "-o", "name",
+                           "--ignore-not-found", timeout=180).split()
+
+
+def _rendered_namespaces(cluster: LocalCluster) -> set[str]:
+    found = json.loads(cluster.kubectl("get", "networkpolicies,configmaps", "-A", "-l",
+                                       f"{BINDING_LABEL},{OURS}", "-o", "json"))["items"]
+    return {o["metadata"]["namespace"] for o in found}
+
+
+def test_the_documented_removal_leaves_nothing_labelled_as_ours(
+        release: Release, host_dsn: str) -> None:
+    """Issue 37 §2: after the uninstall, docs/install.md's removal block as written: nothing
+    our processes made (managed-by) nor anything of the release (instance) in any namespace
+    or cluster-wide, and neither the schema nor its roles in the store."""
+    cluster = release.cluster
+    for argv in _documented("remove"):
+        if argv[0] == "kubectl":
+            _documented_kubectl(cluster, argv[1:])
+        elif argv[0] == "psql":
+            assert argv[1:3] == ["$dsn", "-c"], argv
+            asyncio.run(_sql(host_dsn, argv[3]))
+        else:  # erase-scope names a scope to erase; this store's fencing was checked above
+            assert argv[:3] == ["fgentic-governance", "memory", "erase-scope"], argv
+    assert not _ours_anywhere(cluster, OURS)
+    assert not _ours_anywhere(cluster, f"app.kubernetes.io/instance={release.name}")
+    roles = asyncio.run(_sql(host_dsn, "SELECT rolname FROM pg_roles WHERE rolname LIKE "
+                                       "'fgentic%' UNION SELECT nspname FROM pg_namespace "
+                                       "WHERE nspname LIKE 'fgentic%'"))
+    assert roles == [], roles
+
+
+def _documented_kubectl(cluster: LocalCluster, args: list[str]) -> None:
+    """One kubectl line of the block; crds/ is the repository's. A kind this node does not
+    serve (the PolicyReport CRD is optional) has nothing to delete."""
+    try:
+        cluster.kubectl(*(str(repo_root() / a) if a == "crds/" else a for a in args),
+                        timeout=180)
+    except KubectlError as exc:
+        assert "doesn't have a resource type" in exc.stderr, exc
+
+
+async def _sql(dsn: str, statement: str) -> list[str]:
+    connection = await asyncpg.connect(dsn)
+    try:
+        return [str(row[0]) for row in await connection.fetch(statement)]
+    finally:
+        await connection.close()
