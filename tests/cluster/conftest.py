@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fgentic_devenv.binaries import upstream_crds
+from fgentic_devenv.binaries import upstream_dir
 from fgentic_devenv.node import BRIDGE_ADDRESS, POD_CIDR, LocalCluster, leftovers
 from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
 from tests.support import install_doc
@@ -43,7 +43,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory,
     workdir = tmp_path_factory.mktemp("cluster")
     node = LocalCluster(workdir, images=[image[0]])
     with node:
-        node.cp.install_crds(upstream_crds())
+        # docs/install.md's prerequisites block, as written (kubectl apply --server-side of
+        # kagent's, Gateway API's and agentgateway's CRDs): the page cannot drift from the tier.
+        install_doc.apply_prerequisites(node.kubectl, upstream_dir())
         yield node
     left = leftovers(workdir)
     assert not left, f"the cluster left these behind: {left}"
@@ -100,6 +102,7 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
     # address, pinned Service addresses (no cluster DNS here), the stand-in controller and
     # provider routes, and the tier's own Agent namespace.
     documented = install_doc.documented_install(store_port=cluster_postgres.port)
+    on_node = install_doc.values_of(install_doc.documented_node_flags())
     named = install_doc.secrets_named(documented)
     # docs/install.md, "The memory API's own login": made before the install here, on a store
     # migrated first (the operator's migration then finds it current). The memory API is not
@@ -121,16 +124,15 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
          "metadata": {"name": MEMORY_API_SECRET, "namespace": NAMESPACE},
          "stringData": {"dsn": api_dsn}},
     ])
+    # docs/install.md's single-node flags, as written: this node's addresses.
+    assert on_node["webhook"]["networkPolicy"]["apiServerSources"] == [
+        {"ipBlock": {"cidr": f"{BRIDGE_ADDRESS}/32"}}]
+    assert on_node["memoryApi"]["service"]["clusterIP"] == MEMORY_API_IP
     node = {
-        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
-        # The API server runs on the host and reaches pods from the bridge address.
-        "webhook": {"networkPolicy": {"apiServerSources": [
-            {"ipBlock": {"cidr": f"{BRIDGE_ADDRESS}/32"}}]}},
+        "image": {"repository": repository, "tag": tag},
         # kagent's controller is a stand-in Service in namespace kagent
         # (test_memory_routing.py); the governed provider routes go to the same echo.
-        "memoryApi": {"url": f"http://{MEMORY_API_IP}:8083",
-                      "service": {"clusterIP": MEMORY_API_IP},
-                      "controllerUrl": f"http://{CONTROLLER_IP}:8083",
+        "memoryApi": {"controllerUrl": f"http://{CONTROLLER_IP}:8083",
                       "embeddingsUpstream": f"http://{CONTROLLER_IP}:8083/v1/embeddings",
                       "modelUpstream": f"http://{CONTROLLER_IP}:8083/v1/chat/completions",
                       "networkPolicy": {"embeddingsPort": 8083, "embeddingsPeers": KAGENT_PEERS,
@@ -138,7 +140,7 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
                       "agentNamespaces": [AGENT_NAMESPACE],
                       "dsnSecret": {"name": MEMORY_API_SECRET}},
     }
-    values = merge_values(install_doc.values_of(documented), node)
+    values = merge_values(merge_values(install_doc.values_of(documented), on_node), node)
     assert values["localHomeserver"] == LOCAL_HOMESERVER
     assert values["memoryApi"]["networkPolicy"]["storePort"] == cluster_postgres.port
     installed = Release(cluster, values)
