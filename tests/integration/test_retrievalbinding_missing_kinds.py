@@ -19,11 +19,10 @@ from fgentic_devenv.controlplane import LocalControlPlane
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import RETRIEVAL_BINDING
 from fgentic_governance.retrieval.render import names as n
-from tests.integration.test_retrievalbinding_operator import Env
 from tests.support import install_doc, processes
 from tests.support.kagent import eventually
 from tests.support.kube import project_crds, until_status
-from tests.support.render import JWKS
+from tests.support.render import JWKS, Env
 
 pytestmark = pytest.mark.integration
 PLURAL = RETRIEVAL_BINDING.plural

@@ -9,7 +9,6 @@ import asyncio
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,33 +25,10 @@ from fgentic_governance.retrieval.render import ownership
 from fgentic_governance.retrieval.render.binding import render
 from tests.support import processes
 from tests.support.objects import api_prefix, example, object_path, raw_request
-from tests.support.render import JWKS
+from tests.support.render import JWKS, Env
 
 pytestmark = pytest.mark.integration
 PLURAL = RETRIEVAL_BINDING.plural
-
-
-class Env:
-    """One test's namespaces: the binding and proxy in `ns`, retrieval pods in `retrieval`."""
-
-    def __init__(self) -> None:
-        suffix = uuid.uuid4().hex[:8]
-        self.ns = f"rbop-{suffix}"
-        self.retrieval = f"rbop-retrieval-{suffix}"
-        self.operator: subprocess.Popen[bytes] | None = None
-
-    def binding(self, name: str, **changes: Any) -> dict[str, Any]:
-        obj = example("RetrievalBinding")
-        obj["metadata"] = {"name": name, "namespace": self.ns}
-        spec = obj["spec"]
-        spec["agent"]["namespace"] = self.ns  # the Agent's pods get a NetworkPolicy there
-        spec["proxy"]["namespace"] = self.ns
-        spec["peers"]["embeddings"]["namespace"] = self.ns
-        spec["retrievalService"]["namespace"] = self.retrieval
-        spec["peers"]["database"]["namespace"] = self.retrieval
-        spec["peers"]["observability"] = []
-        spec.update(changes)
-        return obj
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import uuid
 from typing import Any
 
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
@@ -25,3 +27,26 @@ def binding(**changes: Any) -> tuple[str, str, RetrievalBindingSpec]:
 def rendered(**changes: Any) -> Rendered:
     namespace, name, spec = binding(**changes)
     return render(namespace, name, spec, jwks=JWKS)
+
+
+class Env:
+    """One test's namespaces: the binding and proxy in `ns`, retrieval pods in `retrieval`."""
+
+    def __init__(self) -> None:
+        suffix = uuid.uuid4().hex[:8]
+        self.ns = f"rbop-{suffix}"
+        self.retrieval = f"rbop-retrieval-{suffix}"
+        self.operator: subprocess.Popen[bytes] | None = None
+
+    def binding(self, name: str, **changes: Any) -> dict[str, Any]:
+        obj = example("RetrievalBinding")
+        obj["metadata"] = {"name": name, "namespace": self.ns}
+        spec = obj["spec"]
+        spec["agent"]["namespace"] = self.ns  # the Agent's pods get a NetworkPolicy there
+        spec["proxy"]["namespace"] = self.ns
+        spec["peers"]["embeddings"]["namespace"] = self.ns
+        spec["retrievalService"]["namespace"] = self.retrieval
+        spec["peers"]["database"]["namespace"] = self.retrieval
+        spec["peers"]["observability"] = []
+        spec.update(changes)
+        return obj
