@@ -195,5 +195,11 @@ def test_every_switch_installs_and_its_webhook_admits(
         release.uninstall()
         cluster.kubectl("delete", "--ignore-not-found", *[
             arg for path in CERT_MANAGER_CRDS for arg in ("-f", str(path))])
-        cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=false")
+        # Nothing of this release may outlive it: the tier's removal test then checks that
+        # nothing labelled ours remains and drops the store's roles, which are the server's,
+        # not a database's (this release's databases hold grants to them).
+        cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true",
+                        "--timeout=120s", timeout=150)
+        for database in (STORE_DB, CORPUS_DB):
+            asyncio.run(cluster_postgres.drop_database(database))
     print(f"switches: {time.monotonic() - started:.0f} s")
