@@ -179,6 +179,9 @@ def test_the_agents_pod_is_routed_to_the_memory_api(release: Release,
     # The proxies of an http memory API set empty (the API server omits an empty value).
     assert env == [{"name": "KAGENT_URL", "value": routed["governed"]},
                    {"name": "LOG_LEVEL", "value": "ERROR"},
+                   *({"name": n, "value": "false"} for n in (
+                       "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS", "TRACELOOP_TRACE_CONTENT",
+                       "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")),
                    *({"name": n} for n in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"))]
     assert pod["metadata"]["labels"]["fgentic.dev/memory-routed"] == "true"
     plain = routed["pods"]["plain-pod"]

@@ -389,11 +389,15 @@ ROUTED = {"fgentic.dev/memory-routed": "true"}
 # What kagent's controller renders: the Agent's deployment.env, then its own KAGENT_URL.
 RENDERED_ENV = [{"name": "KAGENT_URL", "value": "http://attacker.example:80"},
                 {"name": "TEAM", "value": "a"}, {"name": "KAGENT_URL", "value": CONTROLLER_URL}]
+TRACE_PINS = ("ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS", "TRACELOOP_TRACE_CONTENT",
+              "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
 PROXY_NAMES = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 GOVERNED_ENV = [{"name": "KAGENT_URL", "value": GOVERNED_URL},
-                {"name": "LOG_LEVEL", "value": "ERROR"}, *({"name": n} for n in PROXY_NAMES)]
+                {"name": "LOG_LEVEL", "value": "ERROR"},
+                *({"name": n, "value": "false"} for n in TRACE_PINS),
+                *({"name": n} for n in PROXY_NAMES)]
 """What a routed container sees, as the API server stores it (an empty value is omitted):
-the memory API, errors only, no proxy for an http URL."""
+the memory API, errors only, content-free traces, no proxy for an http URL."""
 
 
 @pytest.fixture

@@ -16,13 +16,16 @@ from fgentic_governance.admission.render import webhook_configuration
 from fgentic_governance.api.kagent import ROUTED_LABEL, memory_agent_of
 
 URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
-GOVERNED_NAMES = ["KAGENT_URL", "LOG_LEVEL", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
-                  "all_proxy"]
-"""What a routed container sees, set last: the memory API, errors only, no proxy for http."""
+TRACE_PINS = ["ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS", "TRACELOOP_TRACE_CONTENT",
+              "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"]
+GOVERNED_NAMES = ["KAGENT_URL", "LOG_LEVEL", *TRACE_PINS, "HTTP_PROXY", "http_proxy",
+                  "ALL_PROXY", "all_proxy"]
+"""What a routed container sees, set last: the memory API, errors only, content-free traces,
+no proxy for http."""
 
 
 def governed_env(url: str = URL) -> list[dict[str, str]]:
-    values = {"KAGENT_URL": url, "LOG_LEVEL": "ERROR"}
+    values = {"KAGENT_URL": url, "LOG_LEVEL": "ERROR", **dict.fromkeys(TRACE_PINS, "false")}
     return [{"name": name, "value": values.get(name, "")} for name in GOVERNED_NAMES]
 
 
@@ -64,7 +67,7 @@ def test_which_pods_are_routed(labels: dict[str, str], account: str | None,
 
 env_entries = st.lists(st.fixed_dictionaries({
     "name": st.sampled_from(["KAGENT_URL", "LOG_LEVEL", "HTTP_PROXY", "all_proxy", "TEAM",
-                             "X"]),
+                             "X", *TRACE_PINS]),
     "value": st.text(max_size=10)}), max_size=6)
 
 
@@ -181,8 +184,33 @@ def test_the_proxies_blanked_follow_the_memory_apis_scheme() -> None:
 
     assert pods.governed_env(URL) == governed_env()
     names = [e["name"] for e in pods.governed_env("https://memory.example:8443")]
-    assert names == ["KAGENT_URL", "LOG_LEVEL", "HTTPS_PROXY", "https_proxy", "ALL_PROXY",
-                     "all_proxy"]
+    assert names == ["KAGENT_URL", "LOG_LEVEL", *TRACE_PINS, "HTTPS_PROXY", "https_proxy",
+                     "ALL_PROXY", "all_proxy"]
+
+
+@pytest.mark.parametrize("pin", TRACE_PINS)
+def test_content_in_traces_is_pinned_off(pin: str) -> None:
+    """Issue 38 §3: with tracing on, google-adk and the traceloop instrumentations put facts,
+    queries and summaries in spans and log records unless these are exactly ``false``; the
+    mutation sets them last, and the check refuses any other effective value, as LOG_LEVEL."""
+    original = pod([{"name": pin, "value": "true"}, {"name": "TEAM", "value": "a"}])
+    patched = jsonpatch.apply_patch(copy.deepcopy(original), pod_patch(original, URL))
+    assert patched["spec"]["containers"][0]["env"] == [{"name": "TEAM", "value": "a"},
+                                                       *governed_env()]
+    for entry in ({"name": pin, "value": "true"}, {"name": pin, "value": ""},
+                  {"name": pin, "value": "False "}, {"name": pin, "value": "0"},
+                  {"name": pin, "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}):
+        leaky = routed_pod()  # A later duplicate wins; a reference is not the pinned value.
+        leaky["spec"]["containers"][0]["env"].append(entry)
+        assert where(pod_denials(leaky, URL)) == [
+            (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")], entry
+    unset = routed_pod()  # Not set in the Pod: envFrom, the image or kagent's controller could.
+    unset["spec"]["containers"][0]["env"] = [e for e in governed_env() if e["name"] != pin]
+    assert where(pod_denials(unset, URL)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")]
+    earlier = routed_pod()  # The near miss: an earlier entry is overridden by the pinned one.
+    earlier["spec"]["containers"][0]["env"].insert(0, {"name": pin, "value": "true"})
+    assert pod_denials(earlier, URL) == []
 
 
 def test_an_ephemeral_container_is_routed_or_refused() -> None:

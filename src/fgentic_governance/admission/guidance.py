@@ -26,8 +26,8 @@ GUIDANCE: Final = MappingProxyType({
         "create a demo MemoryScope for this Agent and wait until it shows StoreReady and "
         "ConsentGated",
     AdmissionCode.MEMORY_RUNTIME_UNGOVERNED:
-        "install the chart with memoryApi.enabled and keep the Pod's KAGENT_URL, LOG_LEVEL "
-        "and proxy variables as the webhook sets them",
+        "install the chart with memoryApi.enabled and keep the Pod's KAGENT_URL, LOG_LEVEL, "
+        "trace-content switches and proxy variables as the webhook sets them",
     AdmissionCode.MEMORY_ROUTING_BYPASS:
         "remove hostNetwork, hostAliases naming the memory API, custom dnsPolicy and "
         "dnsConfig from the routed Pod",

@@ -6,7 +6,8 @@ under the Agent's service account (``deployment.serviceAccountName``, else the A
 its controller appends its own ``KAGENT_URL`` after the Agent's ``deployment.env``, so only the
 Pod can be changed. A Pod of a memory-enabled Agent - by those labels, or by running under a
 memory-enabled Agent's account - gets ``KAGENT_URL`` = the memory API, ``LOG_LEVEL=ERROR``
-(the runtime's INFO and WARNING lines quote memory queries) and, empty, every proxy variable
+(the runtime's INFO and WARNING lines quote memory queries), ``CONTENT_FREE_TRACES`` (its
+traces would carry them) and, empty, every proxy variable
 that applies to the memory API's scheme (kagent-adk's controller client trusts the
 environment, so ``HTTP_PROXY`` would carry memory calls elsewhere; any other spelling of their
 names, ``Http_proxy``, is blanked too) in every container, each set exactly once and last: set
@@ -31,6 +32,18 @@ from fgentic_governance.api.kagent import ROUTED_LABEL
 KAGENT_URL: Final = "KAGENT_URL"
 LOG_LEVEL: Final = "LOG_LEVEL"
 GOVERNED_LOG_LEVEL: Final = "ERROR"
+CONTENT_FREE_TRACES: Final[Mapping[str, str]] = {
+    "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "false",
+    "TRACELOOP_TRACE_CONTENT": "false",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false",
+}
+"""With tracing or logging on (``OTEL_TRACING_ENABLED``, kagent's chart and controller pass
+it), google-adk puts prompts (prefetched facts), tool arguments and results (queries, saved
+facts) in span attributes unless the first is false or 0; the traceloop OpenAI, Anthropic
+and google-genai instrumentations put prompts, completions (summaries) and embedded text in
+spans and events unless the second is off (``false`` is off for all three parsers, an empty
+value is not); the third is GenAI semantic conventions' switch, which kagent's controller may
+copy in as true. Exactly ``false``, set last, wins over every other spelling."""
 CONTAINER_KINDS: Final = ("initContainers", "containers", "ephemeralContainers")
 PROXY_VARIABLES: Final[Mapping[str, tuple[str, ...]]] = {
     "http": ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"),
@@ -46,6 +59,7 @@ def governed_env(url: str) -> list[dict[str, str]]:
     """The variables a routed container must see, in the order they are set (last)."""
     proxies = PROXY_VARIABLES.get(urlsplit(url).scheme, PROXY_VARIABLES["http"])
     return [{"name": KAGENT_URL, "value": url}, {"name": LOG_LEVEL, "value": GOVERNED_LOG_LEVEL},
+            *({"name": name, "value": value} for name, value in CONTENT_FREE_TRACES.items()),
             *({"name": name, "value": ""} for name in proxies)]
 
 

@@ -38,7 +38,8 @@ class AdmissionCode(StrEnum):
     MEMORY_RUNTIME_UNGOVERNED = "MEMORY_RUNTIME_UNGOVERNED"
     """Memory is enabled but kagent's runtime would not reach memory through the governed
     memory API: the Pod routing is not installed or the API is not ready (an Agent), or a
-    Pod's KAGENT_URL, LOG_LEVEL or proxy variables are not the governed ones (a Pod)."""
+    Pod's KAGENT_URL, LOG_LEVEL, trace-content switches or proxy variables are not the
+    governed ones (a Pod)."""
     MEMORY_ROUTING_BYPASS = "MEMORY_ROUTING_BYPASS"
     """A routed Pod could reach memory around the routing: host network (outside every
     NetworkPolicy), or host aliases or DNS settings that can resolve the memory API's name to
