@@ -438,7 +438,8 @@ def test_a_pod_that_escaped_the_routing_is_refused(stack: dict[str, Any],
     stack["cp"].kubectl("delete", "mutatingwebhookconfiguration", name)
     try:
         good = GOVERNED_ENV
-        for env in (RENDERED_ENV, [good[0], {"name": "LOG_LEVEL", "value": "INFO"}, *good[2:]]):
+        for env in (RENDERED_ENV, [good[0], {"name": "LOG_LEVEL", "value": "INFO"}, *good[2:]],
+                    [*good, {"name": "TRACELOOP_TRACE_CONTENT", "value": "true"}]):
             verdict, _ = _create_pod(stack, _pod("escaped", env,
                                                  labels={**KAGENT_LABELS, **ROUTED}))
             assert "MEMORY_RUNTIME_UNGOVERNED at spec.containers[0].env" in verdict, verdict
