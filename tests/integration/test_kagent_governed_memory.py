@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import json
 import logging
@@ -26,17 +27,20 @@ import math
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import asyncpg
+import jsonpatch
 import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 
 from fgentic_devenv import free_port
 from fgentic_devenv.postgres import LocalPostgres
+from fgentic_governance.admission.pods import CONTENT_FREE_TRACES, pod_patch
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.kagent import app_name
 from fgentic_governance.api.memory import MemoryScopeSpec
@@ -54,6 +58,7 @@ from tests.support.kagent import (
     ChatStub,
     ControllerStub,
     EmbeddingStub,
+    OtlpReceiver,
     RunningAgent,
     Say,
     a2a_turn,
@@ -1048,3 +1053,79 @@ async def test_sessions_and_tasks_reach_the_controller_byte_for_byte(w: World) -
         assert twin.header("x-agent-name") == w.app
     assert [e.status for e in w.of(scope.subject, SAVE)] == [201]
     assert w.controller.memory_calls() == []
+
+
+# -- traces (issue 38 §3) ------------------------------------------------------------------------
+
+
+def routed_env(kagent_url: str, otel: dict[str, str]) -> dict[str, str]:
+    """What a routed container sees: ``otel`` as kagent's controller passes it (it copies its
+    own ``OTEL_*`` variables into every Agent Pod), then the mutating webhook's patch."""
+    pod = {"metadata": {"labels": {}}, "spec": {"containers": [
+        {"name": "kagent", "env": [{"name": k, "value": v} for k, v in otel.items()]}]}}
+    patched = jsonpatch.apply_patch(copy.deepcopy(pod), pod_patch(pod, kagent_url))
+    return {e["name"]: e.get("value", "") for e in patched["spec"]["containers"][0]["env"]}
+
+
+async def traced_session(w: World, workdir: Path, *, governed: bool
+                         ) -> tuple[bytes, tuple[str, ...], Scope, str]:
+    """A second runtime of the Agent (a second replica) with tracing and OTLP logs on, in the
+    environment the Pod routing gives it (``governed``) or without its trace switches; five
+    leased turns with a saved fact, a ``load_memory`` query and the automatic save's summary,
+    each carrying a sentinel. Returns every exported span and log record byte, the sentinels,
+    the scope and the A2A context."""
+    s_fact, s_query, s_summary = (f"sentinel-{kind}-{tag()}" for kind in ("fact", "query",
+                                                                          "summary"))
+    scope = await w.scope("trace")
+    async with OtlpReceiver() as otlp:
+        assert isinstance(otlp, OtlpReceiver)
+        # An operator's GenAI content opt-in on kagent's controller reaches every Agent Pod.
+        env = routed_env(w.tap.url, {
+            **otlp.env(), "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})
+        if not governed:
+            env = {k: v for k, v in env.items() if k not in CONTENT_FREE_TRACES}
+        runtime = await start_agent(workdir, kagent_url=env.pop("KAGENT_URL"), chat=w.chat,
+                                    embeddings=w.embeddings, token=w.token, namespace=w.ns,
+                                    agent=AGENT, log_level=env.pop("LOG_LEVEL"),
+                                    extra_env=env)
+        try:
+            w.chat.summary = [f"Trace works on {s_summary} this quarter."]
+            w.chat.script(CallTool("save_memory", {"content": f"The codename is {s_fact}."},
+                                   then="Saved."),
+                          CallTool("load_memory", {"query": f"codename {s_query}"},
+                                   then="Checked."))
+            context = uuid.uuid4().hex
+            for turn in range(1, 6):
+                if turn > 1:
+                    await w.next_turn(scope)
+                await a2a_turn(runtime.base_url, f"Turn {turn} of our chat.",
+                               user_id=scope.subject, context_id=context)
+            await eventually(lambda: w.of(scope.subject, BATCH), what="the automatic save")
+        finally:
+            await asyncio.to_thread(runtime.stop)  # SIGTERM: the SDK flushes at shutdown
+        return otlp.exported(), (s_fact, s_query, s_summary), scope, context
+
+
+async def test_traces_of_a_routed_runtime_carry_no_memory_content(
+        w: World, tmp_path: Path) -> None:
+    """Issue 38 §3: with tracing and OTLP logs on, the real runtime in the environment the
+    Pod routing produces exports no fact, query or summary through the memory API; the user
+    and the context still go out (docs/memory.md §14)."""
+    exported, sentinels, scope, context = await traced_session(w, tmp_path, governed=True)
+    # The content did pass through the runtime and the memory API.
+    assert [e.status for e in w.of(scope.subject, SAVE)] == [201]
+    assert w.searched(scope.subject, f"codename {sentinels[1]}")
+    assert [e.status for e in w.of(scope.subject, BATCH)] == [201]
+    stored = " ".join(r["content"] for r in await w.rows(user=scope.subject))
+    assert sentinels[0] in stored and sentinels[2] in stored
+    assert scope.subject.encode() in exported and context.encode() in exported
+    for sentinel in sentinels:
+        assert sentinel.encode() not in exported, f"{sentinel.split('-')[1]} exported"
+
+
+async def test_traces_without_the_routings_switches_carry_memory_content(
+        w: World, tmp_path: Path) -> None:
+    """The negative control: the same session, the Pod routing's trace switches left out."""
+    exported, sentinels, _, _ = await traced_session(w, tmp_path, governed=False)
+    for sentinel in sentinels:
+        assert sentinel.encode() in exported, f"{sentinel.split('-')[1]} not exported"

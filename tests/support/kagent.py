@@ -566,6 +566,33 @@ async def eventually(check: Callable[[], object], *, what: str, timeout: float =
         await asyncio.sleep(0.1)
 
 
+class OtlpReceiver(LoopbackServer):
+    """An OTLP/HTTP collector (http/protobuf, uncompressed, as the runtime is told to send):
+    every POST recorded and answered 200 with an empty protobuf message (an empty
+    ExportTraceServiceResponse / ExportLogsServiceResponse)."""
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/{tail:.*}", self._export)
+
+    async def _export(self, request: web.Request) -> web.Response:
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    def env(self) -> dict[str, str]:
+        """What points the runtime's tracing and GenAI log records here (kagent-core's
+        ``configure``: ``OTEL_TRACING_ENABLED``/``OTEL_LOGGING_ENABLED``, full endpoint URLs)
+        with a short batch delay; its processors flush the rest when it stops gracefully."""
+        return {"OTEL_TRACING_ENABLED": "true", "OTEL_LOGGING_ENABLED": "true",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": self.base_url + "/v1/traces",
+                "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": self.base_url + "/v1/logs",
+                "OTEL_EXPORTER_OTLP_COMPRESSION": "none", "OTEL_BSP_SCHEDULE_DELAY": "200",
+                "OTEL_BLRP_SCHEDULE_DELAY": "200"}
+
+    def exported(self, path: str | None = None) -> bytes:
+        """The bytes of every export (to ``path`` only, when given), in arrival order."""
+        return b"".join(r.body for r in self.requests if path is None or r.path == path)
+
+
 # -- A2A -------------------------------------------------------------------------------------
 
 
