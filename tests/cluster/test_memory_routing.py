@@ -182,7 +182,9 @@ def test_the_agents_pod_is_routed_to_the_memory_api(release: Release,
                    *({"name": n, "value": "false"} for n in (
                        "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS", "TRACELOOP_TRACE_CONTENT",
                        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")),
-                   *({"name": n} for n in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"))]
+                   *({"name": n} for n in (
+                       "KAGENT_CONFIG_JSON", "KAGENT_AGENT_CARD_JSON", "KAGENT_SRT_SETTINGS_JSON",
+                       "KAGENT_TOKEN", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"))]
     assert pod["metadata"]["labels"]["fgentic.dev/memory-routed"] == "true"
     plain = routed["pods"]["plain-pod"]
     assert "fgentic.dev/memory-routed" not in plain["metadata"].get("labels", {})

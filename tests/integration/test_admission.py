@@ -391,13 +391,16 @@ RENDERED_ENV = [{"name": "KAGENT_URL", "value": "http://attacker.example:80"},
                 {"name": "TEAM", "value": "a"}, {"name": "KAGENT_URL", "value": CONTROLLER_URL}]
 TRACE_PINS = ("ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS", "TRACELOOP_TRACE_CONTENT",
               "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+SUBSTRATE_PINS = ("KAGENT_CONFIG_JSON", "KAGENT_AGENT_CARD_JSON", "KAGENT_SRT_SETTINGS_JSON",
+                  "KAGENT_TOKEN")
 PROXY_NAMES = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 GOVERNED_ENV = [{"name": "KAGENT_URL", "value": GOVERNED_URL},
                 {"name": "LOG_LEVEL", "value": "ERROR"},
                 *({"name": n, "value": "false"} for n in TRACE_PINS),
-                *({"name": n} for n in PROXY_NAMES)]
+                *({"name": n} for n in (*SUBSTRATE_PINS, *PROXY_NAMES))]
 """What a routed container sees, as the API server stores it (an empty value is omitted):
-the memory API, errors only, content-free traces, no proxy for an http URL."""
+the memory API, errors only, content-free traces, no config or token from the env (kagent-adk
+0.10.4), no proxy for an http URL."""
 
 
 @pytest.fixture
@@ -439,7 +442,8 @@ def test_a_pod_that_escaped_the_routing_is_refused(stack: dict[str, Any],
     try:
         good = GOVERNED_ENV
         for env in (RENDERED_ENV, [good[0], {"name": "LOG_LEVEL", "value": "INFO"}, *good[2:]],
-                    [*good, {"name": "TRACELOOP_TRACE_CONTENT", "value": "true"}]):
+                    [*good, {"name": "TRACELOOP_TRACE_CONTENT", "value": "true"}],
+                    [*good, {"name": "KAGENT_TOKEN", "value": "another-workloads-token"}]):
             verdict, _ = _create_pod(stack, _pod("escaped", env,
                                                  labels={**KAGENT_LABELS, **ROUTED}))
             assert "MEMORY_RUNTIME_UNGOVERNED at spec.containers[0].env" in verdict, verdict

@@ -18,10 +18,12 @@ from fgentic_governance.api.kagent import ROUTED_LABEL, memory_agent_of
 URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
 TRACE_PINS = ["ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS", "TRACELOOP_TRACE_CONTENT",
               "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"]
-GOVERNED_NAMES = ["KAGENT_URL", "LOG_LEVEL", *TRACE_PINS, "HTTP_PROXY", "http_proxy",
-                  "ALL_PROXY", "all_proxy"]
+SUBSTRATE_PINS = ["KAGENT_CONFIG_JSON", "KAGENT_AGENT_CARD_JSON", "KAGENT_SRT_SETTINGS_JSON",
+                  "KAGENT_TOKEN"]
+GOVERNED_NAMES = ["KAGENT_URL", "LOG_LEVEL", *TRACE_PINS, *SUBSTRATE_PINS, "HTTP_PROXY",
+                  "http_proxy", "ALL_PROXY", "all_proxy"]
 """What a routed container sees, set last: the memory API, errors only, content-free traces,
-no proxy for http."""
+no config or token from the env (kagent-adk 0.10.4), no proxy for http."""
 
 
 def governed_env(url: str = URL) -> list[dict[str, str]]:
@@ -67,7 +69,7 @@ def test_which_pods_are_routed(labels: dict[str, str], account: str | None,
 
 env_entries = st.lists(st.fixed_dictionaries({
     "name": st.sampled_from(["KAGENT_URL", "LOG_LEVEL", "HTTP_PROXY", "all_proxy", "TEAM",
-                             "X", *TRACE_PINS]),
+                             "X", *TRACE_PINS, *SUBSTRATE_PINS]),
     "value": st.text(max_size=10)}), max_size=6)
 
 
@@ -184,8 +186,8 @@ def test_the_proxies_blanked_follow_the_memory_apis_scheme() -> None:
 
     assert pods.governed_env(URL) == governed_env()
     names = [e["name"] for e in pods.governed_env("https://memory.example:8443")]
-    assert names == ["KAGENT_URL", "LOG_LEVEL", *TRACE_PINS, "HTTPS_PROXY", "https_proxy",
-                     "ALL_PROXY", "all_proxy"]
+    assert names == ["KAGENT_URL", "LOG_LEVEL", *TRACE_PINS, *SUBSTRATE_PINS, "HTTPS_PROXY",
+                     "https_proxy", "ALL_PROXY", "all_proxy"]
 
 
 @pytest.mark.parametrize("pin", TRACE_PINS)
@@ -211,6 +213,28 @@ def test_content_in_traces_is_pinned_off(pin: str) -> None:
     earlier = routed_pod()  # The near miss: an earlier entry is overridden by the pinned one.
     earlier["spec"]["containers"][0]["env"].insert(0, {"name": pin, "value": "true"})
     assert pod_denials(earlier, URL) == []
+
+
+@pytest.mark.parametrize("pin", SUBSTRATE_PINS)
+def test_kagent_0_10_4s_config_and_token_inputs_are_pinned_empty(pin: str) -> None:
+    """Issue 38 §5: kagent-adk 0.10.4 writes each of these, when set, over its config.json,
+    agent card, sandbox settings or projected token before loading them; a routed Pod gets
+    them empty (last), and any other effective value, a reference included, is refused."""
+    value = '{"memory": {"embedding": {"base_url": "http://elsewhere/v1"}}}'
+    original = pod([{"name": pin, "value": value}, {"name": "TEAM", "value": "a"}])
+    patched = jsonpatch.apply_patch(copy.deepcopy(original), pod_patch(original, URL))
+    assert patched["spec"]["containers"][0]["env"] == [{"name": "TEAM", "value": "a"},
+                                                       *governed_env()]
+    for entry in ({"name": pin, "value": value}, {"name": pin, "value": " x"},
+                  {"name": pin, "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}):
+        leaky = routed_pod()
+        leaky["spec"]["containers"][0]["env"].append(entry)
+        assert where(pod_denials(leaky, URL)) == [
+            (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")], entry
+    unset = routed_pod()
+    unset["spec"]["containers"][0]["env"] = [e for e in governed_env() if e["name"] != pin]
+    assert where(pod_denials(unset, URL)) == [
+        (AdmissionCode.MEMORY_RUNTIME_UNGOVERNED, "spec.containers[0].env")]
 
 
 def test_an_ephemeral_container_is_routed_or_refused() -> None:

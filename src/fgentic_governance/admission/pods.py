@@ -7,7 +7,8 @@ its controller appends its own ``KAGENT_URL`` after the Agent's ``deployment.env
 Pod can be changed. A Pod of a memory-enabled Agent - by those labels, or by running under a
 memory-enabled Agent's account - gets ``KAGENT_URL`` = the memory API, ``LOG_LEVEL=ERROR``
 (the runtime's INFO and WARNING lines quote memory queries), ``CONTENT_FREE_TRACES`` (its
-traces would carry them) and, empty, every proxy variable
+traces would carry them), ``SUBSTRATE_INPUTS`` empty (kagent-adk 0.10.4 would write them
+over its config and token) and, empty, every proxy variable
 that applies to the memory API's scheme (kagent-adk's controller client trusts the
 environment, so ``HTTP_PROXY`` would carry memory calls elsewhere; any other spelling of their
 names, ``Http_proxy``, is blanked too) in every container, each set exactly once and last: set
@@ -44,6 +45,14 @@ and google-genai instrumentations put prompts, completions (summaries) and embed
 spans and events unless the second is off (``false`` is off for all three parsers, an empty
 value is not); the third is GenAI semantic conventions' switch, which kagent's controller may
 copy in as true. Exactly ``false``, set last, wins over every other spelling."""
+SUBSTRATE_INPUTS: Final = ("KAGENT_CONFIG_JSON", "KAGENT_AGENT_CARD_JSON",
+                            "KAGENT_SRT_SETTINGS_JSON", "KAGENT_TOKEN")
+"""kagent-adk 0.10.4 (``_config_materialize.py``, for Agent Substrate) writes each, when not
+empty after strip, over ``/config/config.json``, ``agent-card.json``, ``srt-settings.json`` and
+the projected token file before it loads them: from the Pod's env, an Agent could swap its
+memory config (embedding endpoint, TTL) or present another workload's token to the memory API.
+kagent's controller renders none of them on a Deployment, so they are set empty (a no-op),
+last, and any other effective value is refused, like ``LOG_LEVEL``."""
 CONTAINER_KINDS: Final = ("initContainers", "containers", "ephemeralContainers")
 PROXY_VARIABLES: Final[Mapping[str, tuple[str, ...]]] = {
     "http": ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"),
@@ -60,7 +69,7 @@ def governed_env(url: str) -> list[dict[str, str]]:
     proxies = PROXY_VARIABLES.get(urlsplit(url).scheme, PROXY_VARIABLES["http"])
     return [{"name": KAGENT_URL, "value": url}, {"name": LOG_LEVEL, "value": GOVERNED_LOG_LEVEL},
             *({"name": name, "value": value} for name, value in CONTENT_FREE_TRACES.items()),
-            *({"name": name, "value": ""} for name in proxies)]
+            *({"name": name, "value": ""} for name in (*SUBSTRATE_INPUTS, *proxies))]
 
 
 def _proxy_names(url: str) -> frozenset[str]:
