@@ -59,6 +59,32 @@ def test_what_kagent_would_never_send_is_malformed(raw: bytes) -> None:
     assert refused(parse_save, raw)
 
 
+EXPLICIT = {"session_id": "ctx-1", "source": "explicit_save"}
+"""What kagent-adk 0.10.4's ``save_memory`` sends as ``metadata`` (issue 38 §5)."""
+
+
+def test_kagent_0_10_4s_explicit_save_metadata_parses_to_its_session_only() -> None:
+    item = parse_save(json.dumps({**ITEM, "metadata": EXPLICIT}).encode())
+    assert (item.session_id, item.content) == ("ctx-1", "fact")
+    assert "ctx-1" not in repr(item)
+    assert parse_save(json.dumps(ITEM).encode()).session_id is None
+
+
+@pytest.mark.parametrize("metadata", [
+    {**EXPLICIT, "source": "automatic"}, {**EXPLICIT, "note": "x"}, {"session_id": "ctx-1"},
+    {"source": "explicit_save"}, {**EXPLICIT, "session_id": ""},
+    {**EXPLICIT, "session_id": 5}, {**EXPLICIT, "session_id": {"k": "v"}},
+    {**EXPLICIT, "session_id": "x" * 513}, [EXPLICIT], "explicit_save",
+])
+def test_any_other_metadata_is_malformed(metadata: Any) -> None:
+    assert refused(parse_save, json.dumps({**ITEM, "metadata": metadata}).encode())
+
+
+def test_a_batch_item_carries_no_metadata() -> None:
+    """The automatic save sends none in either release; a batch naming a session is refused."""
+    assert refused(parse_batch, json.dumps({"items": [{**ITEM, "metadata": EXPLICIT}]}).encode())
+
+
 @pytest.mark.parametrize("body", [{"items": []}, {"items": [ITEM] * 51}, {"items": ITEM},
                                   {"items": [ITEM], "more": 1}])
 def test_batch_bounds(body: Any) -> None:

@@ -5,8 +5,13 @@ RUNTIME.md): ``{agent_name, user_id, content, vector[768], metadata?, ttl_days?}
 ``{"items": [...]}`` (1..50) for a batch, ``{agent_name, user_id, vector, limit, min_score}``
 for a search. Stricter than kagent where kagent is loose: unknown fields, duplicate names, a
 non-empty ``metadata`` (it would be stored content we do not govern) and a negative
-``ttl_days`` are refused. ``ttl_days`` of 0 or absent means the scope's own retention (kagent's
-15-day default never applies). A search ``limit`` <= 0 is kagent's 5; above 50 is refused.
+``ttl_days`` are refused. The one exception is the explicit save of kagent-adk 0.10.4
+(``save_memory``: ``metadata`` = exactly ``{"session_id": <its ADK session id, the A2A
+contextId>, "source": "explicit_save"}``): accepted on ``POST /api/memories/sessions`` only,
+never stored; the session id is kept on the parsed item (``SaveItem.session_id``), bounded
+like a name, and any other key, value or place is still refused. ``ttl_days`` of 0 or absent
+means the scope's own retention (kagent's 15-day default never applies). A search ``limit``
+<= 0 is kagent's 5; above 50 is refused.
 Parsing is plain Python, not pydantic: 50 x 768 floats validate in a fraction of the time.
 Every vector component must be finite and within pgvector's float4 (``storable``).
 
@@ -44,6 +49,9 @@ MAX_NAME_BYTES: Final = 512
 _ITEM_FIELDS: Final = frozenset({"agent_name", "user_id", "content", "vector", "metadata",
                                  "ttl_days"})
 _ITEM_REQUIRED: Final = frozenset({"agent_name", "user_id", "content", "vector"})
+_EXPLICIT_SAVE_METADATA: Final = frozenset({"session_id", "source"})
+EXPLICIT_SAVE: Final = "explicit_save"
+"""kagent-adk 0.10.4's ``source`` of a ``save_memory`` call (``tools/memory_tools.py``)."""
 _SEARCH_FIELDS: Final = frozenset({"agent_name", "user_id", "vector", "limit", "min_score"})
 _SEARCH_REQUIRED: Final = frozenset({"agent_name", "user_id", "vector"})
 _TOKEN: Final = str.encode
@@ -63,6 +71,8 @@ class SaveItem:
     text: VectorText = field(repr=False)
     """The checked vector as its number tokens were received (``_vector``)."""
     ttl_days: int | None
+    session_id: str | None = field(default=None, repr=False)
+    """The context an explicit save of kagent-adk 0.10.4 names (its ``metadata``); not stored."""
 
     @property
     def embedding(self) -> VectorText:
@@ -179,28 +189,40 @@ def _no_positive_exponent(joined: bytes) -> bool:
     return True
 
 
-def _item(value: Any) -> SaveItem:
+def _session_id(metadata: Any, *, explicit: bool) -> str | None:
+    """``metadata``: absent, null or ``{}``; or, on an explicit save only, exactly kagent-adk
+    0.10.4's ``{session_id, source: "explicit_save"}`` - its session id, else refused."""
+    if metadata is None or metadata == {}:
+        return None
+    if not explicit:
+        raise _malformed()
+    fields = _fields(metadata, _EXPLICIT_SAVE_METADATA, _EXPLICIT_SAVE_METADATA)
+    if fields["source"] != EXPLICIT_SAVE:
+        raise _malformed()
+    return _name(fields["session_id"])
+
+
+def _item(value: Any, *, explicit: bool = False) -> SaveItem:
     fields = _fields(value, _ITEM_FIELDS, _ITEM_REQUIRED)
     content = fields["content"]
     if type(content) is not str:
         raise _malformed()
-    metadata = fields.get("metadata")
-    if metadata is not None and metadata != {}:
-        raise _malformed()
+    session_id = _session_id(fields.get("metadata"), explicit=explicit)
     ttl = _int(fields.get("ttl_days", 0))
     if type(ttl) is not int or ttl < 0:
         raise _malformed()
     return SaveItem(_name(fields["agent_name"]), _name(fields["user_id"]), content,
-                    _vector(fields["vector"]), ttl or None)
+                    _vector(fields["vector"]), ttl or None, session_id)
 
 
 def parse_save(raw: bytes) -> SaveItem:
-    """``POST /api/memories/sessions``."""
-    return _item(_object(raw))
+    """``POST /api/memories/sessions`` (``save_memory``)."""
+    return _item(_object(raw), explicit=True)
 
 
 def parse_batch(raw: bytes) -> list[SaveItem]:
-    """``POST /api/memories/sessions/batch``: 1 to 50 items."""
+    """``POST /api/memories/sessions/batch``: 1 to 50 items (the automatic save: no metadata
+    in either release)."""
     body = _fields(_object(raw), frozenset({"items"}), frozenset({"items"}))
     items = body["items"]
     if type(items) is not list or not 1 <= len(items) <= MAX_ITEMS:
