@@ -73,5 +73,7 @@ step "pgvector 0.8.6, portable build (cached), and the embedded PostgreSQL's sel
 
 step "the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"
 hack/kagent-runtime.sh >/dev/null
+step "the kagent release users run now (kagent-adk 0.10.4, its own cached venv)"
+hack/kagent-runtime.sh 0.10.4 >/dev/null
 step "ready"
 echo "   bootstrap took $((SECONDS - started)) s"

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Builds, idempotently, the venv with the real kagent Python runtime (kagent-adk 0.9.11,
-# unmodified) that tests/support/kagent.py runs. A venv of its own: google-adk caps mcp<2 and
-# kagent-adk does not resolve without upstream's pins (../shared/upstream/kagent-v0.9.11/
-# runtime/RUNTIME.md). Keyed by the constraints it installs; built in place, marked .complete
-# last, so a half-built venv is removed and rebuilt. Prints the venv path as its last line.
+# Builds, idempotently, the venv with the real kagent Python runtime (unmodified) that
+# tests/support/kagent.py runs: kagent-adk 0.9.11 (the ADRs' pin, the default) or, given
+# VERSION=0.10.4 as $1, the release users run now. A venv of its own per version: google-adk
+# caps mcp<2 and kagent-adk does not resolve without pins (0.9.11: upstream's lock,
+# ../shared/upstream/kagent-v0.9.11/runtime/RUNTIME.md; 0.10.4: hack/kagent-runtime/, no
+# upstream lock exists). Keyed by the constraints it installs (one file per version, so one
+# venv per version); built in place, marked .complete last, so a half-built venv is removed
+# and rebuilt. Prints the venv path as its last line.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-constraints="$root/../shared/upstream/kagent-v0.9.11/runtime/constraints.txt"
+version="${1:-0.9.11}"
+case "$version" in
+  0.9.11) constraints="$root/../shared/upstream/kagent-v0.9.11/runtime/constraints.txt" ;;
+  0.10.4) constraints="$root/hack/kagent-runtime/constraints-0.10.4.txt" ;;
+  *) echo "unknown kagent runtime version $version" >&2; exit 2 ;;
+esac
 [[ -f $constraints ]] || { echo "missing $constraints" >&2; exit 1; }
 key="$(sha256sum "$constraints" | cut -c1-16)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/fgentic-governance/kagent-runtime"
@@ -17,13 +25,13 @@ exec 9>"$cache/.lock"
 flock -w 900 9 || { echo "timed out waiting for another build ($cache/.lock)" >&2; exit 1; }
 
 if [[ ! -f $venv/.complete ]]; then
-  echo "== kagent runtime venv at $venv (about 80 s)" >&2
+  echo "== kagent runtime $version venv at $venv (about 80 s)" >&2
   rm -rf "$venv"
   python3.11 -m venv "$venv"
   "$venv/bin/pip" install -q -c "$constraints" \
-    kagent-adk==0.9.11 kagent-core==0.9.11 kagent-skills==0.9.11 agentsts-adk==0.9.11 \
-    agentsts-core==0.9.11 opentelemetry-instrumentation-fastapi==0.59b0 \
-    opentelemetry-instrumentation-httpx==0.59b0 >&2
+    "kagent-adk==$version" "kagent-core==$version" "kagent-skills==$version" \
+    "agentsts-adk==$version" "agentsts-core==$version" \
+    opentelemetry-instrumentation-fastapi==0.59b0 opentelemetry-instrumentation-httpx==0.59b0 >&2
   # A resolve that installs but cannot import (e.g. a2a-sdk 1.x) must not be marked complete.
   LOG_LEVEL=ERROR "$venv/bin/python" -W ignore -c "import kagent.adk.cli" >&2
   touch "$venv/.complete"

@@ -3,7 +3,8 @@ real knowledge-retrieval server (ADR 0017 §1, §5, §13; issue 25).
 
 One bridge request enters the real agentgateway v1.3.1 on the rendered local A2A route. The
 real projector sets the carrier, and the route delivers it, on A2A 0.3, to the Agent's own
-endpoint (status.deviations). That endpoint is the unmodified kagent-adk 0.9.11 runtime, whose
+endpoint (status.deviations). That endpoint is the unmodified kagent-adk 0.9.11 runtime (and,
+for the tests marked ``kagent_runtimes``, 0.10.4 in a stack of its own; issue 38 §5), whose
 scripted model calls the retrieval tool. The runtime's MCP client propagates exactly
 `X-Fgentic-Identity` through `allowed_headers` to the rendered MCP route. The route hands it to
 `fgentic-governance retrieval-server`, which answers from the prefilter over a real
@@ -47,12 +48,19 @@ from tests.support.kagent import (
     RunningAgent,
     reply_text,
     retrieval_agent_config,
+    runtime_versions,
     start_agent,
 )
 from tests.support.knowledge import TOOL, Chunk, HeaderTap, RunningServer, served_corpus
 from tests.support.projector import AGENT, ALICE, ceiling_room_context, room_context
 
 pytestmark = pytest.mark.e2e
+both_runtimes = pytest.mark.kagent_runtimes
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    runtime_versions(metafunc)
+
 
 ALICE_KEY = {"kind": "matrix", "principal": ALICE}
 CAROL_KEY = {"kind": "matrix", "principal": "@carol:org-a.example"}
@@ -85,8 +93,8 @@ class InPlace:
 
 
 @pytest.fixture(scope="module")
-async def in_place(postgres: LocalPostgres,
-                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[InPlace]:
+async def in_place(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFactory,
+                   kagent_version: str) -> AsyncIterator[InPlace]:
     work = tmp_path_factory.mktemp("in-place")
     chat, controller = ChatStub(), ControllerStub()
     for stub in (chat, controller):
@@ -103,7 +111,7 @@ async def in_place(postgres: LocalPostgres,
             agent = await start_agent(work / "runtime", kagent_url=controller.base_url,
                                       chat=chat, embeddings=None, config=config,
                                       namespace=AGENT.namespace, agent=AGENT.name,
-                                      port=agent_port)
+                                      port=agent_port, version=kagent_version)
             try:
                 yield InPlace(gateway, served.server, served.tap, agent, chat, controller)
             finally:
@@ -154,6 +162,7 @@ def stored_identities(controller: ControllerStub) -> list[str]:
     return values
 
 
+@both_runtimes
 async def test_the_projectors_value_arrives_exactly_once_at_the_mcp_endpoint(
     in_place: InPlace,
 ) -> None:
@@ -190,6 +199,7 @@ async def test_the_projectors_value_arrives_exactly_once_at_the_mcp_endpoint(
     assert "docs/retention.md" in result
 
 
+@both_runtimes
 async def test_kagent_stores_the_projection_with_its_session(in_place: InPlace) -> None:
     """The data inventory of docs/retrieval-rendering.md: kagent-adk 0.9.11 appends every
     inbound header to the session (state_delta), and posts it to kagent's session store."""
@@ -202,6 +212,7 @@ async def test_kagent_stores_the_projection_with_its_session(in_place: InPlace) 
         assert contract.load_identity(contract.codec.header_bytes([value])).agent == AGENT
 
 
+@both_runtimes
 async def test_a_changed_audience_gets_a_fresh_context_without_earlier_content(
     in_place: InPlace,
 ) -> None:
@@ -224,6 +235,7 @@ async def test_a_changed_audience_gets_a_fresh_context_without_earlier_content(
     assert '\\"chunks\\": []' in result or '\\"chunks\\":[]' in result
 
 
+@both_runtimes
 async def test_a_forged_carrier_from_the_bridge_is_replaced_before_the_runtime(
     in_place: InPlace,
 ) -> None:
@@ -249,6 +261,7 @@ async def test_a_forged_carrier_from_the_bridge_is_replaced_before_the_runtime(
         assert [a.model_dump() for a in identity.audience] == expected_audience  # type: ignore[union-attr]
 
 
+@both_runtimes
 async def test_a_ceiling_sized_projection_crosses_both_hops_and_kagent_intact(
     in_place: InPlace,
 ) -> None:
@@ -320,6 +333,7 @@ async def test_a_projection_that_expires_mid_session_fails_the_next_call(
     assert all(b"EXPIRED" in body and PARTNER_DOC.encode() not in body for body in refused)
 
 
+@both_runtimes
 def test_the_runtime_log_holds_no_projection(in_place: InPlace) -> None:
     value_prefix = "eyJ"  # every carrier is base64url JSON, beginning '{"'
     log = Path(in_place.agent.log).read_text(errors="replace")

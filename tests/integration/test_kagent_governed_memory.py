@@ -13,6 +13,9 @@ Between the runtime and the memory API sits a transparent TCP relay (``Tap``) th
 both byte streams of every connection: what the runtime really sent and really got back. It
 changes no byte. One runtime, one memory API, one control API and one database serve the whole
 module (each start of the runtime takes seconds); every test uses subjects of its own.
+
+The tests marked ``kagent_runtimes`` run against kagent-adk 0.10.4 too (issue 38 §5), with a
+world of its own (``runtime_versions``): the same scenario, the release users run now.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from tests.support.kagent import (
     a2a_turn,
     embed,
     eventually,
+    runtime_versions,
     start_agent,
 )
 from tests.support.memory_api import agent_token, headers, memory_api
@@ -73,6 +77,7 @@ from tests.support.stubs import LoopbackServer, Recorded
 from tests.support.vectors import DIMENSIONS, unit_vector
 
 pytestmark = pytest.mark.integration
+both_runtimes = pytest.mark.kagent_runtimes
 
 AGENT = "helper"
 """The Agent the runtime runs as (KAGENT_NAME)."""
@@ -80,10 +85,19 @@ OTHER_AGENT = "other-helper"
 """A second memory-enabled Agent of the namespace, with its own service account."""
 SAVE, BATCH, SEARCH = ("/api/memories/sessions", "/api/memories/sessions/batch",
                        "/api/memories/search")
+EXPLICIT_SAVE_METADATA: dict[str, Callable[[str], object]] = {
+    "0.9.11": lambda context: None,
+    "0.10.4": lambda context: {"session_id": context, "source": "explicit_save"},
+}
+"""What each runtime sends as a save_memory call's ``metadata``, given the turn's context."""
 LIVE_LEASES = ("SELECT count(*) FROM fgentic_memory.delegation_lease l"
                " JOIN fgentic_memory.scope s USING (scope_key)"
                " WHERE l.scope_key = $1 AND l.closed_at IS NULL AND l.expires_at > now()"
                " AND l.consent_generation = s.consent_generation AND s.enabled")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    runtime_versions(metafunc)
 
 
 def tag() -> str:
@@ -410,10 +424,12 @@ def _close(vector: object, expected: list[float]) -> bool:
 
 @pytest.fixture(scope="module")
 async def world(control_plane: Any, k8s_client: client.ApiClient, postgres: LocalPostgres,
-                tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+                tmp_path_factory: pytest.TempPathFactory, kagent_version: str
+                ) -> AsyncIterator[World]:
     """One namespace with the runtime's Agent and OTHER_AGENT (service accounts and tokens),
     one database, the stubs, the memory API (upstream: the controller stub) behind the tap,
-    the control API, and the runtime as ``<ns>/helper`` with ``KAGENT_URL`` at the tap."""
+    the control API, and the runtime (kagent-adk ``kagent_version``) as ``<ns>/helper`` with
+    ``KAGENT_URL`` at the tap."""
     workdir = tmp_path_factory.mktemp("kagent-governed")
     ns = f"kgm-{uuid.uuid4().hex[:8]}"
     control_plane.ensure_namespace(ns)
@@ -441,7 +457,7 @@ async def world(control_plane: Any, k8s_client: client.ApiClient, postgres: Loca
             await tap.start()
             runtime = await start_agent(workdir / "runtime", kagent_url=tap.url, chat=chat,
                                         embeddings=embeddings, token=token, namespace=ns,
-                                        agent=AGENT)
+                                        agent=AGENT, version=kagent_version)
             try:
                 yield World(ns, pool, store, k8s_client, controller, chat, embeddings,
                             runtime, tap, memory_url, control, token, other_token, http)
@@ -495,6 +511,7 @@ async def five_turns(w: World, user: str, first: str, *steps: Any,
 # -- 1. no collection before consent -----------------------------------------------------------
 
 
+@both_runtimes
 async def test_no_collection_before_consent(w: World) -> None:
     """A MemoryScope exists, consent is not granted: no lease can be opened, and five turns
     with a save_memory call and the automatic save store nothing, anywhere."""
@@ -520,6 +537,7 @@ async def test_no_collection_before_consent(w: World) -> None:
 # -- 2. collection only inside a lease, after consent ------------------------------------------
 
 
+@both_runtimes
 async def test_collection_only_inside_a_lease_after_consent(w: World) -> None:
     """Consent without a lease stores nothing; a lease refused for a drifted room opens
     nothing; inside a lease exactly one row at the current generation; after close, none."""
@@ -537,10 +555,12 @@ async def test_collection_only_inside_a_lease_after_consent(w: World) -> None:
 
     status, body = await w.open_lease(scope)
     assert status == 201 and body["lease"]["consentGeneration"] == scope.generation
-    leased = f"Dana prefers answers in French {tag()}"
-    await w.save_turn(scope.subject, leased)
+    leased, context = f"Dana prefers answers in French {tag()}", uuid.uuid4().hex
+    await w.save_turn(scope.subject, leased, context)
     call = w.saved(scope.subject, leased)
     assert call.status == 201
+    # kagent-adk 0.10.4 names its session (the A2A context) in the save; 0.9.11 sends nothing.
+    assert call.json().get("metadata") == EXPLICIT_SAVE_METADATA[w.runtime.version](context)
     [row] = await w.rows(user=scope.subject)
     assert (row["id"], row["content"], row["scope_key"], row["consent_generation"],
             row["source_kind"]) == (call.answer()["id"], leased, scope.key, scope.generation,
@@ -582,6 +602,7 @@ async def test_a_lease_serves_only_its_own_agent_and_room(w: World) -> None:
 # -- 3. private retrieval ----------------------------------------------------------------------
 
 
+@both_runtimes
 async def test_prefetch_and_load_memory_return_only_the_subjects_own_facts(w: World) -> None:
     """Alice's and Bob's facts have the very same vector, and so does the question: only the
     scope separates them. Prefetch and load_memory give each only their own fact."""
@@ -615,6 +636,7 @@ async def test_prefetch_and_load_memory_return_only_the_subjects_own_facts(w: Wo
 # -- 4. exact one-entry forget and disable-and-clear -------------------------------------------
 
 
+@both_runtimes
 async def test_forget_one_entry_then_forget_all_then_off(w: World) -> None:
     """inspect -> forget <id> removes exactly that entry from the runtime's searches; forget
     all clears and ends the lease; off withdraws, clears, ends the lease, and nothing can be
@@ -674,6 +696,7 @@ async def test_forget_one_entry_then_forget_all_then_off(w: World) -> None:
 # -- 5. withdrawal while the automatic save is in flight ----------------------------------------
 
 
+@both_runtimes
 async def test_withdrawal_while_a_background_batch_save_is_in_flight(w: World) -> None:
     """The runtime has summarised the session when the user turns memory off; its batch save
     then arrives and is refused, and nothing reappears."""
@@ -800,6 +823,7 @@ async def test_no_cross_user_cross_agent_bridged_or_federated_reuse(w: World) ->
 # -- 8. sentinels ------------------------------------------------------------------------------
 
 
+@both_runtimes
 async def test_sentinels_reach_no_sink(w: World, caplog: pytest.LogCaptureFixture) -> None:
     """Distinct sentinels in a fact, a query, a summary and a malformed summariser output
     travel through the runtime and the memory API; none of them is in a log record of this
@@ -1013,6 +1037,7 @@ def _end_to_end(fields: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in fields if k not in HOP_BY_HOP]
 
 
+@both_runtimes
 async def test_sessions_and_tasks_reach_the_controller_byte_for_byte(w: World) -> None:
     """Every session, event and task call the runtime made for a user arrives at the
     controller stub with the same method, path, query, end-to-end headers (the runtime's
@@ -1087,7 +1112,7 @@ async def traced_session(w: World, workdir: Path, *, governed: bool
         runtime = await start_agent(workdir, kagent_url=env.pop("KAGENT_URL"), chat=w.chat,
                                     embeddings=w.embeddings, token=w.token, namespace=w.ns,
                                     agent=AGENT, log_level=env.pop("LOG_LEVEL"),
-                                    extra_env=env)
+                                    extra_env=env, version=w.runtime.version)
         try:
             w.chat.summary = [f"Trace works on {s_summary} this quarter."]
             w.chat.script(CallTool("save_memory", {"content": f"The codename is {s_fact}."},
@@ -1106,6 +1131,7 @@ async def traced_session(w: World, workdir: Path, *, governed: bool
         return otlp.exported(), (s_fact, s_query, s_summary), scope, context
 
 
+@both_runtimes
 async def test_traces_of_a_routed_runtime_carry_no_memory_content(
         w: World, tmp_path: Path) -> None:
     """Issue 38 §3: with tracing and OTLP logs on, the real runtime in the environment the
@@ -1123,6 +1149,7 @@ async def test_traces_of_a_routed_runtime_carry_no_memory_content(
         assert sentinel.encode() not in exported, f"{sentinel.split('-')[1]} exported"
 
 
+@both_runtimes
 async def test_traces_without_the_routings_switches_carry_memory_content(
         w: World, tmp_path: Path) -> None:
     """The negative control: the same session, the Pod routing's trace switches left out."""

@@ -1,6 +1,8 @@
 """The real kagent Python runtime (``kagent-adk==0.9.11``, unmodified) on loopback, offline.
 
-The runtime runs in its own venv (``hack/kagent-runtime.sh``; google-adk caps ``mcp<2``) as a
+``0.9.11`` is the ADRs' pin and the default; ``0.10.4``, the release users run now (issue 38
+§5), is selected per call (``start_agent(version=...)``) or per test (``runtime_versions``).
+Each runs in its own venv (``hack/kagent-runtime.sh VERSION``; google-adk caps ``mcp<2``) as a
 child process started by ``tests/support/kagent_runner.py`` the way ``kagent-adk static`` starts
 it in a Pod. Everything it talks to is an in-process aiohttp server on 127.0.0.1, run in the
 test's event loop:
@@ -43,8 +45,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import pytest
 from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, web
 
 from fgentic_devenv import free_port, log_tail, terminate
@@ -52,7 +55,14 @@ from tests.support.objects import ROOT
 from tests.support.stubs import LoopbackServer, Recorded
 from tests.support.vectors import DIMENSIONS, unit_vector
 
-CONSTRAINTS = ROOT.parent / "shared" / "upstream" / "kagent-v0.9.11" / "runtime" / "constraints.txt"
+DEFAULT_RUNTIME: Final = "0.9.11"
+CONSTRAINTS: Final[Mapping[str, Path]] = {
+    DEFAULT_RUNTIME: ROOT.parent / "shared" / "upstream" / "kagent-v0.9.11" / "runtime"
+    / "constraints.txt",
+    "0.10.4": ROOT / "hack" / "kagent-runtime" / "constraints-0.10.4.txt",
+}
+"""Each runtime version's pins, as hack/kagent-runtime.sh installs them (one venv each)."""
+RUNTIMES: Final = tuple(CONSTRAINTS)
 RUNNER = Path(__file__).with_name("kagent_runner.py")
 NAMESPACE, AGENT = "team-a", "my-agent"
 APP_NAME = "team_a__NS__my_agent"  # kagent: ns.replace('-','_') + "__NS__" + name.replace(...)
@@ -64,20 +74,31 @@ TURN_TIMEOUT = 60.0
 # -- the runtime venv ------------------------------------------------------------------------
 
 
-def runtime_venv() -> Path:
-    """Where hack/kagent-runtime.sh builds the venv: keyed by the constraints it installs."""
-    key = hashlib.sha256(CONSTRAINTS.read_bytes()).hexdigest()[:16]
+def runtime_venv(version: str = DEFAULT_RUNTIME) -> Path:
+    """Where hack/kagent-runtime.sh builds the version's venv: keyed by the constraints it
+    installs (a file per version)."""
+    key = hashlib.sha256(CONSTRAINTS[version].read_bytes()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "fgentic-governance" / "kagent-runtime" / key
 
 
-def runtime_python() -> Path:
+def runtime_python(version: str = DEFAULT_RUNTIME) -> Path:
     """The venv's python; a missing venv is a failure (integration tests never skip)."""
-    venv = runtime_venv()
+    venv = runtime_venv(version)
     python = venv / "bin" / "python"
     if not (venv / ".complete").is_file() or not python.is_file():
-        raise RuntimeError(f"no kagent runtime venv at {venv}: run hack/kagent-runtime.sh")
+        raise RuntimeError(f"no kagent runtime venv at {venv}: "
+                           f"run hack/kagent-runtime.sh {version}")
     return python
+
+
+def runtime_versions(metafunc: pytest.Metafunc, argname: str = "kagent_version") -> None:
+    """A test module's ``pytest_generate_tests``: ``argname`` (which its runtime fixture takes)
+    is every version in ``RUNTIMES`` for a test marked ``kagent_runtimes``, else the default
+    only. Module-scoped, so a module starts one runtime per version, not per test."""
+    if argname in metafunc.fixturenames:
+        every = metafunc.definition.get_closest_marker("kagent_runtimes") is not None
+        metafunc.parametrize(argname, RUNTIMES if every else (DEFAULT_RUNTIME,), scope="module")
 
 
 # -- embeddings ------------------------------------------------------------------------------
@@ -400,6 +421,7 @@ class RunningAgent:
     log: Path
     token: str
     app_name: str = APP_NAME
+    version: str = DEFAULT_RUNTIME
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -462,14 +484,16 @@ async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
                       extra_env: Mapping[str, str] | None = None, namespace: str = NAMESPACE,
                       agent: str = AGENT, embeddings_url: str | None = None,
                       config: Mapping[str, Any] | None = None,
-                      port: int = 0, model_url: str | None = None) -> RunningAgent:
+                      port: int = 0, model_url: str | None = None,
+                      version: str = DEFAULT_RUNTIME) -> RunningAgent:
     """Start the runtime serving A2A on loopback (``port``, else a free one) with
     ``config.json``, ``agent-card.json`` and the token file in ``workdir``, as the Agent
     ``namespace/agent`` (``KAGENT_NAMESPACE``, ``KAGENT_NAME``); wait (bounded) until it serves
     its agent card. Async so the stubs in this loop keep answering while it starts.
     ``config`` replaces the memory-enabled default (``agent_config``); ``embeddings_url``
     replaces the embeddings stub's URL in that default (e.g. the memory API's /v1), and
-    ``model_url`` the chat stub's (the Agent's ModelConfig base URL)."""
+    ``model_url`` the chat stub's (the Agent's ModelConfig base URL); ``version`` is the
+    kagent-adk release (``RUNTIMES``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     base_url = f"http://127.0.0.1:{port}"
@@ -492,11 +516,11 @@ async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
     log = workdir / "runtime.log"
     with log.open("wb") as out:
         # -P: the runner's directory must not shadow the ``kagent`` package with this module.
-        process = subprocess.Popen([str(runtime_python()), "-P", "-u", str(RUNNER),
+        process = subprocess.Popen([str(runtime_python(version)), "-P", "-u", str(RUNNER),
                                     str(workdir), str(port)],
                                    stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
     running = RunningAgent(process, base_url, log, token, app_name=(
-        namespace.replace("-", "_") + "__NS__" + agent.replace("-", "_")))
+        namespace.replace("-", "_") + "__NS__" + agent.replace("-", "_")), version=version)
     try:
         await _wait_ready(running)
     except BaseException:
