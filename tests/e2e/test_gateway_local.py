@@ -209,16 +209,20 @@ async def test_task_references_are_refused(stack: Stack, session: ClientSession)
         assert (status, received) == (403, None), field_
 
 
-async def test_get_task_carries_no_projection(stack: Stack, session: ClientSession) -> None:
-    body = task_body(stack.wire, "get", "get-task-1")
-    auth = [("authorization", f"Bearer {BRIDGE_KEY}")]
-    status, _, received = await send(stack, session, auth, body)
-    assert status == 200 and received is not None
-    assert not {name for name in received.names if name.startswith("x-fgentic-")}
-    forged = {**body, "id": "get-task-2"}
-    status, _, received = await send(stack, session, [*auth, ("x-fgentic-identity", "f")],
-                                     forged)
-    assert (status, received) == (403, None)
+@pytest.mark.parametrize("operation", ["get", "cancel"])
+async def test_the_local_route_has_no_task_read_or_cancel(
+    stack: Stack, session: ClientSession, operation: str
+) -> None:
+    """kagent's task store hands a task to whoever names its id, so the bridge may neither
+    poll nor cancel one (issue 38 §4): the projector refuses the method with its code, bare
+    or with the bridge's headers, and nothing reaches kagent."""
+    body = task_body(stack.wire, operation, f"local-{operation}-1")
+    status, text, received = await send(stack, session,
+                                        [("authorization", f"Bearer {BRIDGE_KEY}")], body)
+    assert (status, text, received) == (403, "A2A_METHOD_MISMATCH\n", None)
+    body = {**body, "id": f"local-{operation}-2"}
+    status, text, received = await send(stack, session, bridge_headers(), body)
+    assert (status, text, received) == (403, "A2A_METHOD_MISMATCH\n", None)
 
 
 async def test_decisions_are_counted_by_code(stack: Stack, session: ClientSession) -> None:

@@ -272,12 +272,16 @@ def test_task_references_are_refused(gateway: Gateway, message: dict[str, Any]) 
     assert local(gateway, _send(**message), [*BRIDGE, *INPUTS]) == 403
 
 
-def test_polls_carry_no_projection_and_other_methods_fail(gateway: Gateway) -> None:
-    gateway.rec.checks.clear()
-    poll = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "t1"}}
-    assert local(gateway, poll, BRIDGE) == 200
-    assert gateway.rec.checks == []  # the projector is not asked for a poll
-    assert local(gateway, poll, [*BRIDGE, (n.IDENTITY, "FORGED")]) == 403
+def test_polls_cancels_and_other_methods_fail(gateway: Gateway) -> None:
+    """No poll or cancel on the local route (issue 38 §4): kagent's task store hands a task
+    to whoever names its id. Even when the projector (this stub allows whatever carries one
+    identity input each) answers 200, the route's own authorization refuses them."""
+    gateway.rec.upstream.clear()
+    for method in ("GetTask", "CancelTask"):
+        poll = {"jsonrpc": "2.0", "id": 2, "method": method, "params": {"id": "t1"}}
+        assert local(gateway, poll, BRIDGE) == 403
+        assert local(gateway, poll, [*BRIDGE, *INPUTS]) == 403
+    assert gateway.rec.upstream == []
     stream = {**_send(), "method": "SendStreamingMessage"}
     assert local(gateway, stream, [*BRIDGE, *INPUTS]) == 403
     assert local(gateway, {"not": "json-rpc"}, [*BRIDGE, *INPUTS]) == 403

@@ -117,7 +117,7 @@ async def test_binding_renders_and_applies_with_owner_references(
     expected = _expected(env, "docs")
     assert status["renderedDigest"] == expected.digest
     assert status["renderedObjects"] == len(expected.objects) == 15
-    assert status["deviations"] == ["A2A_HOP_AGENT_SERVICE", "A2A_WIRE_0_3"]
+    assert status["deviations"] == ["A2A_HOP_AGENT_SERVICE", "A2A_WIRE_0_3", "NO_TASK_POLL"]
     assert status["unenforceable"] == list(expected.unenforceable)
     assert _condition(status, "Rendered") == "True"
     assert _condition(status, "Conflict") == "False"

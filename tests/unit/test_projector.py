@@ -356,7 +356,7 @@ def test_each_wire_projects_only_for_its_own_send_operation(wire: A2aWire) -> No
     config = wire_config(wire)
     assert decide_local(local_headers(wire=wire), config).reason is ProjectorReason.ALLOWED
     for other in A2aWire:
-        for method in n.WIRES[other].local_methods:
+        for method in (n.WIRES[other].send, n.WIRES[other].get, n.WIRES[other].cancel):
             if method == n.WIRES[wire].send:
                 continue
             headers = local_headers(wire=wire, changes={n.CHECK_A2A_METHOD: [method]})

@@ -64,14 +64,14 @@ def ext_authz_blocks(r: Rendered) -> list[tuple[list[str], dict[str, Any], list[
     blocks = []
     for route in standalone_routes(r).values():
         ext = route["policies"].get("extAuthz")
-        for entry in (ext or {}).get("conditional", [ext] if ext else []):
+        for entry in [ext] if ext else []:
             http = entry["protocol"]["http"]
             blocks.append((entry["includeRequestHeaders"], http["addRequestHeaders"],
                            http["includeResponseHeaders"]))
     for policy in of_kind(r, "AgentgatewayPolicy"):
         ext = policy["spec"].get("traffic", {}).get("extAuth")
-        for entry in (ext or {}).get("conditional", [{"policy": ext}] if ext else []):
-            http = entry["policy"]["http"]
+        for entry in [ext] if ext else []:
+            http = entry["http"]
             blocks.append((http["allowedRequestHeaders"], http["addRequestHeaders"],
                            http["allowedResponseHeaders"]))
     return blocks
@@ -115,13 +115,13 @@ def test_projector_response_headers_are_exactly_identity_and_user_id() -> None:
 
 
 def test_local_check_carries_value_counts_from_the_original_request() -> None:
-    local = standalone_routes(rendered())["local"]["policies"]["extAuthz"]["conditional"][0]
+    local = standalone_routes(rendered())["local"]["policies"]["extAuthz"]
     added = local["protocol"]["http"]["addRequestHeaders"]
     assert added[n.CHECK_USER_ID_COUNT] == 'string(size(request.headers.raw()["x-user-id"]))'
     assert added[n.CHECK_ROOM_CONTEXT_COUNT] == (
         'string(size(request.headers.raw()["x-fgentic-room-context"]))')
     assert added[n.CHECK_WORKLOAD] == "apiKey.workload"
-    assert local["condition"] == 'json(request.body).method == "message/send"'
+    assert "conditional" not in local  # every local request is checked (issue 38 §4)
     assert local["failureMode"] == "deny"
 
 
@@ -191,15 +191,13 @@ def test_projected_headers_need_exactly_one_value_and_unknown_reserved_names_fai
                                  '!(h in ["x-fgentic-identity"]))']
 
 
-# Each wire: (local methods, public method, the synchronous rule, the A2A-Version rule).
+# Each wire: (the method both routes admit, the synchronous rule, the A2A-Version rule).
 WIRE_RULES = {
-    "0.3": ('json(request.body).method in ["message/send", "tasks/get", "tasks/cancel"]',
-            'json(request.body).method == "message/send"',
+    "0.3": ('json(request.body).method == "message/send"',
             "json(request.body).params.configuration.blocking == true",
             '(!("a2a-version" in request.headers)) || '
             '(request.headers.raw()["a2a-version"] == ["0.3"])'),
-    "1.0": ('json(request.body).method in ["SendMessage", "GetTask", "CancelTask"]',
-            'json(request.body).method == "SendMessage"',
+    "1.0": ('json(request.body).method == "SendMessage"',
             "json(request.body).params.configuration.return_immediately == false",
             '(request.headers.raw()["a2a-version"] == ["1.0"])'),
 }
@@ -214,13 +212,15 @@ def test_a2a_body_rules_reject_task_references_and_limit_methods(version: str) -
                   "reference_task_ids"):
         assert any(f"!has(json(request.body).params.message.{field})" in r for r in local)
         assert any(f"!has(json(request.body).params.message.{field})" in r for r in public)
-    methods, send, synchronous, a2a_version = WIRE_RULES[version]
-    assert methods in local
-    assert send in public
+    send, synchronous, a2a_version = WIRE_RULES[version]
+    # The send only, on both routes: kagent's task store hands a task to whoever names its
+    # id, so no client may poll or cancel one (issue 38 §4).
+    assert send in local and send in public
+    assert not [r for r in local + public if "tasks/" in r or "Task\"" in r]
     assert any(synchronous in r for r in public)
     assert a2a_version in local and a2a_version in public
     other = WIRE_RULES["1.0" if version == "0.3" else "0.3"]
-    assert other[0] not in local and other[1] not in public
+    assert other[0] not in local and other[0] not in public
 
 
 @pytest.mark.parametrize("version", sorted(WIRE_RULES))
@@ -230,8 +230,8 @@ def test_the_a2a_hop_is_the_agent_service_and_the_deviation_is_reported(version:
     assert route["policies"]["urlRewrite"]["path"]["full"] == "/"
     assert "docs-agent.fgentic-demo" in json.dumps(route["backends"])
     assert "kagent-controller" not in json.dumps(r.standalone)
-    assert r.deviations == (("A2A_HOP_AGENT_SERVICE", "A2A_WIRE_0_3") if version == "0.3"
-                            else ("A2A_HOP_AGENT_SERVICE",))
+    assert r.deviations == (("A2A_HOP_AGENT_SERVICE", "A2A_WIRE_0_3", "NO_TASK_POLL")
+                            if version == "0.3" else ("A2A_HOP_AGENT_SERVICE", "NO_TASK_POLL"))
     assert "DIRECT_KAGENT_A2A" not in r.unenforceable
     policy = next(o for o in r.objects if o["kind"] == "NetworkPolicy"
                   and o["metadata"]["name"].endswith("retrieval-agent-a2a"))

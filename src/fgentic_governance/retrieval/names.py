@@ -29,8 +29,9 @@ MCP_PROTOCOL_VERSION = ("mcp-protocol-version", "2025-11-25")
 @dataclass(frozen=True)
 class Wire:
     """One A2A version as the routes and the projector check it: the operation that starts a
-    task (the only one the projector sees), the bridge's poll and cancel (ADR 0017 §12), the
-    A2A-Version values admitted, and the body field that asks for an immediate return."""
+    task (the only one either route admits), the poll and cancel that neither admits (ADR 0017
+    §12; issue 38 §4), the A2A-Version values admitted, and the body field that asks for an
+    immediate return."""
 
     version: A2aWire
     send: str
@@ -43,10 +44,6 @@ class Wire:
     immediate: tuple[tuple[str, ...], bool]
     """(every spelling of the params.configuration field the runtime reads, the value that
     returns before the task ends)."""
-
-    @property
-    def local_methods(self) -> tuple[str, str, str]:
-        return (self.send, self.get, self.cancel)
 
 
 WIRES: Final = MappingProxyType({

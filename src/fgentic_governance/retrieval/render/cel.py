@@ -49,16 +49,8 @@ def only_reserved(prefix: str, allowed: Iterable[str]) -> str:
             f"!(h in {lit_list(allowed)}))")
 
 
-def none_reserved(prefix: str) -> str:
-    return f"!request.headers.exists(h, h.startsWith({lit(prefix)}))"
-
-
 def body_method_is(method: str) -> str:
     return f"{BODY}.method == {lit(method)}"
-
-
-def body_method_in(methods: Iterable[str]) -> str:
-    return f"{BODY}.method in {lit_list(methods)}"
 
 
 # Each field in every spelling a runtime reads: a2a-sdk 0.3's models validate by name as well
@@ -91,16 +83,6 @@ def one_of(header: str, values: Iterable[str], *, optional: bool) -> str:
     rules = [f"!({lit(header)} in request.headers)"] if optional else []
     rules += [exactly(header, value) for value in values]
     return " || ".join(f"({rule})" for rule in rules)
-
-
-def implies(condition: str, then: str) -> str:
-    """`condition → then`. If ``condition`` fails to evaluate, the result is ``then`` or an
-    error, so a `require` built from it still fails closed."""
-    return f"!({condition}) || ({then})"
-
-
-def either(first: str, second: str) -> str:
-    return f"({first}) || ({second})"
 
 
 def all_of(*expressions: str) -> str:

@@ -96,9 +96,7 @@ def _ext_auth(ext: ExtAuthz) -> dict[str, Any]:
             "responseMetadata": dict(ext.metadata),
         },
     }
-    if ext.condition is None:
-        return policy
-    return {"conditional": [{"condition": ext.condition, "policy": policy}]}
+    return policy
 
 
 def _authentication(route: Route) -> dict[str, Any]:

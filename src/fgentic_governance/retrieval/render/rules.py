@@ -43,8 +43,13 @@ DEVIATIONS: dict[str, str] = {
         "proxy to the Agent's pods"),
     "A2A_WIRE_0_3": (
         "the Agent's runtime speaks A2A 0.3 (kagent-adk 0.9.11, a2a-sdk 0.3): the routes admit "
-        "message/send, tasks/get and tasks/cancel with A2A-Version absent or 0.3, where ADR "
-        "0017 names A2A 1.0 (SendMessage, GetTask, CancelTask, A2A-Version 1.0)"),
+        "message/send with A2A-Version absent or 0.3, where ADR 0017 names A2A 1.0 "
+        "(SendMessage, A2A-Version 1.0)"),
+    "NO_TASK_POLL": (
+        "the local route admits no tasks/get or tasks/cancel (GetTask, CancelTask), which ADR "
+        "0017 section 12 lets the bridge use: kagent's task store hands a task to whoever "
+        "names its id, a partner's included, so the bridge's send is synchronous under the "
+        "route's 540 s timeout instead (issue 38)"),
 }
 
 
@@ -85,8 +90,6 @@ class ExtAuthz:
     add_request_headers: tuple[tuple[str, str], ...]
     include_response_headers: tuple[str, ...]
     metadata: tuple[tuple[str, str], ...]
-    condition: str | None = None
-    """Run only when this CEL holds (None: always)."""
 
 
 @dataclass(frozen=True)
@@ -172,12 +175,20 @@ def _request_shape(spec: RetrievalBindingSpec, path: str) -> list[str]:
 
 
 def local_route(spec: RetrievalBindingSpec) -> Route:
-    """The bridge's route: API key, then the projector for SendMessage only."""
+    """The bridge's route: API key, then the projector; the wire's send only.
+
+    No GetTask or CancelTask (issue 38 §4), although ADR 0017 §12 lets the bridge poll and
+    cancel: kagent's task store loads and deletes a task by its id alone, whoever asks (the
+    reason §12 gives for removing both from the public route), so a poll here would hand the
+    bridge any task whose id it holds, a partner's included, grounded in chunks no Matrix
+    projection may read. Nothing on this path can tell whose task an id names (the gateway
+    never reads the answer, the projector never sees it), so neither is admitted: two clients
+    cannot reach one context or task. The bridge's send is synchronous under the route's
+    540 s timeout; at its deadline the bridge abandons the request and delivers nothing."""
     path = n.agent_route_path(spec.agent.namespace, spec.agent.name)
     bridge = spec.bridge_identity
     workload = f"serviceaccount:{bridge.namespace}/{bridge.service_account}"
     a2a = wire(spec)
-    send = cel.body_method_is(a2a.send)
     check = [*_common_check_headers(spec),
              (n.CHECK_WORKLOAD, "apiKey.workload"),
              # extAuthz forwards only the first value of a repeated header, so the counts are
@@ -187,20 +198,19 @@ def local_route(spec: RetrievalBindingSpec) -> Route:
     require = [
         f"apiKey.workload == {cel.lit(workload)}",
         *_request_shape(spec, path),
-        cel.body_method_in(a2a.local_methods),
-        cel.implies(send, cel.no_task_references()),
-        cel.implies(send, _WAS_PROJECTED),
-        cel.implies(send, cel.all_of(cel.exactly_one(n.IDENTITY), cel.exactly_one(n.USER_ID),
-                                     cel.exactly_one(n.ROOM_CONTEXT))),
-        # GetTask / CancelTask start nothing and carry no projection (ADR 0017 §12).
-        cel.either(send, cel.none_reserved(n.RESERVED_PREFIX)),
+        cel.body_method_is(a2a.send),  # no poll or cancel (see above)
+        cel.no_task_references(),
+        _WAS_PROJECTED,
+        cel.exactly_one(n.IDENTITY),
+        cel.exactly_one(n.USER_ID),
+        cel.exactly_one(n.ROOM_CONTEXT),
         cel.only_reserved(n.RESERVED_PREFIX, (n.IDENTITY, n.ROOM_CONTEXT)),
     ]
     ext = ExtAuthz(
         endpoint=_projector(spec), path=cel.lit(n.PROJECT_LOCAL_PATH),
         include_request_headers=(n.USER_ID, n.ROOM_CONTEXT, n.A2A_VERSION_HEADER),
         add_request_headers=tuple(check), include_response_headers=(n.IDENTITY, n.USER_ID),
-        metadata=_PROJECTED, condition=send)
+        metadata=_PROJECTED)
     return Route(
         key="local", listener=spec.gateway.listeners.local, port=spec.proxy.port, tls=False,
         path=path, method="POST",
@@ -285,6 +295,7 @@ def gateway_rules(spec: RetrievalBindingSpec, jwks: str | None = None) -> Gatewa
     routes = (local_route(spec), *([public] if public else []), mcp_route(spec))
     codes = [c for c in UNENFORCEABLE if c != "PUBLIC_NONTERMINAL_RESULT" or public]
     deviations = ["A2A_HOP_AGENT_SERVICE",
-                  *(["A2A_WIRE_0_3"] if spec.kagent.a2a_version is A2aWire.V0_3 else [])]
+                  *(["A2A_WIRE_0_3"] if spec.kagent.a2a_version is A2aWire.V0_3 else []),
+                  "NO_TASK_POLL"]
     return GatewayRules(spec.proxy.namespace, spec.gateway.name, routes, tuple(codes),
                         tuple(deviations))

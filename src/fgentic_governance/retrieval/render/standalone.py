@@ -61,9 +61,7 @@ def _ext_authz(ext: ExtAuthz, cluster_domain: str, hosts: Mapping[str, str]) -> 
             "metadata": dict(ext.metadata),
         }},
     }
-    if ext.condition is None:
-        return policy
-    return {"conditional": [{"condition": ext.condition, **policy}]}
+    return policy
 
 
 def _backend(route: Route, cluster_domain: str, hosts: Mapping[str, str]) -> dict[str, Any]:
