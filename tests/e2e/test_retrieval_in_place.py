@@ -40,18 +40,27 @@ from tests.support.gateway import (
     Stack,
     gateway_stack,
     send_message_body,
+    task_body,
 )
 from tests.support.kagent import (
     CallTool,
     ChatStub,
     ControllerStub,
     RunningAgent,
+    eventually,
     reply_text,
     retrieval_agent_config,
     runtime_versions,
     start_agent,
 )
-from tests.support.knowledge import TOOL, Chunk, HeaderTap, RunningServer, served_corpus
+from tests.support.knowledge import (
+    TOOL,
+    Chunk,
+    HeaderTap,
+    RunningServer,
+    reingest,
+    served_corpus,
+)
 from tests.support.projector import AGENT, ALICE, ceiling_room_context, room_context
 
 pytestmark = pytest.mark.e2e
@@ -90,6 +99,8 @@ class InPlace:
     agent: RunningAgent
     chat: ChatStub
     controller: ControllerStub
+    dsn: str
+    """The corpus database the server reads (an operator's re-ingestion writes here)."""
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +124,8 @@ async def in_place(postgres: LocalPostgres, tmp_path_factory: pytest.TempPathFac
                                       namespace=AGENT.namespace, agent=AGENT.name,
                                       port=agent_port, version=kagent_version)
             try:
-                yield InPlace(gateway, served.server, served.tap, agent, chat, controller)
+                yield InPlace(gateway, served.server, served.tap, agent, chat, controller,
+                              served.dsn)
             finally:
                 agent.stop()
     finally:
@@ -331,6 +343,201 @@ async def test_a_projection_that_expires_mid_session_fails_the_next_call(
     refused = [body for _, status, body in answers if status not in {200, 202}]
     assert refused, answers
     assert all(b"EXPIRED" in body and PARTNER_DOC.encode() not in body for body in refused)
+
+
+# -- drift between two delegations (ADR 0017 Consequences 5, issue 38 §4) ---------------------
+
+# Each drift chunk's text holds a sentinel; the model's query names neither, so the query itself
+# never carries one (with k=5, the prefilter returns every chunk the projection may read).
+DRIFT_QUERY = "what happens at the weekly review?"
+ACL_SENTINEL = "drift-acl-5c1e"
+CLASS_SENTINEL = "drift-class-9a47"
+APPROVED = ("approved_non_public", "public")
+
+
+def drift_row(chunk_id: int, sentinel: str, *, classification: str = "public",
+              readers: tuple[dict[str, str], ...] = (ALICE_KEY,)) -> dict[str, Any]:
+    """One chunk of the ingestion contract, as an operator's ``corpus load`` line."""
+    return {"id": chunk_id, "text": f"{sentinel}: the weekly review meets on fridays",
+            "source": f"docs/{sentinel}.md", "classification": classification,
+            "allowed_principals": list(readers)}
+
+
+@dataclass
+class Delegation:
+    """Every form one bridge delegation's grounded content could take: the reply, what the
+    runtime handed the model (the whole conversation of the turn), the tool results and the
+    MCP answers the server sent."""
+
+    status: int
+    reply: dict[str, Any]
+    tool_results: list[str]
+    model_inputs: list[str]
+    mcp_answers: list[bytes]
+
+    @property
+    def context_id(self) -> str:
+        return str(self.reply["result"]["contextId"])
+
+    def forms(self) -> list[str]:
+        return [json.dumps(self.reply), *self.tool_results, *self.model_inputs,
+                *(body.decode(errors="replace") for body in self.mcp_answers)]
+
+
+async def delegation(place: InPlace, question: str, *, context: contract.RoomContext,
+                     then: str) -> Delegation:
+    """One bridge delegation whose model calls the tool once with ``DRIFT_QUERY``."""
+    chats, answered = len(place.chat.requests), len(place.tap.answers)
+    place.chat.script(CallTool(TOOL, {"query": DRIFT_QUERY}, then=then))
+    status, reply = await bridge_turn(place, question, context=context)
+    assert status == 200, reply
+    return Delegation(status, reply, tool_results(place.chat, chats),
+                      [json.dumps(r.json()) for r in place.chat.requests[chats:]],
+                      [body for _, _, body in place.tap.answers[answered:]])
+
+
+def assert_grounded(first: Delegation, sentinel: str) -> None:
+    [result] = first.tool_results
+    assert sentinel in result
+    assert any(sentinel.encode() in body for body in first.mcp_answers)
+    assert sentinel in reply_text(first.reply["result"])
+
+
+def assert_not_grounded(second: Delegation, first: Delegation, sentinel: str) -> None:
+    """The later delegation has a fresh context and none of the earlier grounded content in
+    any form; its one tool call was still answered from the prefilter (Alice's other chunk),
+    so the absence is the prefilter's decision, not a failed call."""
+    assert second.context_id != first.context_id
+    [result] = second.tool_results
+    assert GROUNDED in result
+    leaked = [form for form in second.forms() if sentinel in form]
+    assert not leaked, f"{len(leaked)} forms carry the earlier grounded content"
+
+
+@both_runtimes
+async def test_an_acl_revoked_between_two_delegations_leaves_none_of_the_first(
+    in_place: InPlace,
+) -> None:
+    """ACL drift: the operator re-ingests a chunk without Alice between two of her
+    delegations. The first is grounded in it; the second (the same room, the same question,
+    the same runtime, server and MCP pool) carries none of it."""
+    await reingest(in_place.dsn, [drift_row(10, ACL_SENTINEL)])
+    first = await delegation(in_place, "When is the review?", context=room_context(),
+                             then=f"From the docs: {ACL_SENTINEL}.")
+    assert_grounded(first, ACL_SENTINEL)
+    bob = {"kind": "matrix", "principal": "@bob:org-a.example"}
+    await reingest(in_place.dsn, [drift_row(10, ACL_SENTINEL, readers=(bob,))])
+    second = await delegation(in_place, "When is the review?", context=room_context(),
+                              then="Nothing on that.")
+    assert_not_grounded(second, first, ACL_SENTINEL)
+
+
+@both_runtimes
+async def test_classifications_lowered_between_two_delegations_leave_none_of_the_first(
+    in_place: InPlace,
+) -> None:
+    """Classification drift: the room's allowed classifications (the bridge's room registry,
+    in its room context; the binding's ceiling admits approved_non_public) are lowered to
+    public between two delegations. The first is grounded in an approved_non_public chunk;
+    the second carries none of it."""
+    await reingest(in_place.dsn, [drift_row(11, CLASS_SENTINEL,
+                                            classification="approved_non_public")])
+    first = await delegation(in_place, "When is the review?",
+                             context=room_context(classes=APPROVED),
+                             then=f"From the docs: {CLASS_SENTINEL}.")
+    assert_grounded(first, CLASS_SENTINEL)
+    second = await delegation(in_place, "When is the review?", context=room_context(),
+                              then="Nothing on that.")
+    assert_not_grounded(second, first, CLASS_SENTINEL)
+
+
+# -- two clients, one context (ADR 0017 §11, §12, Consequences 5) ----------------------------
+
+
+async def post(place: InPlace, route: str, body: dict[str, Any],
+               headers: list[tuple[str, str]]) -> tuple[int, str]:
+    """One request to the gateway's ``route`` ("local" or "public"): (status, body text)."""
+    url = place.gateway.local_url if route == "local" else place.gateway.public_url
+    ssl = place.gateway.ssl_context() if route == "public" else None
+    async with ClientSession() as http, \
+            http.post(url, json=body, headers=headers, ssl=ssl, timeout=30) as answer:
+        return answer.status, await answer.text()
+
+
+def untouched(place: InPlace, seen: tuple[int, int, int], task_id: str) -> None:
+    """Since ``seen`` (model, MCP and controller request counts) nothing reached the runtime:
+    its model and the MCP endpoint got no request, and kagent's store was not asked for the
+    task (the runtime reads a task before it answers a poll or cancels it; a send's own
+    trailing saves never name one by path)."""
+    chats, tapped, stored = seen
+    assert (len(place.chat.requests), len(place.tap.requests)) == (chats, tapped)
+    assert not [r.method for r in place.controller.requests[stored:]
+                if r.path == f"/api/tasks/{task_id}"]
+
+
+def bridge_headers(context: contract.RoomContext | None = None) -> list[tuple[str, str]]:
+    context = context or room_context()
+    return [("authorization", f"Bearer {BRIDGE_KEY}"), ("x-user-id", context.caller.principal),
+            ("x-fgentic-room-context", contract.encode_room_context(context))]
+
+
+async def test_a_partner_cannot_attempt_the_bridges_context(in_place: InPlace) -> None:
+    """The bridge's delegation gets a server-generated context and task. A partner naming
+    that context, or reading or cancelling that task, and the bridge naming it again (another
+    room's delegation) are refused at the gateway: none reaches the runtime or the server."""
+    first = await delegation(in_place, "When is the review?", context=room_context(),
+                             then="Bridge answer.")
+    task_id, context_id = first.reply["result"]["id"], first.context_id
+    wire = A2aWire.V0_3
+    partner = [("authorization", f"Bearer {in_place.gateway.issuer.token()}")]
+    seen = (len(in_place.chat.requests), len(in_place.tap.requests),
+            len(in_place.controller.requests))
+    attempts = [
+        ("public", send_message_body(wire, "Partner question.", contextId=context_id), partner),
+        ("public", send_message_body(wire, "Partner question.", taskId=task_id), partner),
+        ("public", task_body(wire, "get", "partner-get", task_id), partner),
+        ("public", task_body(wire, "cancel", "partner-cancel", task_id), partner),
+        ("local", send_message_body(wire, "Another room.", contextId=context_id),
+         bridge_headers(room_context(audience=[ALICE_KEY, CAROL_KEY]))),
+    ]
+    for route, body, headers in attempts:
+        status, _ = await post(in_place, route, body, headers)
+        assert status == 403, (route, body["method"])
+    untouched(in_place, seen, task_id)
+
+
+async def test_the_bridge_cannot_read_or_cancel_a_partners_task(in_place: InPlace) -> None:
+    """A partner's delegation runs in its own server-generated context and task, grounded in
+    its group's chunk, which no Matrix projection may read; kagent's task store keeps the
+    tool's result with the task and hands it to whoever names the task's id. The bridge
+    naming it (a poll or a cancel on the local route) is refused by the projector with a
+    bounded code, and nothing reaches the runtime."""
+    wire = A2aWire.V0_3
+    tasks = set(in_place.controller.tasks)
+    in_place.chat.script(CallTool(TOOL, {"query": PARTNER_DOC}, then="Partner answer."))
+    partner = [("authorization", f"Bearer {in_place.gateway.issuer.token()}")]
+    # The partner's answer (or the public route's 1 s timeout) ends its request; the runtime
+    # ends the task either way, and kagent's store keeps it.
+    await post(in_place, "public", send_message_body(wire, "Onboarding?"), partner)
+
+    def partner_task() -> dict[str, Any] | None:
+        done = [in_place.controller.tasks[t] for t in set(in_place.controller.tasks) - tasks]
+        return next((t for t in done if t["status"]["state"] == "completed"), None)
+
+    await eventually(lambda: partner_task() is not None, what="the partner's task ends",
+                     timeout=60)
+    task = partner_task()
+    assert task is not None and PARTNER_DOC in json.dumps(task)  # what a poll would hand out
+    seen = (len(in_place.chat.requests), len(in_place.tap.requests),
+            len(in_place.controller.requests))
+    bridge = [("authorization", f"Bearer {BRIDGE_KEY}")]
+    for operation in ("get", "cancel"):
+        body = task_body(wire, operation, f"bridge-{operation}", task["id"])
+        for headers in (bridge, bridge_headers()):
+            status, text = await post(in_place, "local", body, headers)
+            assert (status, text) == (403, "A2A_METHOD_MISMATCH\n"), operation
+    untouched(in_place, seen, task["id"])
+    assert in_place.controller.tasks[task["id"]]["status"]["state"] == "completed"
 
 
 @both_runtimes

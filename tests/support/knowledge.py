@@ -28,7 +28,7 @@ from multidict import CIMultiDict
 from fgentic_devenv import free_port, http_ok, log_tail, terminate, wait_until
 from fgentic_devenv.postgres import LocalPostgres
 from fgentic_devenv.up import spawn_cli
-from fgentic_governance.retrieval.search import corpus
+from fgentic_governance.retrieval.search import corpus, ingest
 from tests.support.stubs import LoopbackServer
 from tests.support.vectors import DIMENSIONS, unit_vector
 
@@ -152,6 +152,21 @@ async def load_corpus(dsn: str, chunks: Sequence[Chunk], *,
         await conn.close()
 
 
+async def reingest(dsn: str, rows: Sequence[Mapping[str, Any]], *,
+                   dimensions: int = DIMENSIONS) -> None:
+    """Load ``rows`` (the ingestion contract's JSON Lines objects) as ``corpus load`` does:
+    parsed by its rules and upserted by chunk id, each with the vector of its own text. A
+    re-load of a chunk is how an operator changes its ACL or classification."""
+    parsed = [ingest.parse_row(json.dumps(row), dimensions) for row in rows]
+    conn = await asyncpg.connect(dsn)
+    try:
+        loaded = await ingest.load(conn, parsed, [unit_vector(r.text, dimensions) for r in parsed],
+                                   dimensions=dimensions)
+    finally:
+        await conn.close()
+    assert loaded.written == {r.id for r in parsed}, loaded
+
+
 @dataclass
 class RunningServer:
     process: subprocess.Popen[bytes]
@@ -234,4 +249,4 @@ async def served_corpus(postgres: LocalPostgres, workdir: Path, chunks: Sequence
 
 
 __all__ = ["TOOL", "Chunk", "HeaderTap", "QueryEmbeddings", "RunningServer", "ServedCorpus",
-           "load_corpus", "log_tail", "retrieval_server", "served_corpus"]
+           "load_corpus", "log_tail", "reingest", "retrieval_server", "served_corpus"]
