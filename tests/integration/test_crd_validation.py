@@ -75,6 +75,15 @@ def test_examples_are_admitted_with_defaults(api: client.CustomObjectsApi, kind:
         assert policy["hourlyOperationCeiling"] == 60
         assert policy["automaticSave"] == {"minUserTurns": 5, "maxInputBytes": 16384,
                                            "maxFacts": 10}
+        assert policy["recall"] == {}  # nothing narrowed: every readable fact may be recalled
+
+
+def test_a_scope_with_a_recall_policy_is_admitted(api: client.CustomObjectsApi) -> None:
+    recall = {"memoryTypes": ["preference", "fact"], "sourceKinds": ["save_memory_tool"],
+              "confirmationStatuses": ["user_confirmed", "model_inferred"],
+              "sensitivities": ["normal"], "maxAgeHours": 168}
+    created = _create(api, set_path(_fresh("MemoryScope"), "spec.policy.recall", recall))
+    assert created["spec"]["policy"]["recall"] == recall
 
 
 BAD_CREATES = [
@@ -92,6 +101,20 @@ BAD_CREATES = [
     ("MemoryScope", "spec.policy.explicitOperations", {"perMinute": 7}, "less than or equal to 6"),
     ("MemoryScope", "spec.policy.automaticSave", {"minUserTurns": 4}, "greater than or equal to 5"),
     ("MemoryScope", "spec.policy.automaticSave", {"maxInputBytes": 16385}, "16384"),
+    ("MemoryScope", "spec.policy.recall", {"memoryTypes": ["secret"]},
+     'spec.policy.recall.memoryTypes[0]: Unsupported value: "secret"'),
+    ("MemoryScope", "spec.policy.recall", {"confirmationStatuses": ["operator_confirmed"]},
+     "spec.policy.recall.confirmationStatuses[0]: Unsupported value"),
+    ("MemoryScope", "spec.policy.recall", {"sensitivities": []},
+     "spec.policy.recall.sensitivities in body should have at least 1 items"),
+    ("MemoryScope", "spec.policy.recall", {"sourceKinds": ["unknown", "unknown"]},
+     'spec.policy.recall.sourceKinds[1]: Duplicate value: "unknown"'),
+    ("MemoryScope", "spec.policy.recall", {"maxAgeHours": 169},
+     "spec.policy.recall.maxAgeHours in body should be less than or equal to 168"),
+    ("MemoryScope", "spec.policy.recall", {"maxAgeHours": 0},
+     "spec.policy.recall.maxAgeHours in body should be greater than or equal to 1"),
+    ("MemoryScope", "spec.policy.recall", {"maxAge": 3},
+     'unknown field "spec.policy.recall.maxAge"'),
     ("MemoryScope", "spec.controlRoom", "#alias:fgentic.local", "spec.controlRoom"),
     ("MemoryScope", "spec.agent.name", "Docs_Agent", "spec.agent.name"),
     ("MemoryScope", "spec.surprise", "x", 'unknown field "spec.surprise"'),

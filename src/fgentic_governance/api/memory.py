@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
-from pydantic import Field, StrictInt
+from pydantic import AfterValidator, Field, StrictInt
 
 from fgentic_governance.api.common import (
     AgentRef,
@@ -38,6 +38,92 @@ class Posture(StrEnum):
     ENABLED = "enabled"
     CAPTURE_DISABLED = "capture_disabled"
     FULLY_DISABLED = "fully_disabled"
+
+
+class MemoryType(StrEnum):
+    """What a stored fact is (its envelope's type)."""
+
+    PREFERENCE = "preference"
+    FACT = "fact"
+    DECISION = "decision"
+    INSTRUCTION = "instruction"
+    RELATIONSHIP = "relationship"
+    TASK_STATE = "task_state"
+    WORKING_NOTE = "working_note"
+
+
+class SourceKind(StrEnum):
+    """Where a stored fact came from."""
+
+    USER_MESSAGE = "user_message"
+    ASSISTANT_RESPONSE = "assistant_response"
+    AUTOMATIC_SUMMARY = "automatic_summary"
+    SAVE_MEMORY_TOOL = "save_memory_tool"
+    UNKNOWN = "unknown"
+
+
+class ConfirmationStatus(StrEnum):
+    """Who confirmed a stored fact. There is no operator_confirmed: an operator never sees,
+    so never confirms, personal memory."""
+
+    USER_CONFIRMED = "user_confirmed"
+    MODEL_INFERRED = "model_inferred"
+    UNKNOWN = "unknown"
+
+
+class Sensitivity(StrEnum):
+    """How sensitive a stored fact is."""
+
+    NORMAL = "normal"
+    PERSONAL = "personal"
+    SENSITIVE = "sensitive"
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _distinct(values: list[E]) -> list[E]:
+    # The API server enforces it too (list-type set); a duplicate is a mistake, not a no-op.
+    if len(set(values)) != len(values):
+        raise ValueError("values must be distinct")
+    return values
+
+
+def _recall_set(kind: type[StrEnum]) -> Any:
+    """A set of ``kind``'s values that may enter recall: 1..all of them, each once."""
+    return Field(min_length=1, max_length=len(kind),
+                 json_schema_extra={"x-kubernetes-list-type": "set"})
+
+
+MemoryTypes = Annotated[list[MemoryType], AfterValidator(_distinct), _recall_set(MemoryType)]
+SourceKinds = Annotated[list[SourceKind], AfterValidator(_distinct), _recall_set(SourceKind)]
+ConfirmationStatuses = Annotated[list[ConfirmationStatus], AfterValidator(_distinct),
+                                 _recall_set(ConfirmationStatus)]
+Sensitivities = Annotated[list[Sensitivity], AfterValidator(_distinct),
+                          _recall_set(Sensitivity)]
+
+MAX_RECALL_AGE_HOURS = 7 * 24
+"""The maximum retention (7 days): an age limit beyond it would narrow nothing."""
+
+
+class RecallPolicy(Model):
+    """Which stored facts may enter recall (prefetch, load_memory, inspect), by their
+    content-free envelope and age. Each field narrows; an absent field does not. The store
+    applies it inside its fenced read view, so a withheld fact is never read, and counts what
+    it withholds (status.recallWithheld)."""
+
+    memory_types: MemoryTypes | None = None
+    """Memory types that may enter recall; absent: every type."""
+    source_kinds: SourceKinds | None = None
+    """Sources that may enter recall (e.g. save_memory_tool, automatic_summary); absent:
+    every source."""
+    confirmation_statuses: ConfirmationStatuses | None = None
+    """Confirmation states that may enter recall; absent: every state."""
+    sensitivities: Sensitivities | None = None
+    """Sensitivity levels that may enter recall; absent: every level."""
+    max_age_hours: Annotated[StrictInt | None, Field(ge=1, le=MAX_RECALL_AGE_HOURS)] = None
+    """A fact older than this many hours (1..168) is withheld; absent: no age limit beyond
+    retention."""
 
 
 class PrefetchPolicy(Model):
@@ -88,6 +174,8 @@ class MemoryPolicy(Model):
     """Memory operations per scope per hour, all kinds together (at most 60)."""
     automatic_save: AutomaticSavePolicy = AutomaticSavePolicy()
     """Cadence and size bounds of automatic saves."""
+    recall: RecallPolicy = RecallPolicy()
+    """Which stored facts may enter recall; the default lets every one."""
 
 
 _SCOPE_RULES = validations(
@@ -154,6 +242,17 @@ class LastErasure(Model):
     """Opaque id of the erasure receipt."""
 
 
+class RecallWithheld(Model):
+    """How many of the scope's facts the recall policy withholds for one reason."""
+
+    reason_code: ReasonCode
+    """RECALL_TYPE_WITHHELD, RECALL_SOURCE_WITHHELD, RECALL_CONFIRMATION_WITHHELD,
+    RECALL_SENSITIVITY_WITHHELD or RECALL_AGE_WITHHELD: the first dimension (in this order) a
+    fact fails, so each withheld fact is counted once."""
+    count: Annotated[int, Field(ge=1)]
+    """Facts withheld for this reason at the operator's last reconcile."""
+
+
 class MemoryScopeStatus(Model):
     """Content-free status: counts, generations, times and bounded codes only."""
 
@@ -174,6 +273,10 @@ class MemoryScopeStatus(Model):
     memory-enabled Agent only at this release's version."""
     last_erasure: LastErasure | None = None
     """Receipt of the scope's latest erasure; absent until one ran."""
+    recall_withheld: Annotated[list[RecallWithheld], Field(max_length=8)] = []
+    """Facts that are stored and readable by consent, expiry and lifecycle but that
+    spec.policy.recall withholds from recall, counted by reason at the operator's last
+    reconcile (content-free: codes and counts); empty when it withholds none."""
     reason_code: ReasonCode | None = None
     """Reason code of the phase: OK when enabled, else the first failing gate or the store's
     refusal."""

@@ -14,7 +14,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
-from fgentic_governance.api.memory import ErasureResult, LastErasure, Posture
+from fgentic_governance.api import memory as api
+from fgentic_governance.api.memory import ErasureResult, LastErasure, Posture, RecallPolicy
 from fgentic_governance.memory.errors import StoreRefusal
 from fgentic_governance.reasons import Reason
 
@@ -38,22 +39,12 @@ def storable(vector: Sequence[float]) -> bool:
     return all(map(math.isfinite, vector)) and max(map(abs, vector)) <= FLOAT4_MAX
 
 
-class MemoryType(StrEnum):
-    PREFERENCE = "preference"
-    FACT = "fact"
-    DECISION = "decision"
-    INSTRUCTION = "instruction"
-    RELATIONSHIP = "relationship"
-    TASK_STATE = "task_state"
-    WORKING_NOTE = "working_note"
-
-
-class SourceKind(StrEnum):
-    USER_MESSAGE = "user_message"
-    ASSISTANT_RESPONSE = "assistant_response"
-    AUTOMATIC_SUMMARY = "automatic_summary"
-    SAVE_MEMORY_TOOL = "save_memory_tool"
-    UNKNOWN = "unknown"
+# The envelope's enums are API types since a scope's recall policy names them (sql/0022);
+# the store's code keeps naming them here, with its other typed values.
+MemoryType = api.MemoryType
+SourceKind = api.SourceKind
+ConfirmationStatus = api.ConfirmationStatus
+Sensitivity = api.Sensitivity
 
 
 class WriteReason(StrEnum):
@@ -62,20 +53,6 @@ class WriteReason(StrEnum):
     AUTOMATIC_SUMMARY = "automatic_summary"
     TASK_CHECKPOINT = "task_checkpoint"
     UNSPECIFIED = "unspecified"
-
-
-class ConfirmationStatus(StrEnum):
-    """No ``operator_confirmed``: an operator never sees, so never confirms, personal memory."""
-
-    USER_CONFIRMED = "user_confirmed"
-    MODEL_INFERRED = "model_inferred"
-    UNKNOWN = "unknown"
-
-
-class Sensitivity(StrEnum):
-    NORMAL = "normal"
-    PERSONAL = "personal"
-    SENSITIVE = "sensitive"
 
 
 class Lifecycle(StrEnum):
@@ -134,6 +111,8 @@ class ScopeRecord:
     """Leases (turns) per automatic save (policy.automaticSave.minUserTurns; sql/0011)."""
     store_agent_name: str = ""
     """agent_name spelling of this Agent's rows in the store; empty means ``<ns>/<name>``."""
+    recall: RecallPolicy = field(default_factory=RecallPolicy)
+    """Which rows may enter recall (policy.recall; sql/0022 applies it in the read view)."""
 
     @property
     def effective_store_agent_name(self) -> str:
@@ -158,7 +137,20 @@ class ScopeRecord:
             max_recalls=policy.prefetch.max_subqueries,
             max_summary_facts=policy.automatic_save.max_facts,
             min_user_turns=policy.automatic_save.min_user_turns,
+            recall=policy.recall,
         )
+
+    def recall_params(self) -> tuple[list[str] | None, list[str] | None, list[str] | None,
+                                     list[str] | None, int | None]:
+        """The scope's recall columns (sql/0022): each set as text, the age in seconds."""
+        policy = self.recall
+
+        def values(chosen: Sequence[StrEnum] | None) -> list[str] | None:
+            return None if chosen is None else [value.value for value in chosen]
+
+        return (values(policy.memory_types), values(policy.source_kinds),
+                values(policy.confirmation_statuses), values(policy.sensitivities),
+                None if policy.max_age_hours is None else policy.max_age_hours * 3600)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +168,8 @@ class ScopeState:
     entry_count: int
     held: bool = False
     """An erasure started and was not verified: every gate refuses the scope until it is."""
+    recall_withheld: tuple[tuple[Reason, int], ...] = ()
+    """Readable rows the recall policy withholds, by code (sql/0022 ``recall_withheld``)."""
 
 
 @dataclass(frozen=True, slots=True)
