@@ -34,6 +34,9 @@ class Reason(StrEnum):
     SUMMARY_TOO_LARGE = "SUMMARY_TOO_LARGE"
     SUMMARY_CADENCE_REACHED = "SUMMARY_CADENCE_REACHED"
     SUMMARY_INPUT_TOO_LARGE = "SUMMARY_INPUT_TOO_LARGE"
+    # Another A2A context of the (subject, Agent) is in progress, or not the lease's alone
+    # (sql/0021): which context a memory call serves cannot be told, so neither is served.
+    CONTEXT_CONFLICT = "CONTEXT_CONFLICT"
     # Content-store fence.
     SCOPE_MISSING = "SCOPE_MISSING"
     SCOPE_DISABLED = "SCOPE_DISABLED"

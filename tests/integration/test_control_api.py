@@ -179,6 +179,13 @@ def command(env: Env, name: str, *, subject: str = ALICE, agent: str = AGENT,
                                                            agent=agent), **fields}
 
 
+def lease_open(env: Env, name: str, *, context: str = "ctx-control-room",
+               **fields: Any) -> dict[str, Any]:
+    """A lease/open body: a command naming the turn's A2A context (the bridge's one per room
+    and ghost)."""
+    return command(env, name, contextId=context, **fields)
+
+
 async def post(env: Env, action: str, body: dict[str, Any] | bytes, *,
                token: str | None = TOKEN, headers: dict[str, str] | None = None,
                path: str | None = None) -> tuple[int, dict[str, Any]]:
@@ -526,7 +533,7 @@ LIVE_LEASES = ("SELECT count(*) FROM fgentic_memory.delegation_lease l"
 
 async def test_a_lease_opens_after_the_room_check_and_closes_idempotently(env: Env) -> None:
     access = await make_scope(env, "alice")
-    status, body = await post(env, "lease/open", command(env, "alice", seconds=120))
+    status, body = await post(env, "lease/open", lease_open(env, "alice", seconds=120))
     assert status == 201, body
     lease = body["lease"]
     assert lease["consentGeneration"] == access.generation and lease["expiresAt"].endswith("Z")
@@ -539,7 +546,7 @@ async def test_a_lease_opens_after_the_room_check_and_closes_idempotently(env: E
     assert await env.pool.fetchval(LIVE_LEASES) == 0
     # Bob cannot close Alice's lease by naming her lease id under his own scope.
     await make_scope(env, "bob", subject=BOB)
-    status, body = await post(env, "lease/open", command(env, "alice"))
+    status, body = await post(env, "lease/open", lease_open(env, "alice"))
     bob_close = {**close, "subject": BOB, "roomId": control_room("bob"), "leaseId":
                  body["lease"]["id"]}
     assert await post(env, "lease/close", bob_close) == (200, {"reason": "OK", "closed": False})
@@ -550,20 +557,20 @@ async def test_no_lease_on_drift_without_consent_or_beyond_the_ceiling(env: Env)
     await make_scope(env, "alice")
     await make_scope(env, "bob", subject=BOB, grant=False)
     drifted = snapshot(env, "alice", joinRule="public")
-    status, body = await post(env, "lease/open", command(env, "alice", room=drifted))
+    status, body = await post(env, "lease/open", lease_open(env, "alice", room=drifted))
     assert (status, body["reason"], body["drift"]) == (403, "ROOM_STATE_DRIFT", ["JOIN_RULE"])
-    status, body = await post(env, "lease/open", command(env, "bob", subject=BOB))
+    status, body = await post(env, "lease/open", lease_open(env, "bob", subject=BOB))
     assert (status, body["reason"]) == (403, "SCOPE_DISABLED")
-    status, body = await post(env, "lease/open", command(env, "alice", seconds=541))
+    status, body = await post(env, "lease/open", lease_open(env, "alice", seconds=541))
     assert (status, body["reason"]) == (400, "REQUEST_MALFORMED")
-    status, body = await post(env, "lease/open", command(env, "alice", subject=BOB))
+    status, body = await post(env, "lease/open", lease_open(env, "alice", subject=BOB))
     assert status == 403
     assert await env.pool.fetchval(LIVE_LEASES) == 0
 
 
 async def test_off_ends_the_open_lease(env: Env) -> None:
     await make_scope(env, "alice")
-    status, _ = await post(env, "lease/open", command(env, "alice"))
+    status, _ = await post(env, "lease/open", lease_open(env, "alice"))
     assert status == 201 and await env.pool.fetchval(LIVE_LEASES) == 1
     _, issued = await post(env, "off", command(env, "alice"))
     token = issued["confirmation"]["token"]
@@ -575,7 +582,7 @@ async def test_off_ends_the_open_lease(env: Env) -> None:
 async def test_a_replayed_lease_open_returns_its_lease_and_live_leases_are_capped(
         env: Env) -> None:
     await make_scope(env, "alice")
-    body = command(env, "alice", seconds=120, delegationId=str(uuid.uuid4()))
+    body = lease_open(env, "alice", seconds=120, delegationId=str(uuid.uuid4()))
     first = await post(env, "lease/open", body)
     assert first[0] == 201, first
     for _ in range(5):  # a replayed body (a bridge's retry) opens nothing new
@@ -588,13 +595,33 @@ async def test_a_replayed_lease_open_returns_its_lease_and_live_leases_are_cappe
     # Without a delegation id (the first wire shape) each call opens a lease, up to the cap.
     cap = await env.pool.fetchval("SELECT fgentic_memory.max_live_leases()")
     for _ in range(cap):
-        status, answer = await post(env, "lease/open", command(env, "alice"))
+        status, answer = await post(env, "lease/open", lease_open(env, "alice"))
         assert status == 201, answer
-    assert await post(env, "lease/open", command(env, "alice")) == (
+    assert await post(env, "lease/open", lease_open(env, "alice")) == (
         429, {"reason": "LEASE_LIMIT_REACHED"})
     assert await env.pool.fetchval(LIVE_LEASES) == cap
-    status, _ = await post(env, "lease/open", command(env, "alice", delegationId="Not-a-uuid"))
+    status, _ = await post(env, "lease/open", lease_open(env, "alice", delegationId="Not-a-uuid"))
     assert status == 400
+
+
+async def test_a_lease_names_its_rooms_context(env: Env) -> None:
+    """Issue 38 §1: the memory API binds a lease's memory calls to the A2A context the bridge
+    names; without one, or with one no context can be, no lease opens; a replay may not move
+    it to another context."""
+    await make_scope(env, "alice")
+    for missing in (command(env, "alice"), lease_open(env, "alice", context=""),
+                    lease_open(env, "alice", context="a/b"),
+                    lease_open(env, "alice", context="x" * 129)):
+        assert await post(env, "lease/open", missing) == (400, {"reason": "REQUEST_MALFORMED"})
+    delegation = str(uuid.uuid4())
+    status, body = await post(env, "lease/open", lease_open(env, "alice", delegationId=delegation))
+    assert status == 201, body
+    assert await env.pool.fetchval(
+        "SELECT context_id FROM fgentic_memory.delegation_lease WHERE lease_id = $1::uuid",
+        body["lease"]["id"]) == "ctx-control-room"
+    assert await post(env, "lease/open", lease_open(
+        env, "alice", context="ctx-team-room", delegationId=delegation)) == (
+        403, {"reason": "CONTEXT_CONFLICT"})
 
 
 # -- room-state drift ------------------------------------------------------------------------

@@ -70,7 +70,7 @@ from tests.support.kagent import (
     runtime_versions,
     start_agent,
 )
-from tests.support.memory_api import agent_token, headers, memory_api
+from tests.support.memory_api import agent_token, headers, memory_api, routed_pod
 from tests.support.objects import consent_obj, scope_obj
 from tests.support.store import DELEGATE_SETTINGS, migrated_pool
 from tests.support.stubs import LoopbackServer, Recorded
@@ -224,10 +224,13 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter,
 
 
 class Tap:
-    """A transparent TCP relay on 127.0.0.1 in front of ``target_port``."""
+    """A transparent TCP relay on 127.0.0.1 in front of ``target_port``, connecting from
+    ``source`` (the address of the runtime's routed Pod, so that the memory API hears its
+    session and task calls as that Pod's)."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, source: str = "127.0.0.1") -> None:
         self.target_port = target_port
+        self.source = source
         self.port = 0
         self.streams: list[tuple[Stream, Stream]] = []
         self._server: asyncio.Server | None = None
@@ -242,7 +245,8 @@ class Tap:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        up_reader, up_writer = await asyncio.open_connection(
+            "127.0.0.1", self.target_port, local_addr=(self.source, 0))
         self._writers += [writer, up_writer]
         sent, received = Stream(), Stream()
         self.streams.append((sent, received))
@@ -282,6 +286,9 @@ class Scope:
     key: str
     generation: int
     lease_id: str | None = None
+    context: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """The A2A context of the control room (the bridge's one per room and ghost), which its
+    leases name (issue 38 §1)."""
 
 
 @dataclass
@@ -302,6 +309,8 @@ class World:
     other_token: str
     """The token of OTHER_AGENT's service account."""
     http: aiohttp.ClientSession
+    rooms: dict[str, str] = field(default_factory=dict)
+    """Each user's control-room context, as their last lease named it."""
 
     @property
     def app(self) -> str:
@@ -343,11 +352,14 @@ class World:
                                                    scope.agent), **fields}
 
     async def open_lease(self, scope: Scope, **room: Any) -> tuple[int, dict[str, Any]]:
+        """A lease naming the control room's context; the user's turns then run in it
+        unless a test names another (:meth:`turn`)."""
         snapshot = control_room_state(scope.room, scope.subject, self.ns, scope.agent, **room)
         status, body = await self.control.post("lease/open", self.command(
-            scope, snapshot, seconds=300))
+            scope, snapshot, seconds=300, contextId=scope.context))
         if status == 201:
             scope.lease_id = body["lease"]["id"]
+            self.rooms[scope.subject] = scope.context
         return status, body
 
     async def close_lease(self, scope: Scope) -> tuple[int, dict[str, Any]]:
@@ -361,6 +373,32 @@ class World:
         assert await self.close_lease(scope) == (200, {"reason": "OK", "closed": True})
         status, body = await self.open_lease(scope)
         assert status == 201, body
+
+    async def new_context(self, scope: Scope) -> None:
+        """The bridge's next turn of ``scope``'s user in a context the runtime has not seen
+        (the runtime prefetches only on a context's first user message): the lease is
+        reopened naming it."""
+        assert await self.close_lease(scope) == (200, {"reason": "OK", "closed": True})
+        scope.context = uuid.uuid4().hex
+        status, body = await self.open_lease(scope)
+        assert status == 201, body
+
+    async def in_progress(self, scope: Scope) -> None:
+        """What the runtime sends first in a turn of ``scope``'s room (its session fetch,
+        through the memory API from its Pod): the room's context is in progress, so a direct
+        memory call in the runtime's shapes is bound to the lease (issue 38 §1)."""
+        async with self.http.get(f"{self.tap.url}/api/sessions/{scope.context}",
+                                 params={"user_id": scope.subject},
+                                 headers=headers(self.token, self.ns, AGENT,
+                                                 scope.subject)) as response:
+            assert response.status == 200
+
+    async def refill(self, scope: Scope) -> None:
+        """A minute passes for the explicit-operation bucket of ``scope``'s user (ADR 0023
+        §42: six per minute, burst three, shared by save_memory and load_memory), without
+        the test waiting for it."""
+        await self.pool.execute("UPDATE fgentic_memory.rate_bucket SET tokens = 3"
+                                " WHERE subject_mxid = $1", scope.subject)
 
     async def live_leases(self, scope: Scope) -> int:
         return int(await self.pool.fetchval(LIVE_LEASES, scope.key))
@@ -379,9 +417,11 @@ class World:
     # the runtime
 
     async def turn(self, text: str, user: str | None, context: str | None = None) -> str:
-        """One A2A turn; a new session unless ``context`` is given."""
+        """One A2A turn in ``context``; else in the control room of the user's last lease,
+        as the bridge sends it; else in a new session."""
         return await a2a_turn(self.runtime.base_url, text, user_id=user,
-                              context_id=context or uuid.uuid4().hex)
+                              context_id=context or self.rooms.get(user or "")
+                              or uuid.uuid4().hex)
 
     async def save_turn(self, user: str | None, fact: str, context: str | None = None) -> None:
         """A turn in which the model calls ``save_memory(fact)``."""
@@ -434,6 +474,8 @@ async def world(control_plane: Any, k8s_client: client.ApiClient, postgres: Loca
     ns = f"kgm-{uuid.uuid4().hex[:8]}"
     control_plane.ensure_namespace(ns)
     token = await agent_token(k8s_client, ns, AGENT)
+    pod_address = f"127.0.{uuid.uuid4().int % 250 + 1}.{uuid.uuid4().int % 250 + 1}"
+    await asyncio.to_thread(routed_pod, k8s_client, ns, AGENT, pod_address)
     other_token = await agent_token(k8s_client, ns, OTHER_AGENT)
     database = f"t_kagent_governed_{uuid.uuid4().hex[:8]}"
     dsn = await postgres.create_database(database, extensions=("vector",))
@@ -453,7 +495,7 @@ async def world(control_plane: Any, k8s_client: client.ApiClient, postgres: Loca
                               local_server=CONTROL_SERVER) as memory_url, \
                 control_api(store, pool, k8s_client, [ns], workdir) as control, \
                 aiohttp.ClientSession() as http:
-            tap = Tap(urlsplit(memory_url).port or 0)
+            tap = Tap(urlsplit(memory_url).port or 0, pod_address)
             await tap.start()
             runtime = await start_agent(workdir / "runtime", kagent_url=tap.url, chat=chat,
                                         embeddings=embeddings, token=token, namespace=ns,
@@ -498,7 +540,7 @@ async def five_turns(w: World, user: str, first: str, *steps: Any,
     background); ``steps`` are the model's first steps. With ``leased``, each turn has its
     own lease, as the bridge opens them (the cadence of automatic saves counts turns by
     leases). Returns the session's context id."""
-    context = uuid.uuid4().hex
+    context = w.rooms.get(user) or uuid.uuid4().hex  # a leased user's turns: their room's
     w.chat.script(*steps)
     await w.turn(first, user, context)
     for turn in range(2, 6):
@@ -555,7 +597,7 @@ async def test_collection_only_inside_a_lease_after_consent(w: World) -> None:
 
     status, body = await w.open_lease(scope)
     assert status == 201 and body["lease"]["consentGeneration"] == scope.generation
-    leased, context = f"Dana prefers answers in French {tag()}", uuid.uuid4().hex
+    leased, context = f"Dana prefers answers in French {tag()}", scope.context
     await w.save_turn(scope.subject, leased, context)
     call = w.saved(scope.subject, leased)
     assert call.status == 201
@@ -619,6 +661,7 @@ async def test_prefetch_and_load_memory_return_only_the_subjects_own_facts(w: Wo
     assert {r["content"] for r in await w.rows(user=bob.subject)} == {bob_fact}
 
     for me, mine, theirs in ((alice, alice_fact, bob_fact), (bob, bob_fact, alice_fact)):
+        await w.new_context(me)  # a first message again: the runtime prefetches
         since = len(w.chat.requests)
         w.chat.script(CallTool("load_memory", {"query": lookup}, then="Found it."))
         assert await w.turn(question, me.subject) == "Found it."
@@ -654,6 +697,7 @@ async def test_forget_one_entry_then_forget_all_then_off(w: World) -> None:
     status, body = await w.control.post("forget", w.command(scope, entryId=by_text[forgotten]))
     assert status == 200
     assert (body["receipt"]["result"], body["receipt"]["deleted"]) == ("Verified", 1)
+    await w.refill(scope)  # two saves and two load_memory calls: four explicit operations
     await w.load_turn(scope.subject, "about " + forgotten)
     await w.load_turn(scope.subject, "about " + kept)
     [gone] = w.searched(scope.subject, "about " + forgotten)
@@ -743,6 +787,7 @@ async def test_entry_cap_refusal_and_hard_expiry(w: World) -> None:
     expired = w.saved(scope.subject, facts[0]).answer()["id"]
     await w.pool.execute("UPDATE fgentic_memory.memory SET expires_at = now()"
                          " WHERE id = $1", expired)
+    await w.refill(scope)  # three saves and two load_memory calls: five explicit operations
     for fact in facts[:2]:
         await w.load_turn(scope.subject, "about " + fact)
     [hidden] = w.searched(scope.subject, "about " + facts[0])
@@ -777,6 +822,7 @@ async def test_no_cross_user_cross_agent_bridged_or_federated_reuse(w: World) ->
                                headers=headers(token, w.ns, agent, user)) as response:
             return response.status, await response.json()
 
+    await w.in_progress(alice)  # a turn of her room runs
     status, found = await search(body(), w.token)  # the control: the caller it serves
     assert status == 200 and [f["content"] for f in found] == [fact]
     cases = [
@@ -1022,7 +1068,7 @@ async def test_a_runaway_model_meets_every_bound_and_each_reply_still_arrives(
     # One load is two units (load + embedding): the first turn's prefetch and load_memory
     # spend four; the next turn's load_memory is refused, and the reply still comes.
     thrifty = await w.scope("rosa", hourlyOperationCeiling=4)
-    context = uuid.uuid4().hex
+    context = thrifty.context
     await w.load_turn(thrifty.subject, "first lookup", context)
     await w.load_turn(thrifty.subject, "second lookup", context)
     searches = w.of(thrifty.subject, SEARCH)
@@ -1044,7 +1090,7 @@ async def test_sessions_and_tasks_reach_the_controller_byte_for_byte(w: World) -
     Authorization, X-Agent-Name and X-User-Id among them) and body, and gets the stub's
     status back; the turns work; no memory call ever reaches the controller."""
     scope = await w.scope("olga")
-    context = uuid.uuid4().hex
+    context = scope.context
     w.chat.script(Say("Hello Olga."), CallTool("save_memory", {
         "content": f"Olga prefers short answers {tag()}"}, then="Noted."))
     assert await w.turn("Hi, this is Olga speaking, how are you today?", scope.subject,
@@ -1119,7 +1165,7 @@ async def traced_session(w: World, workdir: Path, *, governed: bool
                                    then="Saved."),
                           CallTool("load_memory", {"query": f"codename {s_query}"},
                                    then="Checked."))
-            context = uuid.uuid4().hex
+            context = scope.context
             for turn in range(1, 6):
                 if turn > 1:
                     await w.next_turn(scope)
@@ -1156,3 +1202,76 @@ async def test_traces_without_the_routings_switches_carry_memory_content(
     exported, sentinels, _, _ = await traced_session(w, tmp_path, governed=False)
     for sentinel in sentinels:
         assert sentinel.encode() in exported, f"{sentinel.split('-')[1]} not exported"
+
+
+# -- 12. a lease serves its room's context alone (issue 38 §1, §6) ------------------------------
+
+
+async def test_a_lease_serves_its_rooms_context_alone(w: World) -> None:
+    """Issue 38 §1: Alice's lease names her control room's A2A context. While her control-room
+    turn is in progress, her turn with the same Agent in a team room (another context, same
+    X-User-Id) gets no memory: its prefetch, its load_memory and its automatic save are each
+    refused CONTEXT_CONFLICT, and every reply arrives. Alone again, the control-room turn
+    recalls her fact."""
+    scope = await w.scope("alice")
+    fact = f"Alice keeps the spare key under the blue flowerpot {tag()}"
+    await w.save_turn(scope.subject, fact)  # in the control room
+    assert w.saved(scope.subject, fact).status == 201
+    # The control room's next turn is in progress: its model holds the load_memory call.
+    release = asyncio.Event()
+
+    async def held() -> None:
+        await release.wait()
+
+    w.chat.script(CallTool("load_memory", {"query": fact}, then="Recalled.", after=held))
+    asked = len(w.chat.requests)
+    control = asyncio.create_task(w.turn("Where is my spare key, please?", scope.subject))
+    await eventually(lambda: len(w.chat.requests) > asked, what="the control room's turn")
+
+    team, done = uuid.uuid4().hex, len(w.of(scope.subject))
+    question, lookup = "Where did I leave the spare key for the front door?", "the spare key"
+    w.embeddings.aliases.update({question: fact, lookup: fact})  # both would find the fact
+    w.chat.summary = [f"Alice asked about a key {tag()}"]
+    w.chat.script(Say("I cannot say."), CallTool("load_memory", {"query": lookup},
+                                                  then="Nothing found."))
+    since = len(w.chat.requests)
+    assert await w.turn(question, scope.subject, team) == "I cannot say."
+    assert await w.turn("Look it up, please.", scope.subject, team) == "Nothing found."
+    for turn in range(3, 6):  # the fifth starts the automatic save
+        assert await w.turn(f"Turn {turn} in the team room.", scope.subject, team) == "OK."
+    await eventually(lambda: w.of(scope.subject, BATCH), what="the team room's automatic save")
+    in_team = w.of(scope.subject)[done:]
+    assert [e.path for e in in_team if e.path != SEARCH] == [BATCH]
+    assert len([e for e in in_team if e.path == SEARCH]) == 2  # prefetch and load_memory
+    assert {e.refusal() for e in in_team} == {(403, "CONTEXT_CONFLICT")}
+    assert fact not in w.chat_text(since)
+    assert [r["content"] for r in await w.rows(user=scope.subject)] == [fact]
+
+    # Alone again: the control room's held turn loads the fact.
+    since = len(w.chat.requests)
+    release.set()
+    assert await control == "Recalled."
+    assert fact in w.chat_text(since)  # the load_memory result the model got
+    assert w.of(scope.subject)[-1].status == 200
+
+
+async def test_load_memory_takes_the_explicit_bucket_and_prefetch_does_not(w: World) -> None:
+    """Issue 38 §6, ADR 0023 §42: explicit loads share the six-per-minute, burst-three bucket
+    with explicit saves. Bound to its lease's context, a search while that context has an
+    outstanding load_memory call is the tool's and takes a token; prefetch takes none."""
+    scope = await w.scope("uma")
+    tokens = ("SELECT tokens FROM fgentic_memory.rate_bucket WHERE subject_mxid = $1")
+    opening = ("I would like to plan a trip to the mountains next week. "
+               "Please also remember that I prefer trains over planes.")
+    assert await w.turn(opening, scope.subject) == "OK."  # two prefetch searches
+    assert [e.status for e in w.of(scope.subject, SEARCH)] == [200, 200]
+    assert await w.pool.fetchval(tokens, scope.subject) is None
+    for lookup in range(3):  # burst three
+        await w.load_turn(scope.subject, f"lookup {lookup}")
+    await w.load_turn(scope.subject, "lookup 3")  # the reply still comes
+    searches = w.of(scope.subject, SEARCH)
+    assert [e.status for e in searches] == [200, 200, 200, 200, 200, 429]
+    assert searches[-1].refusal() == (429, "RATE_LIMITED")
+    # An explicit save shares the bucket.
+    await w.save_turn(scope.subject, f"Uma prefers trains {tag()}")
+    assert w.of(scope.subject, SAVE)[-1].refusal() == (429, "RATE_LIMITED")

@@ -57,7 +57,8 @@ class ControlStore(Protocol):
     async def erase_scope(self, scope_key: str) -> ErasureReceipt: ...
     async def withdraw(self, scope_key: str) -> ErasureReceipt: ...
     async def open_lease(self, access: Access, seconds: int,
-                         delegation_id: str | None = None) -> Lease: ...
+                         delegation_id: str | None = None, *,
+                         context_id: str | None = None) -> Lease: ...
     async def close_lease(self, scope_key: str, lease_id: str) -> bool: ...
 
 
@@ -179,7 +180,8 @@ class ControlService:
         the memory API serves the runtime's calls for (subject, Agent) only while it lives."""
         adm = await self.admit(command)
         lease = await _store(self.store.open_lease(adm.access, command.seconds,
-                                                   command.delegation_id))
+                                                   command.delegation_id,
+                                                   context_id=command.context_id))
         return Reply(201, {"reason": Reason.OK.value, "lease": {
             "id": lease.id, "expiresAt": iso(lease.expires_at),
             "consentGeneration": lease.generation}})

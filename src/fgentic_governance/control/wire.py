@@ -21,7 +21,7 @@ from pydantic.alias_generators import to_camel
 from fgentic_governance.api.common import DNS1123_LABEL, MXID_PATTERN, ROOM_ID_PATTERN
 from fgentic_governance.contract import limits
 from fgentic_governance.control.codes import ControlError, ControlReason
-from fgentic_governance.memory.model import MAX_LEASE_SECONDS
+from fgentic_governance.memory.model import CONTEXT_ID, MAX_LEASE_SECONDS
 from fgentic_governance.serving import strict_json
 
 MAX_BODY_BYTES: Final = 64 * 1024
@@ -131,6 +131,11 @@ class LeaseCommand(Command):
     """The bridge's id of this delegation (a lower-case UUID, one per turn): a replay of the
     body returns the same live lease instead of opening another. Optional (the first wire
     shape had none); without it every call opens a new lease, within the live-lease cap."""
+    context_id: Annotated[str, Field(min_length=1, max_length=128, pattern=CONTEXT_ID)]
+    """The A2A ``contextId`` the bridge sends the turn with: its one context per (room,
+    ghost). Required: the memory API admits the lease's memory calls only while this context
+    alone of the (subject, Agent) is in progress (sql/0021, CONTEXT_CONFLICT), so a turn of
+    the same person in another room gets none of it. A replay must name the same one."""
 
 
 class LeaseCloseCommand(_Wire):

@@ -11,6 +11,7 @@ role's privileges plus delegation, which a runtime login does not have.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,6 +40,7 @@ from fgentic_governance.memory.model import (
     Envelope,
     Operation,
     RecentUsers,
+    Sighting,
     vector_literal,
 )
 from fgentic_governance.memory.write_policy import MetadataValue
@@ -57,6 +59,10 @@ _ADMIT_EMBEDDING: Final = f"SELECT fgentic_memory.admit_agent_embedding($1, $2, 
 _ADMIT_SUMMARY: Final = (
     f"SELECT fgentic_memory.admit_agent_summary($1, $2, $6, {_RECENT_USER})")
 _NOTE_ACTIVITY: Final = "SELECT fgentic_memory.note_activity($1, $2, $3::text[])"
+_NOTE_CONTEXT: Final = ("SELECT fgentic_memory.note_context($1, $2, $3, $4, $5, $6, $7,"
+                        " $8::text[], $9::text[])")
+_BIND_CONTEXT: Final = "SELECT fgentic_memory.bind_context($1, $2, $3)"
+_END_SAVE_WAIT: Final = "SELECT fgentic_memory.end_save_wait($1, $2, $3)"
 # One statement: enter the leased scope, then insert every fact under its claim. The CTE is
 # materialised, so the claim exists before the first row reaches the write gate; inside it,
 # the call is scalar and OFFSET 0 keeps it to one evaluation.
@@ -161,7 +167,7 @@ class DelegatedStore:
         self._pool = pool
 
     async def admit(self, caller: Caller, items: Mapping[Operation, int], *,
-                    explicit: bool = False) -> None:
+                    explicit: bool = False, bound: bool = False) -> bool:
         """Consume ``items`` against the leased scope's ceilings, committed on its own. A load
         (a search: the first turn's prefetch or load_memory) is first charged to a live lease
         of the scope, at most ``MAX_RECALLS_PER_LEASE`` (or the scope's lower bound) per lease
@@ -169,14 +175,21 @@ class DelegatedStore:
         ``max_summary_facts`` saves (SUMMARY_TOO_LARGE) and comes at most once per
         ``min_user_turns`` leases of the scope (SUMMARY_CADENCE_REACHED); its summarisation is
         not charged again when the model route admitted it (:meth:`admit_summary`). All in the
-        same transaction as the admission: a refused one charges nothing."""
+        same transaction as the admission: a refused one charges nothing.
+
+        ``bound`` (every memory API call): first the call is bound to its lease's A2A context
+        (sql/0021: CONTEXT_CONFLICT while any other context of the pair is in progress); a
+        search of a context with an outstanding ``load_memory`` call is then the tool's and
+        takes §42's explicit token like ``explicit``; an automatic save ends its context's
+        wait for it, admitted or not. Returns whether a token was taken."""
         if not items or any(not 1 <= units <= MAX_ADMIT_UNITS for units in items.values()):
             raise StoreRefusal(Reason.INVALID_SPEC)
         mode = "capture" if {Operation.SAVE, Operation.SUMMARIZE} & set(items) else "recall"
 
-        async def work() -> dict[Operation, int]:
+        async def work() -> tuple[dict[Operation, int], bool]:
             async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn, conn.transaction():
                 await conn.fetchrow(_ENTER, *caller.params(), mode)
+                tool = bound and bool(await conn.fetchval(_BIND_CONTEXT, *caller.params()))
                 if Operation.LOAD in items:
                     await conn.fetchval(_CHARGE_RECALL)
                 charged = dict(items)
@@ -185,21 +198,25 @@ class DelegatedStore:
                 if Operation.SUMMARIZE in items and await conn.fetchval(
                         _CHECK_SUMMARY, items.get(Operation.SAVE, 0)):
                     del charged[Operation.SUMMARIZE]
-                take_token = explicit
+                token = take_token = explicit or (tool and Operation.LOAD in items)
                 for operation, units in charged.items():
                     await conn.fetchval(_ADMIT, operation.value, units, take_token)
                     take_token = False  # one explicit request is one token
-            return charged
+            return charged, token
 
         try:
-            charged = await guarded(work())
+            charged, token = await guarded(work())
         except StoreRefusal as refusal:
             for operation in items:
                 record(ADMISSIONS, operation.value, refusal.reason)
             raise
+        finally:
+            if bound and Operation.SUMMARIZE in items:
+                await self._end_save_wait(caller)
         for operation in items:
             record(ADMISSIONS, operation.value, Reason.OK)
         _metered(charged)
+        return token
 
     async def admit_embedding(self, agent_namespace: str, agent_name: str,
                               seen: RecentUsers) -> None:
@@ -233,6 +250,29 @@ class DelegatedStore:
                 await conn.execute(_NOTE_ACTIVITY, agent_namespace, agent_name, list(users))
 
         await self._counted("note_activity", work)
+
+    async def _end_save_wait(self, caller: Caller) -> None:
+        """The automatic save arrived (sql/0021 end_save_wait): its context, if it can only
+        be that one, waits for it no more. A failure keeps the wait (more refusals, until its
+        bound), so it is not the caller's."""
+        async def work() -> None:
+            async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn:
+                await conn.execute(_END_SAVE_WAIT, *caller.params())
+
+        with contextlib.suppress(StoreRefusal):
+            await self._counted("end_save_wait", work)
+
+    async def note_context(self, agent_namespace: str, agent_name: str, user: str,
+                           seen: Sighting) -> None:
+        """Note, for every replica and before the call is relayed, what one pass-through call
+        of this Agent's Pods for ``user`` said about an A2A context (sql/0021)."""
+        async def work() -> None:
+            async with self._pool.acquire(timeout=ACQUIRE_SECONDS) as conn:
+                await conn.execute(_NOTE_CONTEXT, agent_namespace, agent_name, user,
+                                   seen.context, seen.created, seen.user_events, seen.final,
+                                   list(seen.called), list(seen.answered))
+
+        await self._counted("note_context", work)
 
     async def _admit_for_agent(self, operation: Operation, statement: str, *args: Any) -> None:
         """A request that names no user, charged to the leased scope of the user the memory

@@ -18,8 +18,8 @@ from fgentic_governance.reasons import Coded, Reason
 
 T = TypeVar("T")
 
-# Mirrors fgentic_memory.refuse() (sql/0001, redefined by sql/0008, 0010 and 0011); a test
-# asserts they agree.
+# Mirrors fgentic_memory.refuse() (sql/0001, redefined by sql/0008, 0010, 0011, 0013 and
+# 0021); a test asserts they agree.
 SQLSTATE_REASONS: Final = MappingProxyType({
     "FG001": Reason.SCOPE_MISSING,
     "FG002": Reason.SCOPE_DISABLED,
@@ -45,6 +45,7 @@ SQLSTATE_REASONS: Final = MappingProxyType({
     "FG022": Reason.SUMMARY_TOO_LARGE,
     "FG023": Reason.SUMMARY_CADENCE_REACHED,
     "FG024": Reason.SUMMARY_INPUT_TOO_LARGE,
+    "FG025": Reason.CONTEXT_CONFLICT,
     "FG999": Reason.INTERNAL_ERROR,
 })
 

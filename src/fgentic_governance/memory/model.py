@@ -221,7 +221,28 @@ next with RECALL_LIMIT_REACHED (a test holds the two equal)."""
 MAX_NOTED_USERS: Final = 16
 """Users of one Agent a memory API replica keeps, and notes or counts in one call; the
 database's ``max_noted_users()`` (sql/0019) refuses more (a test holds the two equal)."""
+CONTEXT_ID: Final = r"^[A-Za-z0-9._:-]{1,128}$"
+"""An A2A context id a lease and a note may name: the database's ``context_pattern()``
+(sql/0021; a test holds the two equal). No ``/``: the runtime puts it in a path segment."""
+MAX_TOOL_CALLS: Final = 16
+"""Outstanding ``load_memory`` call ids one note carries, the database's ``max_tool_calls()``
+(sql/0021; a test holds the two equal)."""
 
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """What one runtime pass-through call says about A2A context ``context``, content-free
+    (sql/0021's note; read by ``memoryapi.contexts``): it creates the session, appends
+    ``user_events`` user events, reaches a final task state, appends ``load_memory`` calls
+    (``called``) or their responses (``answered``), by id."""
+
+    context: str
+    created: bool = False
+    user_events: int = 0
+    final: bool = False
+    called: tuple[str, ...] = ()
+    answered: tuple[str, ...] = ()
 
 @dataclass(frozen=True, slots=True)
 class RecentUsers:

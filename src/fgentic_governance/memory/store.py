@@ -416,11 +416,12 @@ class MemoryStore:
 
     async def cleanup_expired(self) -> int:
         """Delete expired rows (never extends an expiry), ended leases and stale activity
-        notes (sql/0019); returns how many rows of memory were deleted."""
+        notes (sql/0019, sql/0021); returns how many rows of memory were deleted."""
         async def work(conn: Any) -> int:
             expired = int(await conn.fetchval("SELECT fgentic_memory.cleanup_expired()"))
             await conn.fetchval("SELECT fgentic_memory.prune_leases()")
             await conn.fetchval("SELECT fgentic_memory.prune_activity()")
+            await conn.fetchval("SELECT fgentic_memory.prune_contexts()")
             return expired
 
         return await self._run("cleanup", work)
@@ -538,19 +539,26 @@ class MemoryStore:
     # -- delegation leases (control API; owner role) ----------------------------------------
 
     async def open_lease(self, access: Access, seconds: int,
-                         delegation_id: str | None = None) -> Lease:
+                         delegation_id: str | None = None, *,
+                         context_id: str | None = None) -> Lease:
         """Open a lease on the scope at ``access.generation`` (sql/0008 checks the triple).
 
         With ``delegation_id`` (a UUID) a replay returns the live lease of that delegation
         unchanged, and an ended one is not reopened (LEASE_MISSING). At most MAX_LIVE_LEASES of
         one (subject, Agent) live at once (LEASE_LIMIT_REACHED; sql/0010).
+
+        ``context_id``: the A2A context of the room the turn runs in (sql/0021); the memory
+        API then admits the pair's memory calls only while that context alone is in progress
+        (CONTEXT_CONFLICT). A replay must name the same one. Without it the lease is unbound
+        (the control API always names one).
         """
         delegation = None if delegation_id is None else _entry_id(delegation_id)
 
         async def work(conn: Any) -> Lease:
             row = await conn.fetchrow(
                 "SELECT lease_id, expires_at FROM fgentic_memory.open_lease"
-                "($1, $2, $3, $4, $5, $6, $7, $8::uuid)", *access.params(), seconds, delegation)
+                "($1, $2, $3, $4, $5, $6, $7, $8::uuid, $9)", *access.params(), seconds,
+                delegation, context_id)
             return Lease(str(row["lease_id"]), row["expires_at"], access.generation)
 
         return await self._run("open_lease", work)

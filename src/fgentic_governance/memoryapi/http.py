@@ -24,7 +24,7 @@ from prometheus_client import Counter
 from yarl import URL
 
 from fgentic_governance.api.kagent import AgentRef
-from fgentic_governance.memoryapi import proxy
+from fgentic_governance.memoryapi import contexts, proxy
 from fgentic_governance.memoryapi.activity import Activity, users_named
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason, Code, status_of
 from fgentic_governance.memoryapi.model_requests import (
@@ -36,6 +36,7 @@ from fgentic_governance.memoryapi.model_requests import (
 from fgentic_governance.memoryapi.service import MemoryApi, Reply, Request
 from fgentic_governance.memoryapi.wire import (
     MAX_BODY_BYTES,
+    Target,
     parse_batch,
     parse_save,
     parse_search,
@@ -190,39 +191,63 @@ class _Handler:
             return await self._completion(request, self._model)
         if governed_path(target.path):
             return await self._governed(request, target.path)
-        return await self._forward(request, proxy.joined(self._base, target))
+        return await self._forward(request, target)
 
-    async def _forward(self, request: web.BaseRequest, target: URL) -> web.StreamResponse:
+    async def _forward(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
         """A pass-through request: its body read whole first (an upstream connection never
-        waits on a client), then relayed on the controller's own connections."""
-        await self._note_users(request)
+        waits on a client), what it says about its caller's turn noted, then relayed on the
+        controller's own connections."""
         with self._bodies.hold(request) as holding:
             try:
                 body = await proxy.read_body(request, holding, self._body_timeout)
-            except ApiError as refused:
+                await self._note_turn(request, target.path, body)
+            except Exception as exc:
                 proxy.PASSED.labels(status="refused").inc()
-                return proxy.refusal(refused.code)
-            return await proxy.forward(request, self._upstreams.passthrough, target, body)
+                return proxy.refusal(_outcome(exc))
+            return await proxy.forward(request, self._upstreams.passthrough,
+                                       proxy.joined(self._base, target), body)
 
-    async def _note_users(self, request: web.BaseRequest) -> None:
+    async def _note_turn(self, request: web.BaseRequest, path: str,
+                         body: bytes | None) -> None:
         """Whose turn a routed Pod serves (its session and task calls name the user), for
-        the embeddings and summaries that follow (:mod:`activity`); never a reason to refuse
-        the pass-through itself. Only an authenticated caller is heard: the Pod's own token
-        (the runtime sends it on every call) naming the Agent of the live routed Pod at the
-        source address. Names from anyone else were stored and made the Agent's embeddings
-        SCOPE_AMBIGUOUS."""
-        if self._identify_address is None:
-            return
+        the embeddings and summaries that follow (:mod:`activity`), and which A2A context it
+        is in, for the memory calls that follow (:mod:`contexts`, sql/0021). Only an
+        authenticated caller is heard: the Pod's own token (the runtime sends it on every
+        call) naming the Agent of the live routed Pod at the source address. Names from
+        anyone else were stored and made the Agent's embeddings SCOPE_AMBIGUOUS. A user that
+        is not noted refuses nothing; a context that is not noted refuses the call (a memory
+        call of that context would otherwise be bound to another one)."""
         users = users_named(request.headers, request.query)
-        if not users:
+        if self._identify_address is None or not users:
             return
+        seen = contexts.sighting(request.method, path, body)
+        agent = await self._routed_caller(request, strict=seen is not None)
+        if agent is None:
+            return
+        await self._note(agent, users)
+        if seen is not None:
+            for user in sorted(users):
+                await self._api.note_context(agent, user, seen)
+
+    async def _routed_caller(self, request: web.BaseRequest, *, strict: bool) -> AgentRef | None:
+        """The Agent whose routed Pod sent ``request`` with its own token; None for anyone
+        else. With ``strict``, a lookup that failed (the Kubernetes API did not answer) is
+        raised, not taken for anyone else."""
+        if self._identify_address is None:
+            return None
         try:
             agent = await self._identify(_bearer(request.headers.get("Authorization")))
             if await self._identify_address(request.remote or "") != agent:
-                return
-        except Exception:  # unauthenticated, not that Agent's Pod, or a failed lookup
-            return
-        await self._note(agent, users)
+                return None
+        except ApiError as refused:
+            if strict and refused.code is ApiReason.IDENTITY_UNAVAILABLE:
+                raise
+            return None
+        except Exception:
+            if strict:
+                raise
+            return None
+        return agent
 
     async def _note(self, agent: AgentRef, users: Iterable[str]) -> None:
         """Note ``users`` here and, when due, for every replica (sql/0019). A failed shared

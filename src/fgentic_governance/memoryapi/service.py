@@ -27,6 +27,7 @@ from fgentic_governance.memory.model import (
     Envelope,
     Operation,
     RecentUsers,
+    Sighting,
     SourceKind,
     WriteReason,
 )
@@ -47,7 +48,7 @@ class Store(Protocol):
     """The part of ``DelegatedStore`` the API uses."""
 
     async def admit(self, caller: Caller, items: Mapping[Operation, int], *,
-                    explicit: bool = ...) -> None: ...
+                    explicit: bool = ..., bound: bool = ...) -> bool: ...
     async def save_checked(self, caller: Caller, rows: Sequence[CheckedFact],
                            envelope: Envelope) -> list[str]: ...
     async def search(self, caller: Caller, vector: Embedding, *, limit: int,
@@ -58,6 +59,8 @@ class Store(Protocol):
                             input_bytes: int, seen: RecentUsers) -> None: ...
     async def note_activity(self, agent_namespace: str, agent_name: str,
                             users: Sequence[str]) -> None: ...
+    async def note_context(self, agent_namespace: str, agent_name: str, user: str,
+                           seen: Sighting) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ class MemoryApi:
         caller = self.caller(request, [item])
         fact = _fact(item)
         await _store(self.store.admit(
-            caller, {Operation.SAVE: 1, Operation.EMBEDDING: 1}, explicit=True))
+            caller, {Operation.SAVE: 1, Operation.EMBEDDING: 1}, explicit=True, bound=True))
         [entry_id] = await _store(self.store.save_checked(caller, [fact], TOOL_SAVE))
         return Reply(201, {"id": entry_id})
 
@@ -121,16 +124,20 @@ class MemoryApi:
         facts = [_fact(item) for item in items]
         n = len(facts)
         await _store(self.store.admit(
-            caller, {Operation.SUMMARIZE: 1, Operation.SAVE: n, Operation.EMBEDDING: n}))
+            caller, {Operation.SUMMARIZE: 1, Operation.SAVE: n, Operation.EMBEDDING: n},
+            bound=True))
         ids = await _store(self.store.save_checked(caller, facts, AUTOMATIC_SAVE))
         return Reply(201, {"count": len(ids)})
 
     async def search(self, request: Request, query: Search) -> Reply:
-        """``load_memory`` and the first turn's prefetch (the request cannot tell them apart:
-        both are admitted as one load and one embedding against the hourly ceiling, and each
-        takes one of the lease's eight recalls)."""
+        """``load_memory`` and the first turn's prefetch: each is one load and one embedding
+        against the hourly ceiling and one of the lease's eight recalls. The request cannot
+        tell them apart; bound to its lease's context (sql/0021), a search while that context
+        has an outstanding ``load_memory`` call is the tool's and also takes §42's explicit
+        token (six per minute, burst three, shared with explicit saves)."""
         caller = self.caller(request, [query])
-        await _store(self.store.admit(caller, {Operation.LOAD: 1, Operation.EMBEDDING: 1}))
+        await _store(self.store.admit(caller, {Operation.LOAD: 1, Operation.EMBEDDING: 1},
+                                      bound=True))
         found = await _store(self.store.search(caller, query.embedding, limit=query.limit,
                                                min_score=query.min_score))
         return Reply(200, [{"id": f.id, "content": f.content, "score": f.score,
@@ -160,6 +167,11 @@ class MemoryApi:
     async def note_activity(self, agent: AgentRef, users: Sequence[str]) -> None:
         """Share with every replica that ``agent``'s Pods named ``users`` (sql/0019)."""
         await _store(self.store.note_activity(agent.namespace, agent.name, users))
+
+    async def note_context(self, agent: AgentRef, user: str, seen: Sighting) -> None:
+        """Share with every replica, before the call is relayed, what ``agent``'s Pod said
+        about one of ``user``'s A2A contexts (sql/0021); a failure is the caller's refusal."""
+        await _store(self.store.note_context(agent.namespace, agent.name, user, seen))
 
 
 def _fact(item: SaveItem) -> CheckedFact:
