@@ -37,6 +37,13 @@ class Reason(StrEnum):
     # Another A2A context of the (subject, Agent) is in progress, or not the lease's alone
     # (sql/0021): which context a memory call serves cannot be told, so neither is served.
     CONTEXT_CONFLICT = "CONTEXT_CONFLICT"
+    # Recall policy (sql/0022): why a stored, readable fact was withheld from recall, counted
+    # in MemoryScope status.recallWithheld; never a refusal of a request.
+    RECALL_TYPE_WITHHELD = "RECALL_TYPE_WITHHELD"
+    RECALL_SOURCE_WITHHELD = "RECALL_SOURCE_WITHHELD"
+    RECALL_CONFIRMATION_WITHHELD = "RECALL_CONFIRMATION_WITHHELD"
+    RECALL_SENSITIVITY_WITHHELD = "RECALL_SENSITIVITY_WITHHELD"
+    RECALL_AGE_WITHHELD = "RECALL_AGE_WITHHELD"
     # Content-store fence.
     SCOPE_MISSING = "SCOPE_MISSING"
     SCOPE_DISABLED = "SCOPE_DISABLED"

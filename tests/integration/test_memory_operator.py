@@ -164,6 +164,37 @@ async def test_withdrawal_erases_verifies_and_fences_stale_writes(
         assert SENTINEL not in str(obj)
 
 
+async def test_the_operator_carries_the_recall_policy_and_reports_what_it_withholds(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore
+) -> None:
+    """spec.policy.recall reaches the store's scope record, where the fenced view applies it;
+    status.recallWithheld counts what it withholds (codes and counts only); a changed policy
+    is carried at once."""
+    from fgentic_governance.memory.model import Envelope, Sensitivity
+
+    name = "recall-policy"
+    policy = {**example("MemoryScope")["spec"]["policy"], "recall": {"sensitivities": ["normal"]}}
+    _create(api, "memoryscopes", _scope(name, policy=policy))
+    _create(api, "consentrecords", _consent(name))
+    generation = (await until_status(api, "memoryscopes", NS, name, phase("Enabled")))["status"][
+        "consentGeneration"]
+    access = _access(name, generation)
+    unit = [1.0] + [0.0] * 767
+    await store.save(access, "prefers tea", embedding=unit)
+    await store.save(access, f"a sensitive fact {SENTINEL}", embedding=unit,
+                     envelope=Envelope(sensitivity=Sensitivity.SENSITIVE))
+    status = (await until_status(api, "memoryscopes", NS, name,
+                                 lambda s: s.get("entryCount") == 2))["status"]
+    assert status["recallWithheld"] == [{"reasonCode": "RECALL_SENSITIVITY_WITHHELD", "count": 1}]
+    assert [e.content for e in await store.search(access, unit)] == ["prefers tea"]
+
+    api.patch_namespaced_custom_object(GROUP, VERSION, NS, "memoryscopes", name,
+                                       {"spec": {"policy": {"recall": {"sensitivities": None}}}})
+    await until_status(api, "memoryscopes", NS, name, lambda s: s.get("recallWithheld") == [])
+    assert len(await store.search(access, unit)) == 2
+    assert SENTINEL not in str(await asyncio.to_thread(get_object, api, "memoryscopes", NS, name))
+
+
 async def test_deleting_the_scope_erases_before_it_goes(
     operator: Operator, api: client.CustomObjectsApi, store: MemoryStore
 ) -> None:

@@ -47,6 +47,8 @@ class Outcome:
     hard_expiry: datetime | None = None
     erasure: ErasureReceipt | None = None
     granted: bool = False
+    recall_withheld: tuple[tuple[Reason, int], ...] = ()
+    """What the recall policy withholds of the readable rows, by code (none unless enabled)."""
 
     @property
     def last_erasure(self) -> LastErasure | None:
@@ -110,7 +112,7 @@ async def _enable(
     fresh = await store.scope_state(state.scope_key)
     return Outcome(ScopePhase.ENABLED, Reason.OK, generation, fresh.entry_count,
                    hard_expiry=await store.latest_expiry(state.scope_key),
-                   granted=granted or unrecorded)
+                   granted=granted or unrecorded, recall_withheld=fresh.recall_withheld)
 
 
 async def _disable(

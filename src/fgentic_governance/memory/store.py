@@ -95,8 +95,11 @@ _SCOPE_UPSERT: Final = """
 INSERT INTO fgentic_memory.scope AS s
     (scope_key, subject_mxid, origin_kind, agent_namespace, agent_name, store_agent_name,
      control_room, entry_cap, max_fact_bytes, max_retention_days, hourly_operation_ceiling,
-     explicit_per_minute, explicit_burst, max_recalls, max_summary_facts, min_user_turns)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+     explicit_per_minute, explicit_burst, max_recalls, max_summary_facts, min_user_turns,
+     recall_memory_types, recall_source_kinds, recall_confirmation_statuses,
+     recall_sensitivities, recall_max_age_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+        $17, $18, $19, $20, $21)
 ON CONFLICT (scope_key) DO UPDATE SET
     subject_mxid = excluded.subject_mxid, origin_kind = excluded.origin_kind,
     agent_namespace = excluded.agent_namespace, agent_name = excluded.agent_name,
@@ -107,6 +110,11 @@ ON CONFLICT (scope_key) DO UPDATE SET
     explicit_per_minute = excluded.explicit_per_minute, explicit_burst = excluded.explicit_burst,
     max_recalls = excluded.max_recalls, max_summary_facts = excluded.max_summary_facts,
     min_user_turns = excluded.min_user_turns,
+    recall_memory_types = excluded.recall_memory_types,
+    recall_source_kinds = excluded.recall_source_kinds,
+    recall_confirmation_statuses = excluded.recall_confirmation_statuses,
+    recall_sensitivities = excluded.recall_sensitivities,
+    recall_max_age_seconds = excluded.recall_max_age_seconds,
     updated_at = now()
 """
 _SCOPE_STATE: Final = """
@@ -114,7 +122,9 @@ SELECT s.scope_key, s.enabled, s.posture, s.consent_generation, s.entry_cap, s.m
        s.max_retention_days, s.hourly_operation_ceiling,
        (SELECT count(*) FROM fgentic_memory.memory m WHERE m.scope_key = s.scope_key) AS n,
        EXISTS (SELECT 1 FROM fgentic_memory.scope_hold h WHERE h.scope_key = s.scope_key)
-           AS held
+           AS held,
+       ARRAY(SELECT ROW(w.reason, w.n) FROM fgentic_memory.recall_withheld(s.scope_key) w)
+           AS withheld
   FROM fgentic_memory.scope s WHERE s.scope_key = $1
 """
 # A hold disables the scope in every gate (sql/0006) and needs no lock that a runtime
@@ -207,7 +217,7 @@ class MemoryStore:
                 r.agent_name, r.effective_store_agent_name, r.control_room, r.entry_cap,
                 r.max_fact_bytes, r.max_retention_days, r.hourly_operation_ceiling,
                 r.explicit_per_minute, r.explicit_burst, r.max_recalls, r.max_summary_facts,
-                r.min_user_turns)
+                r.min_user_turns, *r.recall_params())
             return await self._state(conn, r.scope_key)
 
         return await self._run("ensure_scope", work)
@@ -226,7 +236,8 @@ class MemoryStore:
             entry_cap=int(row["entry_cap"]), max_fact_bytes=int(row["max_fact_bytes"]),
             max_retention_days=int(row["max_retention_days"]),
             hourly_operation_ceiling=int(row["hourly_operation_ceiling"]),
-            entry_count=int(row["n"]), held=bool(row["held"]))
+            entry_count=int(row["n"]), held=bool(row["held"]),
+            recall_withheld=tuple((Reason(reason), int(n)) for reason, n in row["withheld"]))
 
     async def grant(self, scope_key: str, posture: Posture = Posture.ENABLED) -> int:
         """Advance the generation and enable, in one transaction; returns the new generation.

@@ -218,6 +218,8 @@ def _outcome_status(
                      model_route=model_route)
     fields["consentGeneration"] = outcome.generation
     fields["entryCount"] = outcome.entry_count
+    fields["recallWithheld"] = [{"reasonCode": reason.value, "count": n}
+                                for reason, n in outcome.recall_withheld]
     fields["hardExpiry"] = (outcome.hard_expiry.strftime("%Y-%m-%dT%H:%M:%SZ")
                             if outcome.hard_expiry else None)
     if outcome.last_erasure is not None:
