@@ -29,7 +29,7 @@ import logging
 import math
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,9 +46,10 @@ from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.admission.pods import CONTENT_FREE_TRACES, pod_patch
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.kagent import app_name
-from fgentic_governance.api.memory import MemoryScopeSpec
+from fgentic_governance.api.memory import MemoryScopeSpec, RecallPolicy
 from fgentic_governance.memory import MemoryStore, ScopeRecord
 from fgentic_governance.memoryapi.proxy import HOP_BY_HOP
+from fgentic_governance.reasons import Reason
 from fgentic_governance.serving.http import scrub_library_logs
 from tests.support.control import (
     CONTROL_SERVER,
@@ -674,6 +675,53 @@ async def test_prefetch_and_load_memory_return_only_the_subjects_own_facts(w: Wo
         assert len(searches) == 2
         assert all(e.status == 200 and [f["content"] for f in e.answer()] == [mine]
                    for e in searches)
+
+
+@both_runtimes
+async def test_prefetch_carries_only_what_the_scopes_recall_policy_admits(w: World) -> None:
+    """policy.recall admits only save_memory_tool facts: after five turns the store holds the
+    runtime's tool save and its automatic summary, both as near the question as can be, and a
+    new session's prefetch gives the model the tool save and never the summary. The store
+    counts the withheld summary (the operator's status.recallWithheld). The operator then
+    drops the policy (nothing else changes) and the next session's prefetch carries both."""
+    scope = await w.scope("rita", recall={"sourceKinds": ["save_memory_tool"]})
+    fact = f"Rita's favourite colour is teal {tag()}."
+    summary = f"Rita talked about repainting her kitchen {tag()}."
+    question = "Can you recall anything about my favourite colour and my home?"
+    for text in (summary, question):
+        w.embeddings.aliases[text] = fact
+    w.chat.summary = [summary]
+    await five_turns(w, scope.subject, "Hello, I would like to talk about my home.",
+                     CallTool("save_memory", {"content": fact}, then="Saved."), leased=scope)
+    await eventually(lambda: w.of(scope.subject, BATCH), what="the automatic save")
+    assert w.of(scope.subject, BATCH)[0].status == 201
+    assert {(r["content"], r["source_kind"]) for r in await w.rows(user=scope.subject)} == {
+        (fact, "save_memory_tool"), (summary, "automatic_summary")}
+
+    async def prefetched() -> str:
+        await w.new_context(scope)  # a first message again: the runtime prefetches
+        since = len(w.chat.requests)
+        w.chat.script(Say("Here is what I know."))
+        assert await w.turn(question, scope.subject) == "Here is what I know."
+        [search] = w.searched(scope.subject, question)[-1:]
+        assert search.status == 200
+        first = w.chat.requests[since].body.decode()
+        assert "<PAST_CONVERSATIONS>" in first
+        return first
+
+    first = await prefetched()
+    assert fact in first and summary not in first
+    state = await w.store.scope_state(scope.key)
+    assert state.recall_withheld == ((Reason.RECALL_SOURCE_WITHHELD, 1),)
+
+    obj = await asyncio.to_thread(client.CustomObjectsApi(w.kube).get_namespaced_custom_object,
+                                  GROUP, VERSION, w.ns, "memoryscopes", scope.name)
+    record = ScopeRecord.from_spec(w.ns, scope.name, MemoryScopeSpec.model_validate(
+        obj["spec"]))
+    await w.store.ensure_scope(replace(record, recall=RecallPolicy()))
+    again = await prefetched()
+    assert fact in again and summary in again
+    assert (await w.store.scope_state(scope.key)).recall_withheld == ()
 
 
 # -- 4. exact one-entry forget and disable-and-clear -------------------------------------------
