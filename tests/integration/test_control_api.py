@@ -41,6 +41,7 @@ from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds
 from fgentic_governance.memory.confirmations import StoreLedger
 from fgentic_governance.serving.http import scrub_library_logs, serve
 from tests.support import processes
+from tests.support.appservice import puppet, telegram
 from tests.support.kube import GROUP, VERSION, Check, until_status
 from tests.support.objects import example
 from tests.support.store import (
@@ -112,7 +113,7 @@ async def env(control_plane: Any, k8s_client: client.ApiClient, pool: Any, token
     clock = Clock()
     store = MemoryStore(pool)
     service = ControlService(store, KubeDirectory(k8s_client, [ns]),
-                             RoomPolicy(LOCAL, BOT, GHOST_TEMPLATE),
+                             RoomPolicy(LOCAL, BOT, GHOST_TEMPLATE, appservice=telegram(LOCAL)),
                              ConfirmationBook(StoreLedger(pool), ttl=120, clock=clock))
     port = processes.free_port()
     runner = await serve(make_handler(service, BearerTokenFile(token_file)), "127.0.0.1", port)
@@ -719,6 +720,23 @@ async def test_wrong_subject_or_agent_is_refused(env: Env) -> None:
     await asyncio.to_thread(env.api.delete_namespaced_custom_object, GROUP, VERSION, env.ns,
                             "memoryscopes", "alice")
     assert (await post(env, "inspect", command(env, "alice")))[1] == {"reason": "SCOPE_MISSING"}
+    assert all(FACT_SENTINEL not in text for text in env.responses)
+
+
+async def test_a_bridged_puppet_declared_native_local_is_refused(env: Env) -> None:
+    """ADR 0023 §31: a Telegram puppet's scope, declared native-local and granted (what the
+    webhook refuses at admission), in its own control room: every command is refused
+    APPSERVICE_IDENTITY_DENIED before the store is read, and its memory is left alone."""
+    bridged = puppet(LOCAL)
+    access = await make_scope(env, "puppet", subject=bridged)
+    [entry] = await save(env, access, f"a puppet's fact {FACT_SENTINEL}")
+    refused = (403, {"reason": "APPSERVICE_IDENTITY_DENIED"})
+    for action, fields in (("status", {}), ("inspect", {}), ("forget", {"entryId": entry})):
+        assert await post(env, action, command(env, "puppet", subject=bridged,
+                                               **fields)) == refused, action
+    assert await env.store.readable_count(access) == 1
+    await make_scope(env, "alice")  # a native user of the same server is served
+    assert (await post(env, "status", command(env, "alice")))[0] == 200
     assert all(FACT_SENTINEL not in text for text in env.responses)
 
 

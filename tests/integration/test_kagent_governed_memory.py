@@ -47,10 +47,11 @@ from fgentic_governance.admission.pods import CONTENT_FREE_TRACES, pod_patch
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.kagent import app_name
 from fgentic_governance.api.memory import MemoryScopeSpec, RecallPolicy
-from fgentic_governance.memory import MemoryStore, ScopeRecord
+from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from fgentic_governance.memoryapi.proxy import HOP_BY_HOP
 from fgentic_governance.reasons import Reason
 from fgentic_governance.serving.http import scrub_library_logs
+from tests.support.appservice import puppet, telegram
 from tests.support.control import (
     CONTROL_SERVER,
     ControlClient,
@@ -493,8 +494,10 @@ async def world(control_plane: Any, k8s_client: client.ApiClient, postgres: Loca
             await stub.start()
             started.append(stub)
         async with memory_api(runtime_pool, k8s_client, controller.base_url,
-                              local_server=CONTROL_SERVER) as memory_url, \
-                control_api(store, pool, k8s_client, [ns], workdir) as control, \
+                              local_server=CONTROL_SERVER,
+                              appservice=telegram(CONTROL_SERVER)) as memory_url, \
+                control_api(store, pool, k8s_client, [ns], workdir,
+                            appservice=telegram(CONTROL_SERVER)) as control, \
                 aiohttp.ClientSession() as http:
             tap = Tap(urlsplit(memory_url).port or 0, pod_address)
             await tap.start()
@@ -887,9 +890,19 @@ async def test_no_cross_user_cross_agent_bridged_or_federated_reuse(w: World) ->
     question = "Please tell me what my locker code word is."
     w.embeddings.aliases[question] = fact
     remote = alice.subject.replace(CONTROL_SERVER, "partner.example")
-    bridged = f"@telegram_{uuid.uuid4().int % 10**9}:{CONTROL_SERVER}"
+    # A Telegram puppet (in the configured appservice namespace) whose scope declared it
+    # native-local and was granted (what the webhook and the operator refuse): the bridge's
+    # lease for it is refused, and even a lease written into the store behind the control
+    # API's back serves it nothing - it is refused as bridged, not for lacking a lease.
+    bridged = puppet(CONTROL_SERVER, uuid.uuid4().int % 10**9)
+    puppet_scope = await w.scope("puppet", subject=bridged, lease=False)
+    assert await w.open_lease(puppet_scope) == (
+        403, {"reason": "APPSERVICE_IDENTITY_DENIED"})
+    await w.store.open_lease(Access(puppet_scope.key, puppet_scope.generation, bridged, w.ns,
+                                    puppet_scope.agent, puppet_scope.room), 300)
+    assert await w.live_leases(puppet_scope) == 1
     other = person("mallory")
-    for user, code in ((remote, "FEDERATION_DENIED"), (bridged, "LEASE_MISSING"),
+    for user, code in ((remote, "FEDERATION_DENIED"), (bridged, "APPSERVICE_IDENTITY_DENIED"),
                        (other, "LEASE_MISSING")):
         since = len(w.chat.requests)
         theirs = f"{user} wants this remembered {tag()}"

@@ -41,8 +41,9 @@ from fgentic_governance.memoryapi.model_requests import SUMMARY_HEAD, SUMMARY_TA
 from fgentic_governance.memoryapi.server import DELEGATE_ROLE
 from fgentic_governance.reasons import Reason
 from fgentic_governance.serving.http import health_handler, scrub_library_logs, serve
+from tests.support.appservice import puppet, telegram
 from tests.support.kagent import ControllerStub, EmbeddingStub
-from tests.support.memory_api import agent_token, headers, memory_api, routed_pod, token
+from tests.support.memory_api import LOCAL, agent_token, headers, memory_api, routed_pod, token
 from tests.support.store import ALICE, past_turns, scope_record
 from tests.support.stubs import loopback_app
 
@@ -101,7 +102,8 @@ async def env(control_plane: Any, k8s_client: client.ApiClient, pool: asyncpg.Po
     agent_token_ = await agent_token(k8s_client, ns, AGENT)
     controller = ControllerStub()
     await controller.start()
-    async with memory_api(delegate_pool, k8s_client, controller.base_url) as url, \
+    async with memory_api(delegate_pool, k8s_client, controller.base_url,
+                          appservice=telegram(LOCAL)) as url, \
             aiohttp.ClientSession(auto_decompress=False) as http:
         yield Env(ns, url, agent_token_, store, pool, http, controller, k8s_client)
     await controller.stop()
@@ -216,6 +218,25 @@ async def test_the_caller_is_the_tokens_agent_and_the_headers_user(env: Env) -> 
     async with env.http.post(env.url + "/api/memories/search",
                              json=env.query("x")) as response:
         assert (response.status, await response.json()) == (401, {"error": "UNAUTHENTICATED"})
+
+
+async def test_a_bridged_puppet_is_refused_even_with_a_scope_and_a_lease(env: Env) -> None:
+    """ADR 0023 §31: a Telegram puppet (an MXID in the configured appservice namespace) whose
+    scope declared it native-local and who holds a live lease - what a scope that got past
+    admission would give it - is refused APPSERVICE_IDENTITY_DENIED on every memory route;
+    nothing is stored and nothing reaches kagent's own table. A native user beside it works."""
+    bridged = puppet(LOCAL)
+    await scope(env, subject=bridged, name="puppet")
+    calls = [("/api/memories/sessions", env.item("x", user=bridged)),
+             ("/api/memories/search", env.query("x", user=bridged)),
+             ("/api/memories/sessions/batch", {"items": [env.item("x", user=bridged)]})]
+    for path, body in calls:
+        assert await env.call(path, body, user=bridged) == (
+            403, {"error": "APPSERVICE_IDENTITY_DENIED"}), path
+    assert await rows(env) == 0
+    assert env.controller.memory_calls() == []
+    await scope(env)
+    assert (await env.call("/api/memories/sessions", env.item("Alice likes tea.")))[0] == 201
 
 
 async def test_a_shared_service_account_resolves_no_agent(env: Env) -> None:

@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRefusal, extension
 from fgentic_governance.reasons import Reason
 from tests.support import processes
+from tests.support.appservice import flag, puppet
 from tests.support.kube import GROUP, VERSION, get_object, phase, until_status
 from tests.support.objects import example
 from tests.support.store import migrated_pool
@@ -40,8 +41,8 @@ class Operator:
         self.dsn_file.write_text(dsn)
         self.log = work / "operator.log"
         self.args = ["operator", "--kubeconfig", str(kubeconfig), "--namespace", NS,
-                     "--local-homeserver", "fgentic.local", "--store-dsn-file",
-                     str(self.dsn_file)]
+                     "--local-homeserver", "fgentic.local", *flag("fgentic.local"),
+                     "--store-dsn-file", str(self.dsn_file)]
         self.proc: Any = None
 
     def start(self) -> None:
@@ -231,6 +232,13 @@ async def test_federated_and_mismatched_subjects_stay_disabled(
         "mismatch", subject={"mxid": "@mallory:fgentic.local", "originKind": "native-local"}))
     await until_status(api, "memoryscopes", NS, "mismatch",
                        phase("Disabled", "CONSENT_SUBJECT_MISMATCH"))
+    # A Telegram puppet declared native-local (the webhook refuses it; the operator's gates
+    # hold without it): never enabled, whatever its consent says (ADR 0023 §31).
+    bridged = {"mxid": puppet("fgentic.local"), "originKind": "native-local"}
+    _create(api, "memoryscopes", _scope("puppet", subject=bridged))
+    _create(api, "consentrecords", _consent("puppet", subject=bridged))
+    await until_status(api, "memoryscopes", NS, "puppet",
+                       phase("Disabled", "APPSERVICE_IDENTITY_DENIED"))
 
 
 async def test_restart_mid_erasure_resumes(

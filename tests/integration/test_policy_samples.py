@@ -37,6 +37,7 @@ from fgentic_governance.admission.render import (
     webhook_configuration,
 )
 from fgentic_governance.admission.views import scope_view
+from fgentic_governance.api.appservice import FLAG
 from tests.support import processes
 from tests.support.objects import api_message, scoped_policies
 
@@ -55,6 +56,9 @@ GOVERNED_URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
 """The memory API URL the samples' webhook routes Pods to (what the chart would give it); the
 webhook asks the real memory API process on loopback whether it is ready."""
 ENFORCED_SECONDS = 30.0
+APPSERVICE_FLAG = (FLAG, json.dumps(yaml.safe_load((POLICY / "suite.yaml").read_text())[
+    "settings"]["appserviceNamespaces"]))
+"""The webhook's --appservice-namespaces: the offline suite's setting (one registry)."""
 
 
 def namespace(code: str) -> str:
@@ -214,7 +218,7 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
         webhook, port, ca = processes.spawn_webhook(
             control_plane.kubeconfig, work, memory_api_url=GOVERNED_URL,
             memory_api_ready_url=f"http://127.0.0.1:{memory_port}",
-            memory_model_url=GOVERNED_URL + "/v1")
+            memory_model_url=GOVERNED_URL + "/v1", extra=APPSERVICE_FLAG)
         cleanup.callback(processes.stop, webhook)
         config = webhook_configuration(f"policy-samples-{suffix}", f"https://127.0.0.1:{port}",
                                        ca, memory_routing=True)

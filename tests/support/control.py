@@ -18,6 +18,7 @@ import aiohttp
 from kubernetes import client
 
 from fgentic_devenv import free_port
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.control.auth import BearerTokenFile
 from fgentic_governance.control.cluster_directory import KubeDirectory
 from fgentic_governance.control.confirm import ConfirmationBook
@@ -82,14 +83,17 @@ class ControlClient:
 
 @asynccontextmanager
 async def control_api(store: MemoryStore, pool: Any, api: client.ApiClient,
-                      namespaces: Sequence[str], workdir: Path) -> AsyncIterator[ControlClient]:
+                      namespaces: Sequence[str], workdir: Path, *,
+                      appservice: AppserviceRegistry = EMPTY) -> AsyncIterator[ControlClient]:
     """The control API for the scopes of ``namespaces`` on 127.0.0.1, with a fresh bearer
-    token in ``workdir``; ``pool`` (the owner's) keeps its pending confirmations."""
+    token in ``workdir``; ``pool`` (the owner's) keeps its pending confirmations;
+    ``appservice`` is its --appservice-namespaces."""
     token = secrets.token_urlsafe(32)
     token_file = workdir / "control-api-token"
     token_file.write_text(token)
     service = ControlService(store, KubeDirectory(api, namespaces),
-                             RoomPolicy(CONTROL_SERVER, BRIDGE_BOT, GHOST_TEMPLATE),
+                             RoomPolicy(CONTROL_SERVER, BRIDGE_BOT, GHOST_TEMPLATE,
+                                        appservice=appservice),
                              ConfirmationBook(StoreLedger(pool), ttl=120))
     port = free_port()
     runner = await serve(make_handler(service, BearerTokenFile(token_file)), "127.0.0.1", port)

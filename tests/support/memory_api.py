@@ -12,6 +12,7 @@ import asyncpg
 from kubernetes import client
 
 from fgentic_devenv import free_port
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.kagent import ROUTED_LABEL, app_name
 from fgentic_governance.memory.delegated import DelegatedStore
 from fgentic_governance.memoryapi import proxy
@@ -101,14 +102,15 @@ def routed_pod(api: client.ApiClient, ns: str, agent: str, address: str) -> None
 async def memory_api(delegate_pool: asyncpg.Pool, api: client.ApiClient, upstream_url: str,
                      *, local_server: str = LOCAL, embeddings_url: str = "",
                      model_url: str = "",
-                     activity_seconds: float = WINDOW_SECONDS) -> AsyncIterator[str]:
+                     activity_seconds: float = WINDOW_SECONDS,
+                     appservice: AppserviceRegistry = EMPTY) -> AsyncIterator[str]:
     """The memory API served on 127.0.0.1; yields its base URL. With ``embeddings_url`` it
     also serves ``/v1/embeddings``, with ``model_url`` ``/v1/chat/completions``, identifying
     the caller's Pod by address and charging them to the user whose calls it saw within
-    ``activity_seconds``."""
+    ``activity_seconds``; ``appservice`` is its --appservice-namespaces."""
     upstream = proxy.Upstreams()
     identity = KubeIdentity(api)
-    handler = make_handler(MemoryApi(DelegatedStore(delegate_pool), local_server),
+    handler = make_handler(MemoryApi(DelegatedStore(delegate_pool), local_server, appservice),
                            identity.agent_for, upstream, upstream_url,
                            embeddings_url=embeddings_url, model_url=model_url,
                            identify_address=identity.agent_for_address,

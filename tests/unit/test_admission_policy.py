@@ -20,6 +20,7 @@ from fgentic_governance.admission.policy import (
 )
 from fgentic_governance.admission.review import Reviewer, Unanswerable
 from fgentic_governance.api.kagent import ROUTED_LABEL
+from tests.support.appservice import puppet, telegram
 from tests.support.objects import example
 from tests.support.reviews import (
     SENTINEL,
@@ -140,6 +141,26 @@ def test_cross_object_rules() -> None:
     for home in ("", "other.example"):
         assert [d.code for d in scope_denials(example("MemoryScope"), home)] == [
             AdmissionCode.FEDERATION_DENIED]
+
+
+async def test_a_bridged_puppet_declared_native_local_is_refused() -> None:
+    """ADR 0023 §31: an MXID in a configured appservice namespace holds no memory, whatever
+    originKind its scope declares; the same scope without the registry, or a native user
+    beside the puppet, is admitted."""
+    registry = telegram("fgentic.local")
+    bridged = example("MemoryScope")
+    bridged["spec"]["subject"] = {"mxid": puppet("fgentic.local"), "originKind": "native-local"}
+    assert [(d.code, d.path) for d in scope_denials(bridged, "fgentic.local", registry)] == [
+        (AdmissionCode.APPSERVICE_IDENTITY_DENIED, "spec.subject.mxid")]
+    assert scope_denials(bridged, "fgentic.local") == []  # no registry: nothing to tell
+    assert scope_denials(example("MemoryScope"), "fgentic.local", registry) == []
+    reviewer = Reviewer(lookups(PolicyState(), STATE), "fgentic.local", appservice=registry)
+    out = await reviewer(review(bridged), webhook="governance")
+    assert out["response"]["allowed"] is False
+    assert out["response"]["status"]["message"].startswith(
+        "APPSERVICE_IDENTITY_DENIED at spec.subject.mxid")
+    assert (await reviewer(review(example("MemoryScope")), webhook="governance"))[
+        "response"]["allowed"] is True
 
 
 async def test_lagging_cache_is_rechecked_live_before_denying() -> None:

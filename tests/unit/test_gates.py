@@ -9,6 +9,7 @@ import pytest
 from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Posture
 from fgentic_governance.consent.gates import Environment, evaluate
 from fgentic_governance.reasons import Reason
+from tests.support.appservice import puppet, telegram
 from tests.support.objects import example
 
 ENV = Environment(local_homeserver="fgentic.local", store_ready=True)
@@ -40,6 +41,11 @@ def test_capture_disabled_posture_is_kept() -> None:
     ({"subject": {"mxid": "@alice:fgentic.local", "originKind": "external-appservice"}},
      None, ENV, Reason.FEDERATION_DENIED),
     ({}, None, Environment("", True), Reason.FEDERATION_DENIED),
+    # A bridged puppet declared native-local (ADR 0023 §31): the registry decides, not the kind.
+    ({"subject": {"mxid": puppet("fgentic.local"), "originKind": "native-local"}},
+     [{"subject": {"mxid": puppet("fgentic.local"), "originKind": "native-local"}}],
+     Environment("fgentic.local", True, appservice=telegram("fgentic.local")),
+     Reason.APPSERVICE_IDENTITY_DENIED),
     ({"profile": "production"}, None, ENV, Reason.PROFILE_NOT_DEMO),
     ({}, None, Environment("fgentic.local", False), Reason.STORE_UNAVAILABLE),
     ({}, None, Environment("fgentic.local", True, offboarding=True),

@@ -31,6 +31,7 @@ from fgentic_governance.admission.offline import (
 from fgentic_governance.admission.policy import AdmissionCode, Denial
 from fgentic_governance.admission.review import response
 from fgentic_governance.cli import main
+from fgentic_governance.cli.policytest import options_of
 from fgentic_governance.schema_version import SCHEMA_VERSION
 from tests.support.objects import ROOT
 
@@ -39,7 +40,10 @@ SUITE = POLICY / "suite.yaml"
 SAMPLES = sorted(p.name for p in POLICY.iterdir() if p.is_dir())
 MEMORY_API = "http://fgentic-memory-api.fgentic-system.svc:8083"
 OPTIONS = Options(local_homeserver="fgentic.local", memory_api_url=MEMORY_API,
-                  memory_model_url=MEMORY_API + "/v1")
+                  memory_model_url=MEMORY_API + "/v1",
+                  appservice=options_of(yaml.safe_load(SUITE.read_text())["settings"],
+                                        "settings").appservice)
+"""The samples' webhook (the suite's settings: one appservice-namespace registry)."""
 SENTINEL = "SENTINEL-5e1f-never-printed"
 
 

@@ -15,17 +15,23 @@ import rfc8785
 from fgentic_devenv.binaries import upstream_dir
 from fgentic_governance.cli import main
 from fgentic_governance.retrieval import names as n
-from fgentic_governance.retrieval.projector_config import dump_config, parse_config
+from fgentic_governance.retrieval.projector_config import (
+    ProjectorConfig,
+    dump_config,
+    parse_config,
+)
 from fgentic_governance.retrieval.render import ownership
 from fgentic_governance.retrieval.render.binding import (
     Rendered,
     RenderError,
+    RenderOptions,
     digest,
     render,
     validate_jwks,
 )
 from fgentic_governance.retrieval.render.names import UNENFORCEABLE_ANNOTATION, BindingId
 from fgentic_governance.retrieval.render.rules import UNENFORCEABLE
+from tests.support.appservice import flag, puppet, telegram
 from tests.support.objects import example
 from tests.support.render import JWKS, binding, rendered
 
@@ -406,16 +412,38 @@ def test_owner_references_only_in_the_binding_namespace_and_stale_objects() -> N
     assert not ownership.rendered_by(copy) and all(map(ownership.rendered_by, r.objects))
 
 
-def test_projector_config_map_carries_the_binding_configuration() -> None:
-    slack = {"network": "slack", "userRegex": "@slack_.*:fgentic\\.local"}
-    r = rendered(appserviceNamespaces=[slack])
+def _projector_config(r: Rendered) -> ProjectorConfig:
     [config_map] = [o for o in r.objects if o["kind"] == "ConfigMap"
                     and "projector.json" in o["data"]]
     assert config_map["metadata"]["namespace"] == r.objects[-1]["metadata"]["namespace"]
-    config = parse_config(config_map["data"]["projector.json"])
-    assert [a.network for a in config.local.appservice_namespaces] == ["slack"]
+    return parse_config(config_map["data"]["projector.json"])
+
+
+def test_projector_config_map_carries_the_binding_configuration() -> None:
+    config = _projector_config(rendered())
     assert config.local.workload.startswith("serviceaccount:")
     assert config.public is not None and config.public.timeout_seconds == 30
+
+
+def test_the_projector_classifies_by_the_operators_appservice_registry() -> None:
+    """One registry (--appservice-namespaces) for the memory path and the projector: the
+    binding's own list may only repeat entries of it, so no second copy classifies apart."""
+    registry = telegram("fgentic.local")
+    namespace, name, spec = binding()
+    with_registry = RenderOptions(appservice=registry)
+    config = _projector_config(render(namespace, name, spec, jwks=JWKS, options=with_registry))
+    assert config.local.registry().namespaces == registry.namespaces
+    assert config.local.registry().holds(puppet("fgentic.local"))
+    assert _projector_config(rendered()).local.appservice_namespaces == []  # none configured
+    same = binding(appserviceNamespaces=registry.wire())[2]
+    assert _projector_config(render(namespace, name, same, jwks=JWKS, options=with_registry)
+                             ).local.appservice_namespaces == list(registry.namespaces)
+    slack = {"network": "slack", "userRegex": "@slack_.*:fgentic\\.local"}
+    for options in (with_registry, None):  # a second source is refused, naming no regex
+        with pytest.raises(RenderError, match="appserviceNamespaces: an entry is not in") as e:
+            render(namespace, name, binding(appserviceNamespaces=[slack])[2], jwks=JWKS,
+                   options=options)
+        assert "slack_" not in str(e.value)
 
 
 def test_invalid_appservice_regex_is_refused_by_the_model() -> None:
@@ -446,6 +474,16 @@ def test_cli_renders_both_forms(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert rendered().digest in capsys.readouterr().err
     assert main(["render", "retrievalbinding", str(source), "--format", "all"]) == 2
     assert main(["render", "retrievalbinding", str(source), "--standalone-host", "x=y"]) == 2
+
+
+def test_cli_renders_the_projector_with_the_operators_registry_flag(tmp_path: Path) -> None:
+    source = Path(__file__).resolve().parents[2] / "examples" / "30-retrievalbinding.yaml"
+    registry = telegram("fgentic.local")
+    assert main(["render", "retrievalbinding", str(source), "-o", str(tmp_path), "--format",
+                 "all", *flag("fgentic.local")]) == 0
+    [projector] = tmp_path.glob("*.projector.json")
+    assert parse_config(projector.read_text()).local.registry().namespaces == \
+        registry.namespaces
 
 
 def test_the_retrieval_servers_configuration_is_the_bindings() -> None:

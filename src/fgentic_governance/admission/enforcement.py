@@ -44,7 +44,7 @@ MEMORY_RISK: Final = frozenset({
     AdmissionCode.MEMORY_ROUTING_BYPASS, AdmissionCode.ROUTED_LABEL_RESERVED,
     AdmissionCode.MEMORY_MODEL_UNGOVERNED, AdmissionCode.CONSENT_SCOPE_MISSING,
     AdmissionCode.CONSENT_SUBJECT_MISMATCH, AdmissionCode.OFFBOARDING_IN_PROGRESS,
-    AdmissionCode.FEDERATION_DENIED})
+    AdmissionCode.FEDERATION_DENIED, AdmissionCode.APPSERVICE_IDENTITY_DENIED})
 """The rules that guard memory and whose guarantee nothing else gives at admission (the TTL
 rules, WARNABLE, are bounded by the store anyway)."""
 AUDIT_WARNING: Final = "audit-only, not denied"

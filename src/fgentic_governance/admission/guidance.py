@@ -48,6 +48,8 @@ GUIDANCE: Final = MappingProxyType({
         "edit the existing RetrievalBinding instead (one per Agent)",
     AdmissionCode.FEDERATION_DENIED:
         "use a native-local MXID of the local homeserver",
+    AdmissionCode.APPSERVICE_IDENTITY_DENIED:
+        "a bridged or appservice user (an MXID in appserviceNamespaces) cannot hold memory",
     AdmissionCode.OFFBOARDING_IN_PROGRESS:
         "grant no new consent while the principal is being offboarded",
     AdmissionCode.MALFORMED_OBJECT:

@@ -39,6 +39,7 @@ from fgentic_governance.admission.review import (
     Reviewer,
 )
 from fgentic_governance.admission.views import build_state
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.common import GROUP
 from fgentic_governance.api.registry import (
     KINDS,
@@ -73,6 +74,8 @@ class Options:
     """What the webhook is started with, and what the cluster would know (module docs)."""
 
     local_homeserver: str = ""
+    appservice: AppserviceRegistry = EMPTY
+    """The webhook's --appservice-namespaces."""
     memory_api_url: str = ""
     memory_model_url: str = ""
     assume_gated: bool = True
@@ -207,7 +210,7 @@ def reviewer(setup: Setup, options: Options) -> Reviewer:
     if options.memory_api_url:
         routing = MemoryRouting(options.memory_api_url, answers.ready, answers.agents,
                                 options.memory_model_url, answers.model_config)
-    return Reviewer(lookups, options.local_homeserver, routing)
+    return Reviewer(lookups, options.local_homeserver, routing, appservice=options.appservice)
 
 
 # -- one review ---------------------------------------------------------------------------------

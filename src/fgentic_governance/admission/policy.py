@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.contract.codec import IDENTITY_HEADER as CARRIER
 
 IDENTITY_HEADER = CARRIER.lower()
@@ -58,6 +59,9 @@ class AdmissionCode(StrEnum):
     CONSENT_SUBJECT_MISMATCH = "CONSENT_SUBJECT_MISMATCH"
     BINDING_DUPLICATE_AGENT = "BINDING_DUPLICATE_AGENT"
     FEDERATION_DENIED = "FEDERATION_DENIED"
+    APPSERVICE_IDENTITY_DENIED = "APPSERVICE_IDENTITY_DENIED"
+    """A MemoryScope's native-local subject is in a configured appservice namespace
+    (``--appservice-namespaces``): a bridged or external-appservice identity (ADR 0023 §31)."""
     OFFBOARDING_IN_PROGRESS = "OFFBOARDING_IN_PROGRESS"
     MALFORMED_OBJECT = "MALFORMED_OBJECT"
     REVIEW_MALFORMED = "REVIEW_MALFORMED"
@@ -297,8 +301,11 @@ def binding_denials(
     return []
 
 
-def scope_denials(scope: Mapping[str, Any], local_homeserver: str) -> list[Denial]:
-    """No MemoryScope for a non-local principal (the schema cannot know the local server)."""
+def scope_denials(scope: Mapping[str, Any], local_homeserver: str,
+                  appservice: AppserviceRegistry = EMPTY) -> list[Denial]:
+    """No MemoryScope for a non-local principal (the schema cannot know the local server),
+    nor for a native-local one whose MXID an appservice namespace holds: a bridge's puppet or
+    another appservice's user is never native, whatever the scope declares."""
     spec = scope.get("spec")
     subject = spec.get("subject") if isinstance(spec, Mapping) else None
     if not isinstance(subject, Mapping):  # fail closed with a bounded code, never raise
@@ -308,4 +315,6 @@ def scope_denials(scope: Mapping[str, Any], local_homeserver: str) -> list[Denia
     if subject.get("originKind") != "native-local" or not local_homeserver \
             or server != local_homeserver:
         return [Denial(AdmissionCode.FEDERATION_DENIED, "spec.subject")]
+    if appservice.holds(mxid):
+        return [Denial(AdmissionCode.APPSERVICE_IDENTITY_DENIED, "spec.subject.mxid")]
     return []

@@ -36,6 +36,7 @@ from fgentic_governance.admission.policy import (
     consent_denials,
     scope_denials,
 )
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.common import GROUP
 from fgentic_governance.api.kagent import memory_agent_of, model_refs
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, RETRIEVAL_BINDING
@@ -98,9 +99,10 @@ class Reviewer:
     def __init__(self, lookups: Lookups, local_homeserver: str,
                  routing: MemoryRouting | None = None,
                  warned: frozenset[AdmissionCode] = frozenset(), *,
-                 audit_only: bool = False) -> None:
+                 audit_only: bool = False, appservice: AppserviceRegistry = EMPTY) -> None:
         self._lookups = lookups
         self._local = local_homeserver
+        self._appservice = appservice
         self._routing = routing
         # warned: enforcement.WARNABLE codes set to warn (checked at start-up).
         self._enforcement = enforcement.Enforcement(warned, audit_only)
@@ -207,7 +209,7 @@ class Reviewer:
         if kind == "RetrievalBinding":
             return binding_denials(obj, await self._lookups.list_bindings())
         if kind == "MemoryScope":
-            return scope_denials(obj, self._local)
+            return scope_denials(obj, self._local, self._appservice)
         return [Denial(AdmissionCode.UNSUPPORTED_KIND, "kind")]
 
 

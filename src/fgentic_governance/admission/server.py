@@ -368,7 +368,8 @@ async def serve(args: argparse.Namespace, shell: process.Shell,
     certificate = ServingCertificate(Path(args.tls_dir), args.client_ca_file)
     shell.background(certificate.watch(args.tls_reload_seconds))
     await shell.serve(ReviewService(Reviewer(source.lookups(), args.local_homeserver, routing,
-                                             warned, audit_only=audit_only)),
+                                             warned, audit_only=audit_only,
+                                             appservice=args.appservice_namespaces)),
                       args.host, args.port, tls=certificate.listener)
     if audit_only:
         log.warning(enforcement.AUDIT_RISK)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, StrictInt
 
+from fgentic_governance.api.appservice import AppserviceNamespace
 from fgentic_governance.api.common import (
     AgentRef,
     Conditions,
@@ -95,30 +95,6 @@ class WorkloadIdentity(Model):
     api_key_secret: DnsLabel = "fgentic-bridge-api-keys"
     """Secret (in the proxy namespace) with the bridge's A2A API key; its metadata must carry
     `workload: serviceaccount:<namespace>/<serviceAccount>`."""
-
-
-class AppserviceNamespace(Model):
-    """A bridged network or external appservice namespace, from trusted bridge configuration.
-
-    The projector checks the sender kind the bridge asserts against these (ADR 0017 Matrix rule
-    1): an MXID in a namespace must be `bridged_matrix` with that network, and a
-    `bridged_matrix` principal must be in its network's namespace.
-    """
-
-    network: DnsLabel
-    """Bridged network name: an MXID that userRegex matches must be a bridged_matrix principal
-    of this network."""
-    user_regex: Annotated[str, Field(min_length=1, max_length=1024)]
-    """Full-match regular expression over the complete MXID (as in an appservice
-    registration's `namespaces.users[].regex`)."""
-
-    @model_validator(mode="after")
-    def _compiles(self) -> AppserviceNamespace:
-        try:
-            re.compile(self.user_regex)
-        except re.error:
-            raise ValueError("userRegex is not a valid regular expression") from None
-        return self
 
 
 class A2aWire(StrEnum):
@@ -255,7 +231,9 @@ class RetrievalBindingSpec(Model):
         Field(max_length=64, json_schema_extra={
             "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["network"]}),
     ] = []
-    """The bridge's appservice namespaces; empty: the bridge's sender kinds are taken as given."""
+    """Deprecated: the projector classifies senders from the operator's appservice-namespace
+    registry (chart appserviceNamespaces); an entry here must be one of it, or the rendering
+    fails."""
     public_route: PublicRoute | None = None
     """The partners' public A2A route, authenticated by JWT; absent: no public route."""
     classification_ceiling: ClassificationCeiling = ClassificationCeiling.PUBLIC

@@ -258,6 +258,9 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     rb.add_argument("--cluster-domain", default="cluster.local")
     rb.add_argument("--standalone-host", action="append", default=[], metavar="KEY=HOST:PORT",
                     help="standalone address of projector, kagent or retrieval (repeatable)")
+    from fgentic_governance.api import appservice  # as the operator's flag
+
+    appservice.add_flag(rb)
     mr = targets.add_parser("memory-model-routes",
                             help="agentgateway config: a rate-limited model route per "
                                  "memory-enabled Agent (docs/memory.md §11)")
@@ -311,12 +314,15 @@ def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    from fgentic_governance.api import appservice  # one flag, the same in every process
+
     parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster or ~/.kube/config")
     parser.add_argument("--namespace", action="append", help="watch only these namespaces")
     parser.add_argument("--store-dsn-file", type=Path,
                         help="file holding the PostgreSQL DSN (mounted from a Secret)")
     parser.add_argument("--local-homeserver", default="",
                         help="server name of the local homeserver (federation boundary)")
+    appservice.add_flag(parser)
     parser.add_argument("--metrics-port", type=int, default=0)
 
 

@@ -36,6 +36,8 @@ from fgentic_governance.admission.offline import (
     route_of,
 )
 from fgentic_governance.admission.policy import AdmissionCode, Denial
+from fgentic_governance.api import appservice
+from fgentic_governance.api.appservice import RegistryError, parse_registry
 from fgentic_governance.cli.errors import InputError
 from fgentic_governance.cli.inputs import yaml_documents
 
@@ -43,7 +45,7 @@ SUITE_FIELDS: Final = frozenset({"settings", "setup", "tests"})
 SETTINGS: Final[Mapping[str, tuple[str, type]]] = {
     "localHomeserver": ("local_homeserver", str), "memoryApiUrl": ("memory_api_url", str),
     "memoryModelUrl": ("memory_model_url", str), "assumeGated": ("assume_gated", bool),
-    "namespace": ("namespace", str)}
+    "namespace": ("namespace", str), "appserviceNamespaces": ("appservice", list)}
 """Suite field -> (Options field, type)."""
 TEST_FIELDS: Final = frozenset({"name", "setup", "object", "operation", "assumeGated", "expect"})
 EXPECT_FIELDS: Final = frozenset({"deny", "path"})
@@ -143,7 +145,12 @@ def _typed(node: Mapping[str, Any], key: str, kind: type, default: Any, where: s
 def options_of(node: Any, where: str) -> Options:
     settings = _fields(node if node is not None else {}, where, frozenset(SETTINGS))
     values = {field: _typed(settings, key, kind, getattr(Options(), field), where)
-              for key, (field, kind) in SETTINGS.items()}
+              for key, (field, kind) in SETTINGS.items() if kind is not list}
+    namespaces = _typed(settings, "appserviceNamespaces", list, [], where)
+    try:  # the webhook's --appservice-namespaces, in the suite's YAML
+        values["appservice"] = parse_registry(json.dumps(namespaces))
+    except RegistryError as exc:
+        raise Unusable(f"{where}.appserviceNamespaces: {exc}") from None
     return Options(**values)
 
 
@@ -432,7 +439,8 @@ def run(paths: Sequence[Path], output: str = "text", options: Options | None = N
 
 def options_from(args: argparse.Namespace) -> Options:
     """The webhook's settings for manifests, from the flags (a suite names its own)."""
-    return Options(local_homeserver=args.local_homeserver, memory_api_url=args.memory_api_url,
+    return Options(local_homeserver=args.local_homeserver,
+                   appservice=args.appservice_namespaces, memory_api_url=args.memory_api_url,
                    memory_model_url=args.memory_model_url, assume_gated=args.assume_gated,
                    namespace=args.namespace)
 
@@ -445,6 +453,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     manifests = parser.add_argument_group("the webhook's settings for manifests (a suite names "
                                           "its own)")
     manifests.add_argument("--local-homeserver", default="", help="as the webhook's flag")
+    appservice.add_flag(manifests)
     manifests.add_argument("--memory-api-url", default="",
                            help="as the webhook's flag; empty: memory-enabled Agents are "
                                 "refused")

@@ -62,7 +62,8 @@ def _retrieval_bindings(args: argparse.Namespace) -> int:
     if fmt == "all" and not args.output:
         raise InputError("--format all needs -o DIR (the two forms are separate files)")
     hosts = dict(_host(item) for item in args.standalone_host)
-    options = RenderOptions(cluster_domain=args.cluster_domain, standalone_hosts=hosts)
+    options = RenderOptions(cluster_domain=args.cluster_domain, standalone_hosts=hosts,
+                            appservice=args.appservice_namespaces)
     jwks = inputs.read_text(args.jwks_file, "jwks_file") if args.jwks_file else None
     docs = [d for d in inputs.yaml_documents(args.file, "file")
             if isinstance(d, dict) and d.get("kind") == "RetrievalBinding"]

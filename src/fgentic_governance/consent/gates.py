@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.common import OriginKind
 from fgentic_governance.api.memory import (
     ConsentDecision,
@@ -27,6 +28,8 @@ class Environment:
     local_homeserver: str
     store_ready: bool
     offboarding: bool = False
+    appservice: AppserviceRegistry = EMPTY
+    """The appservice-namespace registry (--appservice-namespaces)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ def identity_gate(scope: MemoryScopeSpec, env: Environment) -> Reason:
         return Reason.FEDERATION_DENIED
     if not env.local_homeserver or server_name(scope.subject.mxid) != env.local_homeserver:
         return Reason.FEDERATION_DENIED
+    if env.appservice.holds(scope.subject.mxid):  # a puppet declared native (ADR 0023 §31)
+        return Reason.APPSERVICE_IDENTITY_DENIED
     return Reason.OK
 
 

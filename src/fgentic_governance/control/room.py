@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.contract import limits
 from fgentic_governance.control.codes import Drift
 from fgentic_governance.control.wire import AgentKey, RoomState
@@ -49,6 +50,9 @@ class RoomPolicy:
     ghost_template: str
     """e.g. ``@agent-{namespace}-{name}:{server}``: the bridge's ghost for an Agent."""
     max_snapshot_age: float = DEFAULT_SNAPSHOT_AGE
+    appservice: AppserviceRegistry = EMPTY
+    """The appservice-namespace registry (--appservice-namespaces): its MXIDs are never a
+    control room's native-local subject."""
 
     def __post_init__(self) -> None:
         # Misconfiguration must stop the server at start-up, not weaken the check later.

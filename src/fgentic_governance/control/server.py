@@ -24,12 +24,15 @@ POOL_SIZE = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from fgentic_governance.api import appservice  # one flag, the same in every process
+
     parser.add_argument("--store-dsn-file", type=Path, required=True,
                         help="file holding the PostgreSQL DSN (mounted from a Secret)")
     parser.add_argument("--token-file", type=Path, required=True,
                         help="file holding the bridge's bearer token (mounted from a Secret)")
     parser.add_argument("--local-homeserver", required=True,
                         help="server name of the local homeserver")
+    appservice.add_flag(parser)
     parser.add_argument("--bot-mxid", required=True, help="the bridge bot's MXID")
     parser.add_argument("--ghost-template", required=True,
                         help="ghost MXID of an Agent, e.g. '@agent-{namespace}-{name}:{server}'")
@@ -61,7 +64,8 @@ async def start(args: argparse.Namespace, shell: Shell,
     from fgentic_governance.memory.readiness import StoreReadiness
 
     policy = RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template,
-                        max_snapshot_age=args.snapshot_max_age)
+                        max_snapshot_age=args.snapshot_max_age,
+                        appservice=args.appservice_namespaces)
     if directory is None:
         kubeconfig = str(args.kubeconfig) if args.kubeconfig else None
         directory = KubeDirectory(api_client(kubeconfig), args.namespace or ())

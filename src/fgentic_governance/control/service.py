@@ -121,6 +121,8 @@ class ControlService:
     async def admit(self, command: Command) -> Admitted:
         if server_of(command.subject) != self.policy.local_server:
             raise ControlError(Reason.FEDERATION_DENIED)  # ADR 0023 §30: native local only.
+        if self.policy.appservice.holds(command.subject):  # a bridged puppet (ADR 0023 §31)
+            raise ControlError(Reason.APPSERVICE_IDENTITY_DENIED)
         scopes: Sequence[DirectoryScope] = await self.directory.list_scopes()
         scope = select(scopes, command.subject, command.agent, command.room.room_id)
         drift = check_room(command.room, policy=self.policy, subject=command.subject,

@@ -7,6 +7,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
+
 if TYPE_CHECKING:  # Types only: the handlers import this module early and often.
     from kubernetes.client import ApiClient
 
@@ -18,6 +20,9 @@ if TYPE_CHECKING:  # Types only: the handlers import this module early and often
 @dataclass
 class OperatorContext:
     local_homeserver: str = ""
+    appservice: AppserviceRegistry = EMPTY
+    """The appservice-namespace registry (--appservice-namespaces): the scope gates refuse a
+    native-local subject in it, and the projector's configuration carries it."""
     api_client: ApiClient | None = None
     store: MemoryStore | None = None
     """Set once the schema is migrated; None means no store."""

@@ -174,7 +174,8 @@ def run_operator(args: argparse.Namespace) -> int:
     from fgentic_governance.kube.client import api_client as build_api_client
 
     api_client = build_api_client(args.kubeconfig)
-    configure(local_homeserver=args.local_homeserver, api_client=api_client,
+    configure(local_homeserver=args.local_homeserver, appservice=args.appservice_namespaces,
+              api_client=api_client,
               memory_model_url=args.memory_model_url, model_routes=ModelRoutes())
 
     from fgentic_governance.controller.handlers import (  # noqa: F401  (registration by import)

@@ -24,6 +24,8 @@ MESSAGES: Final = MappingProxyType({
     Reason.PROFILE_NOT_DEMO: "Only the demo profile may enable memory in this release.",
     Reason.OFFBOARDING_IN_PROGRESS: "The subject is being offboarded.",
     Reason.FEDERATION_DENIED: "The subject is not a native user of the local homeserver.",
+    Reason.APPSERVICE_IDENTITY_DENIED:
+        "The subject is in an appservice namespace: a bridged identity is never native-local.",
     Reason.STORE_UNAVAILABLE: "The content store is not reachable; the operator retries.",
     Reason.STORE_RESTARTING: "The content store is recovering from a restart.",
     Reason.STORE_LOCK_TIMEOUT: "A runtime transaction held the scope; the operator retries.",

@@ -29,6 +29,8 @@ DELEGATE_ROLE = "fgentic_memory_delegate"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from fgentic_governance.api import appservice  # one flag, the same in every process
+
     parser.add_argument("--store-dsn-file", type=Path, required=True,
                         help="file holding the PostgreSQL DSN (mounted from a Secret)")
     parser.add_argument("--upstream", required=True,
@@ -36,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              ":8083 (everything but memory is passed through to it)")
     parser.add_argument("--local-homeserver", required=True,
                         help="server name of the local homeserver (X-User-Id must be local)")
+    appservice.add_flag(parser)
     parser.add_argument("--embeddings-upstream", default="",
                         help="the embeddings endpoint (e.g. http://gateway/v1/embeddings) that "
                              "memory-enabled Agents reach through POST /v1/embeddings here, "
@@ -98,7 +101,7 @@ async def start(args: argparse.Namespace, shell: Shell,
     upstream = proxy.Upstreams(args.upstream_connections or proxy.CONNECTIONS,
                                args.upstream_per_client or proxy.PER_CLIENT)
     shell.on_stop(upstream.close)
-    api = MemoryApi(DelegatedStore(pool), args.local_homeserver)
+    api = MemoryApi(DelegatedStore(pool), args.local_homeserver, args.appservice_namespaces)
     await shell.serve(
         make_handler(api, identify, upstream, args.upstream,
                      store_ready=LoginReadiness(StoreReadiness(pool, log), pool, log,

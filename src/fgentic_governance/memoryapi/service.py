@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.kagent import AgentRef
 from fgentic_governance.contract import limits
 from fgentic_governance.memory.bounds import MAX_SUMMARY_FACTS
@@ -87,9 +88,12 @@ async def _store(work: Any) -> Any:
 
 
 class MemoryApi:
-    def __init__(self, store: Store, local_server: str) -> None:
+    def __init__(self, store: Store, local_server: str,
+                 appservice: AppserviceRegistry = EMPTY) -> None:
         self.store = store
         self.local_server = local_server
+        self.appservice = appservice
+        """The appservice-namespace registry (--appservice-namespaces)."""
 
     def caller(self, request: Request, bodies: Sequence[SaveItem | Search]) -> Caller:
         """The gate before any work: same Agent everywhere, one local subject everywhere."""
@@ -105,6 +109,8 @@ class MemoryApi:
             raise ApiError(ApiReason.USER_MISMATCH)
         if subject.split(":", 1)[1] != self.local_server:
             raise ApiError(Reason.FEDERATION_DENIED)  # ADR 0023 §30: native local only
+        if self.appservice.holds(subject):  # a bridged puppet, even with a lease (§31)
+            raise ApiError(Reason.APPSERVICE_IDENTITY_DENIED)
         return Caller(subject, request.agent.namespace, request.agent.name)
 
     async def save(self, request: Request, item: SaveItem) -> Reply:

@@ -6,9 +6,11 @@ projector's ConfigMap and the projector loads it, so neither imports the other.
 
 The file is operator-owned input: which authenticated workload may use the local route, which
 Agent each route serves, the public route's issuer/audience/timeout and the partner registry.
-`projector_config(spec)` is pure so the operator and `fgentic-governance render` can emit the
-same document the projector loads. Everything is checked when the file is loaded, including that
-every registry entry can be projected, so a bad entry fails at start-up rather than per request.
+`projector_config(spec, registry)` is pure so the operator and `fgentic-governance render` can
+emit the same document the projector loads. Everything is checked when the file is loaded,
+including that every registry entry can be projected, so a bad entry fails at start-up rather
+than per request. The appservice namespaces are the operator's registry (api/appservice.py),
+the one the webhook, memory API and control API refuse bridged identities by.
 """
 
 from __future__ import annotations
@@ -20,10 +22,15 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from fgentic_governance.api.appservice import (
+    EMPTY,
+    AppserviceNamespace,
+    AppserviceRegistry,
+    registry_of,
+)
 from fgentic_governance.api.common import AgentRef, DnsLabel, Model
 from fgentic_governance.api.retrieval import (
     A2aWire,
-    AppserviceNamespace,
     ClassificationCeiling,
     HttpPath,
     PartnerEntry,
@@ -61,7 +68,16 @@ class LocalRoute(Model):
     path: HttpPath
     """The exact gateway path of the Agent's A2A route."""
     appservice_namespaces: Annotated[list[AppserviceNamespace], Field(max_length=64)] = []
-    """Empty: the bridge's kind classification is taken as given."""
+    """The operator's appservice-namespace registry (api/appservice.py), the one the memory
+    path refuses by; empty: the bridge's kind classification is taken as given."""
+
+    @model_validator(mode="after")
+    def _registry(self) -> LocalRoute:
+        registry_of(self.appservice_namespaces)  # a duplicate network is refused at load
+        return self
+
+    def registry(self) -> AppserviceRegistry:
+        return registry_of(self.appservice_namespaces)
 
 
 class Partner(Model):
@@ -158,8 +174,15 @@ def _partner(entry: PartnerEntry) -> Partner:
                    allowed_classifications=classes)
 
 
-def projector_config(spec: RetrievalBindingSpec) -> ProjectorConfig:
-    """The projector configuration a binding implies (pure; raises ProjectorConfigError)."""
+def projector_config(spec: RetrievalBindingSpec,
+                     appservice: AppserviceRegistry = EMPTY) -> ProjectorConfig:
+    """The projector configuration a binding implies under the operator's appservice-namespace
+    registry (pure; raises ProjectorConfigError). The binding's own (deprecated) list may only
+    repeat registry entries: a second source could classify an MXID apart from the memory
+    path."""
+    if any(ns not in appservice.namespaces for ns in spec.appservice_namespaces):
+        raise ProjectorConfigError("appserviceNamespaces: an entry is not in the operator's "
+                                   "appservice-namespace registry (--appservice-namespaces)")
     agent = AgentRef(namespace=spec.agent.namespace, name=spec.agent.name)
     path = n.agent_route_path(spec.agent.namespace, spec.agent.name)
     bridge = spec.bridge_identity
@@ -169,7 +192,7 @@ def projector_config(spec: RetrievalBindingSpec) -> ProjectorConfig:
         "local": LocalRoute(
             workload=f"serviceaccount:{bridge.namespace}/{bridge.service_account}",
             agent=agent, path=path,
-            appservice_namespaces=list(spec.appservice_namespaces)),
+            appservice_namespaces=list(appservice.namespaces)),
     }
     public = spec.public_route
     try:

@@ -147,7 +147,8 @@ def _verdict(scope: MemoryScopeSpec | None, consents: list[ConsentRecordSpec | N
     valid = [c for c in consents if c is not None]
     principal = (scope.subject.mxid, scope.subject.origin_kind.value)
     env = Environment(local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None,
-                      offboarding=principal in offboarding_principals)
+                      offboarding=principal in offboarding_principals,
+                      appservice=ctx.appservice)
     return evaluate(scope, valid, env), consent_standing(scope, valid, env)
 
 

@@ -18,7 +18,7 @@ from fgentic_governance.api.kagent import lists_tool
 from fgentic_governance.api.registry import RETRIEVAL_BINDING
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.controller import api as kube
-from fgentic_governance.controller.context import scope_lock
+from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
     condition,
     handled,
@@ -31,7 +31,12 @@ from fgentic_governance.controller.messages import kinds_not_served
 from fgentic_governance.controller.metrics import BINDING_RECONCILES
 from fgentic_governance.controller.retrieval_apply import BindingApplier, KindNotServed
 from fgentic_governance.reasons import Reason
-from fgentic_governance.retrieval.render.binding import Rendered, RenderError, render
+from fgentic_governance.retrieval.render.binding import (
+    Rendered,
+    RenderError,
+    RenderOptions,
+    render,
+)
 from fgentic_governance.retrieval.render.names import BindingId
 from fgentic_governance.retrieval.render.ownership import Owner
 
@@ -104,7 +109,8 @@ async def _reconcile(
                 report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
                 raise kopf.TemporaryError("jwks missing", delay=RETRY_DELAY)
         try:
-            rendered = render(namespace, name, parsed, jwks=jwks)
+            rendered = render(namespace, name, parsed, jwks=jwks,
+                              options=RenderOptions(appservice=context().appservice))
         except RenderError:
             report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
             return

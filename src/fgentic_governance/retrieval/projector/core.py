@@ -173,12 +173,6 @@ def _allow(identity_value: str, user: str) -> Decision:
 
 
 @dataclass(frozen=True)
-class _Namespace:
-    network: str
-    regex: re.Pattern[str]
-
-
-@dataclass(frozen=True)
 class _PartnerIndex:
     partner: Partner
     groups: tuple[str, ...]
@@ -195,8 +189,7 @@ class Projector:
         self._delegation_id = delegation_id
         local = config.local
         self._local_agent = contract_agent(local.agent)
-        self._namespaces = tuple(_Namespace(ns.network, re.compile(ns.user_regex))
-                                 for ns in local.appservice_namespaces)
+        self._namespaces = local.registry()  # the memory path's registry (api/appservice)
         self._approved = config.classification_ceiling.value == "approved_non_public"
         self._partners: dict[str, list[_PartnerIndex]] = {}
         public = config.public
@@ -245,8 +238,7 @@ class Projector:
                 raise _Denied(ProjectorReason.SENDER_KIND_INVALID)
 
     def _kind_consistent(self, principal: Principal) -> bool:
-        networks = {ns.network for ns in self._namespaces if ns.regex.fullmatch(
-            principal.principal)}
+        networks = self._namespaces.networks(principal.principal)
         if isinstance(principal, BridgedPrincipal):
             return principal.network in networks
         return not networks

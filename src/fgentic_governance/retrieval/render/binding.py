@@ -19,6 +19,7 @@ from typing import Any
 import rfc8785
 import yaml
 
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.retrieval.projector_config import (
     ProjectorConfigError,
@@ -57,6 +58,9 @@ class RenderOptions:
     standalone_hosts: Mapping[str, str] = field(default_factory=dict)
     """host:port overrides for the standalone form, keyed `projector`, `kagent`, `retrieval`
     (a standalone proxy may run outside the cluster)."""
+    appservice: AppserviceRegistry = EMPTY
+    """The appservice-namespace registry (--appservice-namespaces) the projector classifies
+    senders by: the same the webhook, memory API and control API refuse by."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +123,13 @@ def _stamp(obj: dict[str, Any], binding: n.BindingId, codes: tuple[str, ...]) ->
 
 
 def _projector_config_map(binding: n.BindingId, spec: RetrievalBindingSpec,
-                          namespace: str) -> dict[str, Any]:
+                          namespace: str, appservice: AppserviceRegistry) -> dict[str, Any]:
     """The projector's configuration for this binding, to mount at `--config` (docs/projector.md).
     It holds names, issuers and the partner registry: no credential and no content."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": binding.object_name(n.PROJECTOR_CONFIG_SUFFIX),
                          "namespace": namespace},
-            "data": {n.PROJECTOR_CONFIG_KEY: dump_config(projector_config(spec))}}
+            "data": {n.PROJECTOR_CONFIG_KEY: dump_config(projector_config(spec, appservice))}}
 
 
 def _server_config_map(binding: n.BindingId, spec: RetrievalBindingSpec) -> dict[str, Any]:
@@ -146,7 +150,7 @@ def render(namespace: str, name: str, spec: RetrievalBindingSpec, *, jwks: str |
     rules = gateway_rules(spec, validate_jwks(jwks) if jwks is not None else None)
     try:
         objects = [*network_policies(binding, spec),
-                   _projector_config_map(binding, spec, rules.proxy_namespace),
+                   _projector_config_map(binding, spec, rules.proxy_namespace, opts.appservice),
                    _server_config_map(binding, spec),
                    *gateway_objects(binding, rules, opts.cluster_domain)]
         standalone = standalone_config(binding, rules, opts.cluster_domain,
