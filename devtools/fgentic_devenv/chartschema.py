@@ -20,6 +20,8 @@ import yaml
 from fgentic_devenv.generated import write_or_check
 from fgentic_devenv.paths import repo_root
 from fgentic_governance.admission.enforcement import WARNABLE
+from fgentic_governance.api.appservice import MAX_NAMESPACES
+from fgentic_governance.api.common import DNS1123_LABEL
 
 REPO_ROOT: Final = repo_root()
 CHART: Final = REPO_ROOT / "charts" / "fgentic-governance"
@@ -59,6 +61,14 @@ FREE_FORM: Final = frozenset({
 CONSTRAINTS: Final[Mapping[str, dict[str, Any]]] = {
     "image.pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
     "localHomeserver": {"pattern": "^$|^[A-Za-z0-9.-]+(:[0-9]{1,5})?$"},
+    # The shape of api/appservice.py's AppserviceNamespace (the processes check the rest:
+    # that each userRegex compiles and is portable to RE2, one entry per network).
+    "appserviceNamespaces": {"type": "array", "maxItems": MAX_NAMESPACES, "items": {
+        "type": "object", "additionalProperties": False, "required": ["network", "userRegex"],
+        "properties": {
+            "network": {"type": "string", "maxLength": 63,
+                        "pattern": DNS1123_LABEL},
+            "userRegex": {"type": "string", "minLength": 1, "maxLength": 1024}}}},
     "operator.replicas": {"type": "integer", "minimum": 1},
     # Fail closed: with one replica every restart, drain or node loss refuses every Agent
     # write (a PodDisruptionBudget cannot keep the only Pod of a drained node).

@@ -13,9 +13,12 @@ import yaml
 
 from fgentic_devenv.binaries import binary
 from fgentic_governance.admission import render as admission
+from fgentic_governance.api.appservice import FLAG
 from fgentic_governance.api.common import GROUP
 from fgentic_governance.api.registry import KINDS
+from fgentic_governance.cli import _parser as cli_parser
 from fgentic_governance.retrieval.render.names import RENDERED_KINDS
+from tests.support.appservice import telegram
 from tests.support.objects import ROOT
 
 pytestmark = pytest.mark.integration
@@ -94,6 +97,32 @@ def test_webhook_has_probes_and_knows_the_local_homeserver() -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert "--local-homeserver=example.org" in container["args"]
+
+
+def test_every_process_gets_the_one_appservice_registry() -> None:
+    """One value, one flag: the operator, the webhook, the memory API and the control API
+    read the same --appservice-namespaces, as their own parsers take it; unset, none gets it;
+    an entry of another shape is refused at render time."""
+    namespaces = telegram("x.org").wire()
+    workloads = ("controlApi.enabled=true", "store.dsnSecret.name=store",
+                 "controlApi.tokenSecret.name=bridge-token", "controlApi.botMxid=@bot:x.org",
+                 "memoryApi.enabled=true", "localHomeserver=x.org")
+    docs = _render(*workloads, json_sets=(f"appserviceNamespaces={json.dumps(namespaces)}",))
+    deployments = {d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
+                   for d in docs if d["kind"] == "Deployment"}
+    readers = {"fg-operator", "fg-webhook", "fg-memory-api", "fg-control-api"}
+    assert readers <= set(deployments)
+    parser = cli_parser()
+    for name in readers:
+        assert sum(a.startswith(FLAG) for a in deployments[name]) == 1, name
+        assert parser.parse_args(deployments[name]).appservice_namespaces.wire() == \
+            namespaces, name
+    assert not [name for name, args in
+                {d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
+                 for d in _render(*workloads) if d["kind"] == "Deployment"}.items()
+                if any(a.startswith(FLAG) for a in args)]
+    with pytest.raises(AssertionError, match="appserviceNamespaces"):
+        _render(*workloads, json_sets=('appserviceNamespaces=[{"network": "telegram"}]',))
 
 
 def test_bootstrap_mode_wires_the_webhook_to_manage_its_own_ca() -> None:
