@@ -899,7 +899,8 @@ async def test_no_cross_user_cross_agent_bridged_or_federated_reuse(w: World) ->
     assert await w.open_lease(puppet_scope) == (
         403, {"reason": "APPSERVICE_IDENTITY_DENIED"})
     await w.store.open_lease(Access(puppet_scope.key, puppet_scope.generation, bridged, w.ns,
-                                    puppet_scope.agent, puppet_scope.room), 300)
+                                    puppet_scope.agent, puppet_scope.room), 300,
+                             context_id=uuid.uuid4().hex)
     assert await w.live_leases(puppet_scope) == 1
     other = person("mallory")
     for user, code in ((remote, "FEDERATION_DENIED"), (bridged, "APPSERVICE_IDENTITY_DENIED"),
