@@ -51,6 +51,10 @@ class Reason(StrEnum):
     SCOPE_MISSING = "SCOPE_MISSING"
     SCOPE_DISABLED = "SCOPE_DISABLED"
     CAPTURE_DISABLED = "CAPTURE_DISABLED"
+    # A MemoryPostureFloor (cluster, namespace or Agent) disables memory, or capture, for the
+    # scope's Agent: the most restrictive floor wins and nothing below it can loosen it.
+    POSTURE_FLOOR_DISABLED = "POSTURE_FLOOR_DISABLED"
+    POSTURE_FLOOR_CAPTURE_DISABLED = "POSTURE_FLOOR_CAPTURE_DISABLED"
     STALE_GENERATION = "STALE_GENERATION"
     # A scope is entered only at READ COMMITTED: no snapshot may outlive an erasure's fence.
     ISOLATION_REFUSED = "ISOLATION_REFUSED"

@@ -46,6 +46,9 @@ SQLSTATE_REASONS: Final = MappingProxyType({
     "FG023": Reason.SUMMARY_CADENCE_REACHED,
     "FG024": Reason.SUMMARY_INPUT_TOO_LARGE,
     "FG025": Reason.CONTEXT_CONFLICT,
+    # sql/0023 wraps refuse() with the posture floors' two codes.
+    "FG040": Reason.POSTURE_FLOOR_DISABLED,
+    "FG041": Reason.POSTURE_FLOOR_CAPTURE_DISABLED,
     "FG999": Reason.INTERNAL_ERROR,
 })
 

@@ -140,17 +140,24 @@ class ScopeRecord:
             recall=policy.recall,
         )
 
-    def recall_params(self) -> tuple[list[str] | None, list[str] | None, list[str] | None,
-                                     list[str] | None, int | None]:
+    def recall_params(self) -> RecallColumns:
         """The scope's recall columns (sql/0022): each set as text, the age in seconds."""
-        policy = self.recall
+        return recall_columns(self.recall)
 
-        def values(chosen: Sequence[StrEnum] | None) -> list[str] | None:
-            return None if chosen is None else [value.value for value in chosen]
 
-        return (values(policy.memory_types), values(policy.source_kinds),
-                values(policy.confirmation_statuses), values(policy.sensitivities),
-                None if policy.max_age_hours is None else policy.max_age_hours * 3600)
+RecallColumns = tuple[list[str] | None, list[str] | None, list[str] | None, list[str] | None,
+                      int | None]
+
+
+def recall_columns(policy: RecallPolicy) -> RecallColumns:
+    """A recall policy as the store's five recall_* columns (a scope's, sql/0022, or a posture
+    floor's, sql/0023): each set as text, the age in seconds; None does not narrow."""
+    def values(chosen: Sequence[StrEnum] | None) -> list[str] | None:
+        return None if chosen is None else [value.value for value in chosen]
+
+    return (values(policy.memory_types), values(policy.source_kinds),
+            values(policy.confirmation_statuses), values(policy.sensitivities),
+            None if policy.max_age_hours is None else policy.max_age_hours * 3600)
 
 
 @dataclass(frozen=True, slots=True)

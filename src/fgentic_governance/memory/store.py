@@ -44,6 +44,7 @@ from fgentic_governance.api.memory import ErasureResult, Posture
 from fgentic_governance.memory import write_policy
 from fgentic_governance.memory.bounds import ACQUIRE_SECONDS, MAX_LIST_LIMIT, MAX_SEARCH_LIMIT
 from fgentic_governance.memory.errors import StoreRefusal, guarded
+from fgentic_governance.memory.floors import STORE_LEVEL, Floor
 from fgentic_governance.memory.metrics import STORE_OPERATIONS, record
 from fgentic_governance.memory.model import (
     DEFAULT_ENVELOPE,
@@ -60,6 +61,7 @@ from fgentic_governance.memory.model import (
     Sensitivity,
     SourceKind,
     WriteReason,
+    recall_columns,
     vector_literal,
 )
 from fgentic_governance.memory.write_policy import MetadataValue
@@ -126,6 +128,22 @@ SELECT s.scope_key, s.enabled, s.posture, s.consent_generation, s.entry_cap, s.m
        ARRAY(SELECT ROW(w.reason, w.n) FROM fgentic_memory.recall_withheld(s.scope_key) w)
            AS withheld
   FROM fgentic_memory.scope s WHERE s.scope_key = $1
+"""
+_FLOOR_UPSERT: Final = """
+INSERT INTO fgentic_memory.posture_floor AS f
+    (floor_key, level, agent_namespace, agent_name, posture, recall_memory_types,
+     recall_source_kinds, recall_confirmation_statuses, recall_sensitivities,
+     recall_max_age_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (floor_key) DO UPDATE SET
+    level = excluded.level, agent_namespace = excluded.agent_namespace,
+    agent_name = excluded.agent_name, posture = excluded.posture,
+    recall_memory_types = excluded.recall_memory_types,
+    recall_source_kinds = excluded.recall_source_kinds,
+    recall_confirmation_statuses = excluded.recall_confirmation_statuses,
+    recall_sensitivities = excluded.recall_sensitivities,
+    recall_max_age_seconds = excluded.recall_max_age_seconds,
+    updated_at = now()
 """
 # A hold disables the scope in every gate (sql/0006) and needs no lock that a runtime
 # transaction can hold, so it takes effect at once even while the fence still waits.
@@ -612,3 +630,44 @@ class MemoryStore:
             return [await self._state(conn, str(row["scope_key"])) for row in rows]
 
         return await self._run("scope_states", work)
+
+    # -- posture floors (operator; sql/0023) ---------------------------------------------------
+
+    async def set_floor(self, floor: Floor) -> None:
+        """Put a floor in the fence, or change its posture: committed, it binds the next
+        statement of every capture and recall of the Agents it covers."""
+        async def work(conn: Any) -> None:
+            await conn.execute(
+                _FLOOR_UPSERT, floor.key, STORE_LEVEL[floor.level], floor.agent_namespace,
+                floor.agent_name, floor.posture.value, *recall_columns(floor.recall))
+
+        await self._run("set_floor", work)
+
+    async def clear_floor(self, floor_key: str) -> bool:
+        """Remove a floor (its MemoryPostureFloor was deleted); False when it was not there."""
+        async def work(conn: Any) -> bool:
+            status = await conn.execute(
+                "DELETE FROM fgentic_memory.posture_floor WHERE floor_key = $1", floor_key)
+            return _rowcount(status) > 0
+
+        return await self._run("clear_floor", work)
+
+    async def floor_posture(self, agent_namespace: str, agent_name: str) -> Posture:
+        """The most restrictive floor over one Agent, as the fence reads it."""
+        async def work(conn: Any) -> Posture:
+            return Posture(await conn.fetchval(
+                "SELECT fgentic_memory.floor_posture($1, $2)", agent_namespace, agent_name))
+
+        return await self._run("floor_posture", work)
+
+    async def scopes_under(self, floor: Floor) -> list[str]:
+        """Every scope key of the Agents a floor covers, as the store knows them."""
+        async def work(conn: Any) -> list[str]:
+            rows = await conn.fetch(
+                "SELECT scope_key FROM fgentic_memory.scope"
+                " WHERE $1 = 'cluster' OR (agent_namespace = $2"
+                " AND ($1 = 'namespace' OR agent_name = $3)) ORDER BY scope_key",
+                STORE_LEVEL[floor.level], floor.agent_namespace, floor.agent_name)
+            return [str(row["scope_key"]) for row in rows]
+
+        return await self._run("scopes_under", work)
