@@ -21,10 +21,12 @@ GOV = "governance.fgentic.dev"
 NEEDS: dict[str, list[tuple[str, str]]] = {
     "operator": [
         *[(verb, f"{plural}.{GOV}") for plural in
-          ("memoryscopes", "consentrecords", "retrievalbindings", "principaloffboardings")
+          ("memoryscopes", "consentrecords", "retrievalbindings", "principaloffboardings",
+           "memoryposturefloors")
           for verb in ("get", "list", "watch", "patch")],
         *[("patch", f"{plural}.{GOV}/status") for plural in
-          ("memoryscopes", "consentrecords", "retrievalbindings", "principaloffboardings")],
+          ("memoryscopes", "consentrecords", "retrievalbindings", "principaloffboardings",
+           "memoryposturefloors")],
         ("list", "agents.kagent.dev"), ("watch", "agents.kagent.dev"),
         ("get", "remotemcpservers.kagent.dev"),
         *[(verb, kind) for kind in ("networkpolicies.networking.k8s.io",

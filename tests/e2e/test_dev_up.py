@@ -26,12 +26,14 @@ def test_dev_up_runs_the_demo_and_prints_content_free_status(tmp_path: Path) -> 
     assert result.returncode == 0, out + result.stderr
     assert "memoryscope.governance.fgentic.dev/alice-docs-agent created" in out
     assert "denied as expected: agent-propagates-authorization.yaml" in out
+    assert "denied as expected: posture-floor-purge-while-capturing.yaml" in out
     assert "FORBIDDEN_HEADER" in out
     status, _, demo = out.split("content-free status of every governance object:")[1].partition(
         "-- governed memory in kagent's path")
     lines = [line for line in status.splitlines() if line.strip()]
     kinds = sorted(line.split()[0] for line in lines)
-    assert kinds == ["ConsentRecord", "MemoryScope", "PrincipalOffboarding", "RetrievalBinding"]
+    assert kinds == ["ConsentRecord", "MemoryPostureFloor", "MemoryScope",
+                     "PrincipalOffboarding", "RetrievalBinding"]
     # Content-free: no MXID, room or purpose text in the status lines.
     for secret in ("@alice", "@bob", "!alice-control", "personal-preferences"):
         assert secret not in status

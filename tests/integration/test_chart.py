@@ -554,7 +554,7 @@ def test_the_crds_are_templates_that_upgrade_with_the_chart() -> None:
             if d["kind"] == "CustomResourceDefinition"}
     generated = {d["metadata"]["name"]: d for d in (
         yaml.safe_load(p.read_text()) for p in sorted((ROOT / "crds").glob("*.yaml")))}
-    assert crds.keys() == generated.keys() and len(crds) == 4
+    assert crds.keys() == generated.keys() and len(crds) == 5
     for name, crd in crds.items():
         assert crd["spec"] == generated[name]["spec"], name
         assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
@@ -563,7 +563,7 @@ def test_the_crds_are_templates_that_upgrade_with_the_chart() -> None:
     assert not [d for d in _render("crds.install=false")
                 if d["kind"] == "CustomResourceDefinition"]
     unkept = [d for d in _render("crds.keep=false") if d["kind"] == "CustomResourceDefinition"]
-    assert len(unkept) == 4 and not any(d["metadata"].get("annotations") for d in unkept)
+    assert len(unkept) == 5 and not any(d["metadata"].get("annotations") for d in unkept)
     assert not (CHART / "crds").exists()
 
 

@@ -23,21 +23,28 @@ PLURALS = {
     "ConsentRecord": "consentrecords",
     "RetrievalBinding": "retrievalbindings",
     "PrincipalOffboarding": "principaloffboardings",
+    "MemoryPostureFloor": "memoryposturefloors",
 }
+CLUSTER_SCOPED = {"PrincipalOffboarding", "MemoryPostureFloor"}
 
 
 @pytest.fixture(scope="module")
 def api(control_plane: Any, k8s_client: client.ApiClient) -> Iterator[client.CustomObjectsApi]:
     control_plane.ensure_namespace(NS)
     yield client.CustomObjectsApi(k8s_client)
-    control_plane.kubectl("delete", "principaloffboardings", "-l", f"{CLEANUP}=true",
-                          "--ignore-not-found")
+    control_plane.kubectl("delete", "principaloffboardings,memoryposturefloors", "-l",
+                          f"{CLEANUP}=true", "--ignore-not-found")
 
 
 def _fresh(kind: str) -> dict[str, Any]:
     obj = example(kind)
     obj["metadata"]["name"] = f"{kind.lower()}-{uuid.uuid4().hex[:8]}"
-    if kind != "PrincipalOffboarding":
+    if kind == "MemoryPostureFloor":
+        # Cluster-scoped: a floor of an Agent no other test has keeps the session's operators'
+        # stores untouched should one of them see it before the module's cleanup.
+        obj["spec"]["target"]["agent"] = f"crd-{uuid.uuid4().hex[:8]}"
+        obj["metadata"]["labels"] = {CLEANUP: "true"}
+    elif kind != "PrincipalOffboarding":
         obj["metadata"]["namespace"] = NS
     else:
         # Cluster-scoped and indexed by principal by the operator: a unique principal keeps
@@ -49,7 +56,7 @@ def _fresh(kind: str) -> dict[str, Any]:
 
 def _create(api: client.CustomObjectsApi, obj: dict[str, Any]) -> dict[str, Any]:
     plural = PLURALS[obj["kind"]]
-    if obj["kind"] == "PrincipalOffboarding":
+    if obj["kind"] in CLUSTER_SCOPED:
         return api.create_cluster_custom_object(  # type: ignore[no-any-return]
             GROUP, VERSION, plural, obj, field_validation="Strict")
     return api.create_namespaced_custom_object(  # type: ignore[no-any-return]
@@ -58,7 +65,7 @@ def _create(api: client.CustomObjectsApi, obj: dict[str, Any]) -> dict[str, Any]
 
 def _replace(api: client.CustomObjectsApi, obj: dict[str, Any]) -> dict[str, Any]:
     plural, name = PLURALS[obj["kind"]], obj["metadata"]["name"]
-    if obj["kind"] == "PrincipalOffboarding":
+    if obj["kind"] in CLUSTER_SCOPED:
         return api.replace_cluster_custom_object(  # type: ignore[no-any-return]
             GROUP, VERSION, plural, name, obj)
     return api.replace_namespaced_custom_object(  # type: ignore[no-any-return]
@@ -130,6 +137,21 @@ BAD_CREATES = [
     ("RetrievalBinding", "spec.mcpServer.kind", "MCPServer", "Unsupported value"),
     ("RetrievalBinding", "spec.classificationCeiling", "secret", "Unsupported value"),
     ("PrincipalOffboarding", "spec.principal.mxid", "bob", "spec.principal.mxid"),
+    ("MemoryPostureFloor", "spec.posture", "off", "Unsupported value"),
+    ("MemoryPostureFloor", "spec.target.level", "Galaxy", "Unsupported value"),
+    ("MemoryPostureFloor", "spec.target.level", "Cluster",
+     "a Cluster floor names no namespace and no Agent"),
+    ("MemoryPostureFloor", "spec.target.level", "Namespace",
+     "a Namespace floor names its namespace and no Agent"),
+    ("MemoryPostureFloor", "spec.target", {"level": "Agent", "agent": "docs-agent"},
+     "an Agent floor names the Agent's namespace and name"),
+    ("MemoryPostureFloor", "spec.target.agent", "Docs_Agent", "spec.target.agent"),
+    ("MemoryPostureFloor", "spec", {"target": {"level": "Cluster"},
+                                    "posture": "capture_disabled", "purge": {"requestId": "r1"}},
+     "a purge runs only under a fully_disabled floor"),
+    ("MemoryPostureFloor", "spec.purge", {"requestId": "no spaces"}, "spec.purge.requestId"),
+    ("MemoryPostureFloor", "spec.recall", {"memoryTypes": ["gossip"]}, "Unsupported value"),
+    ("MemoryPostureFloor", "spec.recall", {"maxAgeHours": 169}, "less than or equal to 168"),
 ]
 
 
@@ -155,6 +177,7 @@ BAD_UPDATES = [
     ("ConsentRecord", "spec.policyVersion", "2027-01", "a ConsentRecord is immutable"),
     ("RetrievalBinding", "spec.agent.name", "other-agent", "agent is immutable"),
     ("PrincipalOffboarding", "spec.principal.mxid", "@carol:fgentic.local", "spec is immutable"),
+    ("MemoryPostureFloor", "spec.target.agent", "other-agent", "target is immutable"),
 ]
 
 
@@ -194,7 +217,7 @@ def control_plane_client(control_plane: Any) -> client.ApiClient:
 def test_crds_carry_names_category_and_columns(control_plane: Any) -> None:
     # api-resources refreshes kubectl's discovery cache (it predates our CRDs).
     text = control_plane.kubectl("api-resources", "--api-group", GROUP, "-o", "wide")
-    for short in ("mscope", "consent", "rbind", "offboard"):
+    for short in ("mscope", "consent", "rbind", "offboard", "mfloor"):
         assert short in text
     _create(client.CustomObjectsApi(control_plane_client(control_plane)), _fresh("MemoryScope"))
     names = control_plane.kubectl("get", "fgentic", "-A", "-o", "name")

@@ -25,9 +25,13 @@ def project_crds() -> list[Path]:
 
 def get_object(api: client.CustomObjectsApi, plural: str, namespace: str, name: str,
                request_timeout: float | None = None) -> dict[str, Any]:
-    """One namespaced object of our group; ``request_timeout`` bounds the call if given."""
+    """One object of our group (cluster-scoped when ``namespace`` is empty);
+    ``request_timeout`` bounds the call if given."""
     timeout: dict[str, Any] = ({} if request_timeout is None
                                else {"_request_timeout": request_timeout})
+    if not namespace:
+        return api.get_cluster_custom_object(  # type: ignore[no-any-return]
+            GROUP, VERSION, plural, name, **timeout)
     return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
         GROUP, VERSION, namespace, plural, name, **timeout)
 

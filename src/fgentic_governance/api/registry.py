@@ -1,4 +1,4 @@
-"""The four kinds and their CRD-level metadata (names, scope, printer columns)."""
+"""The five kinds and their CRD-level metadata (names, scope, printer columns)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from fgentic_governance.api.common import GROUP
+from fgentic_governance.api.floors import MemoryPostureFloorSpec, MemoryPostureFloorStatus
 from fgentic_governance.api.memory import (
     ConsentRecordSpec,
     ConsentRecordStatus,
@@ -100,7 +101,19 @@ PRINCIPAL_OFFBOARDING = CustomResource(
         _AGE,
     ),
 )
+MEMORY_POSTURE_FLOOR = CustomResource(
+    kind="MemoryPostureFloor", plural="memoryposturefloors", short_names=("mfloor",),
+    spec=MemoryPostureFloorSpec, status=MemoryPostureFloorStatus, namespaced=False,
+    columns=(
+        Column("Level", ".spec.target.level"),
+        Column("Posture", ".spec.posture"),
+        Column("Phase", ".status.phase"),
+        Column("Purge", ".status.purge.result"),
+        Column("Reason", ".status.reasonCode", priority=1),
+        _AGE,
+    ),
+)
 
 KINDS: tuple[CustomResource, ...] = (
-    MEMORY_SCOPE, CONSENT_RECORD, RETRIEVAL_BINDING, PRINCIPAL_OFFBOARDING,
+    MEMORY_SCOPE, CONSENT_RECORD, RETRIEVAL_BINDING, PRINCIPAL_OFFBOARDING, MEMORY_POSTURE_FLOOR,
 )

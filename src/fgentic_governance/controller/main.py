@@ -180,6 +180,7 @@ def run_operator(args: argparse.Namespace) -> int:
 
     from fgentic_governance.controller.handlers import (  # noqa: F401  (registration by import)
         diffbase,
+        floors,
         memoryscope,
         offboarding,
         retrievalbinding,

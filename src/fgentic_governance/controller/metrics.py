@@ -36,3 +36,13 @@ CLEANUP_LAST_SUCCESS = Gauge(
     "fgentic_store_cleanup_last_success_timestamp_seconds",
     "Unix time of the last successful expired-memory cleanup on this replica (0: none yet).",
 )
+FLOOR_RECONCILES = Counter(
+    "fgentic_posture_floor_reconciles_total",
+    "MemoryPostureFloor reconciliations by resulting phase and reason code.",
+    ["phase", "reason"],
+)
+FLOOR_PURGE_SCOPES = Counter(
+    "fgentic_posture_floor_purge_scopes_total",
+    "Scopes a MemoryPostureFloor's purge erased, by result (Verified, Failed) and reason code.",
+    ["result", "reason"],
+)

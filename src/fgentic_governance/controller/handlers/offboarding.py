@@ -70,7 +70,7 @@ async def reconcile_offboarding(
     except StoreRefusal as refusal:
         _fail(patch, refusal.reason, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
-    await _poke_scopes(from_crs)
+    await poke_scopes(from_crs)
     failed = [o for o in outcomes if not o.verified]
     patch.status["scopesFound"] = len(outcomes)
     patch.status["scopesErased"] = len(outcomes) - len(failed)
@@ -89,7 +89,7 @@ async def reconcile_offboarding(
                message=f"scopes erased {len(outcomes)} reason {Reason.OK.value}")
 
 
-async def _poke_scopes(keys: list[str]) -> None:
+async def poke_scopes(keys: list[str]) -> None:
     """Have each of the principal's MemoryScopes reconciled now, not at its next resync
     (issue 37: `kubectl get mscope` showed Enabled for 30 s after the offboarding): the store
     has just disabled and erased them, and their status (phase, reason, entry count,
