@@ -45,10 +45,13 @@ from fgentic_devenv import free_port
 from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.admission.pods import CONTENT_FREE_TRACES, pod_patch
 from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.floors import FloorLevel
 from fgentic_governance.api.kagent import app_name
-from fgentic_governance.api.memory import MemoryScopeSpec, RecallPolicy
+from fgentic_governance.api.memory import MemoryScopeSpec, Posture, RecallPolicy
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
+from fgentic_governance.memory.floors import Floor
 from fgentic_governance.memoryapi.proxy import HOP_BY_HOP
+from fgentic_governance.offboarding.purge import digest, purge
 from fgentic_governance.reasons import Reason
 from fgentic_governance.serving.http import scrub_library_logs
 from tests.support.appservice import puppet, telegram
@@ -1337,3 +1340,111 @@ async def test_load_memory_takes_the_explicit_bucket_and_prefetch_does_not(w: Wo
     # An explicit save shares the bucket.
     await w.save_turn(scope.subject, f"Uma prefers trains {tag()}")
     assert w.of(scope.subject, SAVE)[-1].refusal() == (429, "RATE_LIMITED")
+
+
+# -- 13. posture floors and a purge under a floor (issue 38 §7) --------------------------------
+
+
+@contextlib.asynccontextmanager
+async def floor_over(w: World, posture: Posture) -> AsyncIterator[Floor]:
+    """The operator's part of a MemoryPostureFloor over the runtime's Agent (proven through
+    the real operator in test_floor_operator.py): the floor in the store's fence; lifted
+    after, so the module's other tests keep their Agent."""
+    floor = Floor(f"floor-{tag()}", FloorLevel.AGENT, posture, w.ns, AGENT)
+    await w.store.set_floor(floor)
+    try:
+        yield floor
+    finally:
+        await w.store.clear_floor(floor.key)
+
+
+async def test_a_floor_set_mid_session_stops_capture_and_recall_at_once(w: World) -> None:
+    """One session, one live lease: the floor lands between two turns and the very next
+    save_memory and load_memory, and the prefetch of the person's next session, are refused by
+    the fence with the floor's code, every reply still arriving; a capture_disabled floor lets
+    recall back and keeps capture out; lifted, the same session and lease remember again."""
+    scope = await w.scope("gina")
+    fact = f"Gina grows tomatoes on her balcony {tag()}"
+    later = f"Gina bought a new watering can {tag()}"
+    w.embeddings.aliases["about tomatoes"] = fact
+    await w.save_turn(scope.subject, fact)
+    await w.load_turn(scope.subject, "about tomatoes")
+    assert [f["content"] for f in w.searched(scope.subject, "about tomatoes")[-1].answer()] \
+        == [fact]
+
+    async with floor_over(w, Posture.FULLY_DISABLED):
+        await w.save_turn(scope.subject, later)
+        await w.load_turn(scope.subject, "about tomatoes")
+        assert w.saved(scope.subject, later).refusal() == (403, "POSTURE_FLOOR_DISABLED")
+        assert w.searched(scope.subject, "about tomatoes")[-1].refusal() == (
+            403, "POSTURE_FLOOR_DISABLED")
+        assert await w.live_leases(scope) == 1  # the lease stands; the floor refuses
+        # The person's next session: its prefetch is refused and brings nothing.
+        await w.new_context(scope)
+        question = f"Anything new today {tag()}?"
+        w.embeddings.aliases[question] = fact
+        since = len(w.chat.requests)
+        w.chat.script(Say("Nothing I recall."))
+        assert await w.turn(question, scope.subject) == "Nothing I recall."
+        prefetch = w.searched(scope.subject, question)[-1]  # the fact's vector, as asked
+        assert prefetch.refusal() == (403, "POSTURE_FLOOR_DISABLED")
+        assert fact not in w.chat_text(since)
+
+    async with floor_over(w, Posture.CAPTURE_DISABLED):
+        await w.save_turn(scope.subject, later)
+        await w.load_turn(scope.subject, "about tomatoes")
+        assert [e.refusal() for e in w.of(scope.subject, SAVE)][-1] == (
+            403, "POSTURE_FLOOR_CAPTURE_DISABLED")
+        recalled = w.searched(scope.subject, "about tomatoes")[-1]
+        assert recalled.status == 200 and [f["content"] for f in recalled.answer()] == [fact]
+
+    await w.refill(scope)  # more than three explicit operations in a row (ADR 0023 §42)
+    await w.load_turn(scope.subject, "about tomatoes")
+    assert w.searched(scope.subject, "about tomatoes")[-1].status == 200
+    assert [r["content"] for r in await w.rows(user=scope.subject)] == [fact]
+
+
+async def test_a_purge_under_a_floor_is_verified_scope_by_scope(w: World) -> None:
+    """Two people's scopes of the runtime's Agent, each with what the runtime saved, and a
+    scope of another Agent: a purge under the Agent's floor erases and verifies each of the
+    two (one content-free receipt each) and nothing else; lifted, the scopes start empty."""
+    hana, ivan = await w.scope("hana"), await w.scope("ivan")
+    elsewhere = await w.scope("hana-other", subject=hana.subject, agent=OTHER_AGENT,
+                              lease=False)
+    facts = {hana.subject: f"Hana sings in a choir {tag()}",
+             ivan.subject: f"Ivan repairs old radios {tag()}"}
+    for subject, fact in facts.items():
+        await w.save_turn(subject, fact)
+    elsewhere_access = Access(elsewhere.key, elsewhere.generation, hana.subject, w.ns,
+                              OTHER_AGENT, elsewhere.room)
+    await w.store.save(elsewhere_access, "Kept by another Agent.")
+
+    async with floor_over(w, Posture.FULLY_DISABLED) as floor:
+        receipts = await purge(w.store, floor, [])
+        # Every scope of the Agent (this module's earlier tests' too), each verified.
+        by_key = {r.scope_key: r for r in receipts}
+        assert all(r.verified and r.reason is Reason.OK and len(r.receipt_id) == 32
+                   for r in receipts)
+        assert (by_key[hana.key].deleted, by_key[ivan.key].deleted) == (1, 1)
+        assert elsewhere.key not in by_key
+        wire = json.dumps([r.wire() for r in receipts]) + digest(receipts)
+        assert not any(fact in wire or subject in wire for subject, fact in facts.items())
+        for scope in (hana, ivan):
+            assert [r for r in await w.rows(user=scope.subject)
+                    if r["scope_key"] == scope.key] == []
+        # Each erasure fenced its scope's generation, so its lease ended; the bridge's next
+        # lease is at the new generation, and the floor still refuses every save.
+        for scope in (hana, ivan):
+            assert await w.live_leases(scope) == 0
+            status, _ = await w.open_lease(scope)
+            assert status == 201
+            again = facts[scope.subject] + " again"
+            await w.save_turn(scope.subject, again)
+            assert w.saved(scope.subject, again).refusal() == (403, "POSTURE_FLOOR_DISABLED")
+    assert [r["content"] for r in await w.rows(user=hana.subject)] == ["Kept by another Agent."]
+
+    # Lifted: the scopes are usable again, and empty.
+    w.embeddings.aliases["about choir"] = facts[hana.subject]
+    await w.load_turn(hana.subject, "about choir")
+    assert (w.searched(hana.subject, "about choir")[-1].status,
+            w.searched(hana.subject, "about choir")[-1].answer()) == (200, [])
