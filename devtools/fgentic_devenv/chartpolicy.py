@@ -29,13 +29,25 @@ _SELECTOR: Final = f"""    namespaceSelector:
 """
 
 
+_REGEXES: Final = (
+    '[{{ range $i, $ns := .Values.appserviceNamespaces }}{{ if $i }}, {{ end }}'
+    '{{ $ns.userRegex | toJson | toJson | trimPrefix "\\"" | trimSuffix "\\"" }}{{ end }}]')
+"""``cel.regex_list`` in Helm, inside the expression's YAML double-quoted string: each
+userRegex as a JSON (= CEL) string literal, itself escaped as the body of a JSON (= YAML
+double-quoted) string."""
+
+
 def _validation(rule: cel.CelRule, homeserver: str, *, warn: bool) -> list[str]:
     """One validation, in the deny policy unless its rule is set to warn (and in the warn
-    policy only then); a rule that may not warn is unconditional."""
-    body = rule.validation(homeserver)
-    lines = [f"    - expression: {json.dumps(body['expression'])}",
+    policy only then); a rule that may not warn is unconditional, except the appservice rule:
+    only with appserviceNamespaces."""
+    body = rule.validation(homeserver, cel.APPSERVICE)
+    expression = json.dumps(body["expression"]).replace(cel.APPSERVICE, _REGEXES)
+    lines = [f"    - expression: {expression}",
              f"      message: {json.dumps(body['message'])}",
              f"      reason: {body['reason']}"]
+    if cel.APPSERVICE in rule.expression:
+        return ["{{- if .Values.appserviceNamespaces }}", *lines, "{{- end }}"]
     if rule.code not in WARNABLE:
         return lines
     test = f"{'' if warn else 'not '}(has {json.dumps(rule.code.value)} .Values.webhook.warnRules)"
@@ -91,7 +103,7 @@ def _warn_policy(suffix: str, kind: Kind, rules: list[cel.CelRule],
 def render() -> str:
     homeserver = "{{ .Values.localHomeserver }}"
     agents = cel.rules("agents")
-    scopes = cel.rules("memoryscopes", homeserver)
+    scopes = cel.rules("memoryscopes", homeserver, cel.APPSERVICE)
     kagent = ("kagent.dev", "v1alpha2", "agents")
     ours = ("governance.fgentic.dev", "v1alpha1", "memoryscopes")
     return (_HEADER + _policy("agents", kagent, agents)

@@ -36,6 +36,7 @@ from fgentic_governance.admission.render import (
 )
 from fgentic_governance.api.common import GROUP
 from tests.support import processes
+from tests.support.appservice import puppet, telegram
 from tests.support.objects import api_message, example, scoped_policies
 
 pytestmark = pytest.mark.integration
@@ -637,11 +638,14 @@ def test_generated_policies_alone_refuse_every_stateless_rule(control_plane: Any
                                                               tmp_path: Path) -> None:
     """Issue 27: the ValidatingAdmissionPolicies generated from admission/cel.py hold with no
     webhook at all: a memory-enabled Agent without ttlDays, a non-token headersFrom name and
-    a MemoryScope of another homeserver are refused by the API server itself, with the
-    webhook's own code and sentence; their near misses pass."""
+    a MemoryScope of another homeserver, and one of a bridge's puppet declared native-local
+    (issue 38 §2), are refused by the API server itself, with the webhook's own code and
+    sentence; their near misses pass."""
     namespace = f"vapgen-{uuid.uuid4().hex[:6]}"
     control_plane.ensure_namespace(namespace)
-    for doc in scoped_policies([admission_policy(), scope_policy("fgentic.local")],
+    registry = telegram("fgentic.local")
+    for doc in scoped_policies([admission_policy(),
+                                scope_policy("fgentic.local", appservice=registry)],
                                _only(namespace), uuid.uuid4().hex[:6]):
         control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))
     no_ttl = agent("no-ttl", memory={"modelConfig": "embed"})
@@ -649,7 +653,9 @@ def test_generated_policies_alone_refuse_every_stateless_rule(control_plane: Any
     far = _scope("far", "x")
     far["spec"]["subject"]["mxid"] = "@alice:elsewhere.example"
     near = _scope("near", "x")
-    for doc in (no_ttl, odd_name, far, near):
+    bridged = _scope("bridged", "x")
+    bridged["spec"]["subject"]["mxid"] = puppet("fgentic.local")
+    for doc in (no_ttl, odd_name, far, near, bridged):
         doc["metadata"]["namespace"] = namespace
     verdict = _refused_once_loaded(control_plane, no_ttl, tmp_path)
     assert "ValidatingAdmissionPolicy" in verdict and "MEMORY_TTL_MISSING: set" in verdict
@@ -661,6 +667,9 @@ def test_generated_policies_alone_refuse_every_stateless_rule(control_plane: Any
         time.sleep(0.5)
         verdict = _apply(control_plane, far, tmp_path)
     assert "ValidatingAdmissionPolicy" in verdict and "FEDERATION_DENIED: " in verdict, verdict
+    verdict = _apply(control_plane, bridged, tmp_path)
+    assert "ValidatingAdmissionPolicy" in verdict and "APPSERVICE_IDENTITY_DENIED: " in verdict, \
+        verdict
     assert _apply(control_plane, near, tmp_path) == "allow"
     with_ttl = agent("ttl", memory={"modelConfig": "embed", "ttlDays": 3})
     with_ttl["metadata"]["namespace"] = namespace

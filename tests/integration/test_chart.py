@@ -13,7 +13,7 @@ import yaml
 
 from fgentic_devenv.binaries import binary
 from fgentic_governance.admission import render as admission
-from fgentic_governance.api.appservice import FLAG
+from fgentic_governance.api.appservice import FLAG, AppserviceNamespace, AppserviceRegistry
 from fgentic_governance.api.common import GROUP
 from fgentic_governance.api.registry import KINDS
 from fgentic_governance.cli import _parser as cli_parser
@@ -84,6 +84,23 @@ def test_chart_admission_rules_equal_the_python_renderers() -> None:
                  if d["kind"] == "ValidatingAdmissionPolicy"}
     scopes, _ = admission.scope_policy("example.org")
     assert with_home["fg-memoryscopes"]["spec"] == scopes["spec"]
+
+
+def test_chart_appservice_rule_equals_the_python_renderer() -> None:
+    """The registry's regexes reach the MemoryScope policy's CEL as the Python renderer writes
+    them, through Helm's and YAML's quoting: backslashes, quotes and characters Helm's toJson
+    escapes (<, >, &) included."""
+    registry = AppserviceRegistry([
+        *telegram("example.org").namespaces,
+        AppserviceNamespace(network="odd", user_regex='@odd_[<>&"]+\\\\:example\\.org')])
+    docs = _render("localHomeserver=example.org",
+                   json_sets=(f"appserviceNamespaces={json.dumps(registry.wire())}",))
+    [policy] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"
+                and d["metadata"]["name"] == "fg-memoryscopes"]
+    scopes, _ = admission.scope_policy("example.org", appservice=registry)
+    assert policy["spec"] == scopes["spec"]
+    assert [v["message"].split(":")[0] for v in policy["spec"]["validations"]] == [
+        "FEDERATION_DENIED", "APPSERVICE_IDENTITY_DENIED"]
     done = subprocess.run([sys.executable, "-m", "fgentic_devenv.cli", "chart-policy",
                            "--check"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

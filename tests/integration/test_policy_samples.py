@@ -37,7 +37,7 @@ from fgentic_governance.admission.render import (
     webhook_configuration,
 )
 from fgentic_governance.admission.views import scope_view
-from fgentic_governance.api.appservice import FLAG
+from fgentic_governance.api.appservice import FLAG, parse_registry
 from tests.support import processes
 from tests.support.objects import api_message, scoped_policies
 
@@ -56,9 +56,11 @@ GOVERNED_URL = "http://fgentic-memory-api.fgentic-system.svc:8083"
 """The memory API URL the samples' webhook routes Pods to (what the chart would give it); the
 webhook asks the real memory API process on loopback whether it is ready."""
 ENFORCED_SECONDS = 30.0
-APPSERVICE_FLAG = (FLAG, json.dumps(yaml.safe_load((POLICY / "suite.yaml").read_text())[
+APPSERVICE = parse_registry(json.dumps(yaml.safe_load((POLICY / "suite.yaml").read_text())[
     "settings"]["appserviceNamespaces"]))
-"""The webhook's --appservice-namespaces: the offline suite's setting (one registry)."""
+"""The offline suite's appservice-namespace registry: the webhook's --appservice-namespaces and
+the MemoryScope policy's appservice rule (one registry)."""
+APPSERVICE_FLAG = (FLAG, APPSERVICE.flag_value())
 
 
 def namespace(code: str) -> str:
@@ -224,7 +226,8 @@ def stack(control_plane: Any, postgres: Any, k8s_client: client.ApiClient,
                                        ca, memory_routing=True)
         for hook in config["webhooks"]:
             hook["namespaceSelector"] = selector
-        policies = scoped_policies([admission_policy(), scope_policy("fgentic.local")],
+        policies = scoped_policies([admission_policy(),
+                                    scope_policy("fgentic.local", appservice=APPSERVICE)],
                                    selector, f"-{suffix}")
         for doc in (*policies, config):
             control_plane.kubectl("apply", "-f", "-", input=json.dumps(doc))

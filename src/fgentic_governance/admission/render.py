@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fgentic_governance.admission import cel
+from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.kagent import ROUTED_LABEL
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, RETRIEVAL_BINDING
@@ -161,10 +162,12 @@ def admission_policy(excluded: Sequence[str] = ("kube-system",), *,
 
 
 def scope_policy(local_homeserver: str, excluded: Sequence[str] = ("kube-system",), *,
-                 audit_only: bool = False) -> list[dict[str, Any]]:
-    """The same for MemoryScopes: the subject's homeserver is the local one."""
+                 audit_only: bool = False,
+                 appservice: AppserviceRegistry = EMPTY) -> list[dict[str, Any]]:
+    """The same for MemoryScopes: the subject's homeserver is the local one, and its MXID in
+    no namespace of the appservice-namespace registry."""
     return _policy(SCOPE_POLICY_NAME, GROUP, MEMORY_SCOPE.plural,
-                   cel.validations(MEMORY_SCOPE.plural, local_homeserver), excluded,
+                   cel.validations(MEMORY_SCOPE.plural, local_homeserver, appservice), excluded,
                    audit_only=audit_only)
 
 
