@@ -98,7 +98,7 @@ from fgentic_governance.memory.delegated import (
     Fact,
     check_fact,
 )
-from fgentic_governance.memory.model import vector_literal
+from fgentic_governance.memory.model import Sighting, vector_literal
 from fgentic_governance.memoryapi import proxy
 from fgentic_governance.memoryapi.http import make_handler
 from fgentic_governance.memoryapi.server import POOL_SIZE
@@ -165,8 +165,9 @@ class Subject:
 class Scopes:
     """Scopes ensured, granted and leased by the owner; leases re-opened before they end."""
 
-    def __init__(self, owner_store: MemoryStore, token: str) -> None:
+    def __init__(self, owner_store: MemoryStore, notes: DelegatedStore, token: str) -> None:
         self.owner_store = owner_store
+        self.notes = notes
         self.token = token
         self.subjects: dict[str, list[Subject]] = {}
         self._leased_at = 0.0
@@ -177,7 +178,7 @@ class Scopes:
             record = _record(kind, i)
             await self.owner_store.ensure_scope(record)
             access = Access.for_scope(record, await self.owner_store.grant(record.scope_key))
-            await self.owner_store.open_lease(access, LEASE_SECONDS)
+            await self._lease(access)
             made.append(Subject(kind, i, access, Caller(record.subject_mxid, NS, AGENT),
                                 {"Authorization": f"Bearer {self.token}",
                                  "X-Agent-Name": app_name(NS, AGENT),
@@ -193,8 +194,15 @@ class Scopes:
             return
         for subjects in self.subjects.values():
             for subject in subjects:
-                await self.owner_store.open_lease(subject.access, LEASE_SECONDS)
+                await self._lease(subject.access)
         self._leased_at = time.monotonic()
+
+    async def _lease(self, access: Access) -> None:
+        """A lease naming the session's context, and that context in progress, as the memory
+        API notes it from the runtime's session call: the memory calls are bound to it
+        (sql/0021)."""
+        await self.owner_store.open_lease(access, LEASE_SECONDS, context_id=SESSION_ID)
+        await self.notes.note_context(NS, AGENT, access.subject_mxid, Sighting(SESSION_ID))
 
 
 async def reset(owner: Any, keep: Sequence[str]) -> None:
@@ -704,7 +712,7 @@ async def run(pg: LocalPostgres, plane: LocalControlPlane, work: Path,
         config_file=str(plane.kubeconfig))
     plane.ensure_namespace(NS)
     token = await asyncio.to_thread(agent_token, kube)
-    scopes = Scopes(MemoryStore(owner), token)
+    scopes = Scopes(MemoryStore(owner), DelegatedStore(owner), token)
     bodies = Bodies()
     store = DelegatedStore(runtime)
     stub, stub_url = await stub_controller()

@@ -21,10 +21,15 @@ import asyncpg
 from fgentic_devenv.controlplane import LocalControlPlane
 from fgentic_governance.api.kagent import app_name
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
+from fgentic_governance.memory.delegated import DelegatedStore
+from fgentic_governance.memory.model import Sighting
 
 NS = "fgentic-demo"
 AGENT = "memory-demo"
 LOCAL = "fgentic.local"
+# The A2A context of the demo's turn: a lease names it, and the memory API serves the lease's
+# memory calls only while it alone is in progress (sql/0021).
+CONTEXT = "memory-demo-turn"
 
 
 def _objects() -> list[dict[str, Any]]:
@@ -114,7 +119,11 @@ async def _calls(dsn: str, url: str, token: str, generation: int) -> None:
             store = MemoryStore(pool)
             record = ScopeRecord(f"{NS}/alice-{AGENT}", f"@alice:{LOCAL}", "native-local", NS,
                                  AGENT, f"!alice-memory-demo:{LOCAL}")
-            lease = await store.open_lease(Access.for_scope(record, generation), 120)
+            lease = await store.open_lease(Access.for_scope(record, generation), 120,
+                                           context_id=CONTEXT)
+            # What the memory API notes from the runtime's first session call of the turn.
+            await DelegatedStore(pool).note_context(NS, AGENT, f"@alice:{LOCAL}",
+                                                    Sighting(CONTEXT))
             print(f"lease opened for alice's delegation, expires {lease.expires_at:%H:%M:%S}")
             status, body = await post(session, "/api/memories/sessions", "alice",
                                       fact("alice", "Alice prefers tea."))

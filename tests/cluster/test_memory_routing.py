@@ -34,7 +34,7 @@ from tests.support.cluster import (
     scope_status,
     wait_for,
 )
-from tests.support.store import migrated_pool
+from tests.support.store import leased_turn, migrated_pool
 
 NS = "team-mem"  # conftest.AGENT_NAMESPACE: the chart renders the routed-egress policy here
 AGENT = "mem-agent"
@@ -254,7 +254,8 @@ def test_the_memory_api_authenticates_the_pod_and_gates_by_lease(
 async def _open_lease(dsn: str, grant: Any) -> None:
     pool = await migrated_pool(dsn, max_size=2)
     try:
-        await MemoryStore(pool).open_lease(grant, 300)
+        # The lease names the context the Pod's session calls name (sql/0021): in progress.
+        await leased_turn(MemoryStore(pool), pool, grant, 300, context="ctx")
     finally:
         await pool.close()
 

@@ -123,10 +123,10 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         provider, chat, controller = world.provider, world.chat, world.controller
         fact = "Alice likes green tea with her breakfast every day."
 
-        async def turn(user: str = ALICE) -> None:
+        async def turn(user: str = ALICE, context: str | None = None) -> None:
             try:
                 await a2a_turn(agent.base_url, fact, user_id=user,
-                               context_id=uuid.uuid4().hex)
+                               context_id=context or uuid.uuid4().hex)
             except TimeoutError:  # say what the runtime had done by then
                 calls = [(r.method, r.path, r.status) for stub in (controller, chat, provider)
                          for r in stub.requests]
@@ -146,9 +146,11 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         lines = api_lines(caplog)
         refused = [line for line in lines if "action=embeddings reason=LEASE_MISSING" in line]
         assert len(refused) == 2 == len(lines)  # the prefetch's and the save's
-        alice_turn = await store.open_lease(access, 120)
+        # The lease names the room's context, and serves only a turn of it (sql/0021).
+        alice_room = uuid.uuid4().hex
+        alice_turn = await store.open_lease(access, 120, context_id=alice_room)
         chat.script(CallTool("save_memory", {"content": fact}))
-        await turn()
+        await turn(context=alice_room)
         embedded = len(provider.requests)
         assert embedded >= 2  # prefetch + save, now inside the lease
         assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.memory") == 1
@@ -189,7 +191,9 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         bob = scope_record(f"{ns}/bob", subject_mxid=BOB, agent_namespace=ns,
                            agent_name=AGENT, control_room="!bob-control:fgentic.local")
         await store.ensure_scope(bob)
-        await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 120)
+        bob_room = uuid.uuid4().hex
+        await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 120,
+                               context_id=bob_room)
         await asyncio.sleep(PAST_WINDOW)
         # Alice's turn is still leased (sql/0018): Bob's embeddings may be hers, so they are
         # refused, and charged to neither; his turn is still answered.
@@ -204,7 +208,7 @@ async def test_the_runtime_embeds_nothing_without_a_lease(
         assert await store.close_lease(access.scope_key, alice_turn.id)
         chat.script(CallTool("save_memory", {"content": "Bob walks his dog at six."},
                              then="Noted."))
-        await turn(BOB)
+        await turn(BOB, bob_room)
         assert len(provider.requests) > asked
         assert await pool.fetchval(EMBEDDING_UNITS, bob.scope_key) >= 1
         assert await pool.fetchval(EMBEDDING_UNITS, access.scope_key) == charged
@@ -250,11 +254,12 @@ async def test_a_summary_is_admitted_before_the_model_works(
             return sum(f"action=model kind=summary reason={code}" in line
                        for line in api_lines(caplog))
 
-        async def session(texts: list[str]) -> None:
-            """One session of ``len(texts)`` user turns; each reply arrives (a2a_turn
-            raises unless the task completed), then its background work is over."""
+        async def session(texts: list[str], context: str | None = None) -> None:
+            """One session of ``len(texts)`` user turns in ``context`` (a new one by
+            default); each reply arrives (a2a_turn raises unless the task completed), then its
+            background work is over."""
             since = len(api_lines(caplog))
-            context = uuid.uuid4().hex
+            context = context or uuid.uuid4().hex
             for text in texts:
                 assert await a2a_turn(agent.base_url, text, user_id=ALICE,
                                       context_id=context) == "OK."
@@ -268,17 +273,25 @@ async def test_a_summary_is_admitted_before_the_model_works(
         assert lines("LEASE_MISSING") == 1
         assert chat.summariser_requests() == []
         assert len(chat.requests) == 5  # the turns themselves passed unchanged
+        # Its automatic save never came (its embedding was refused), so Alice's next context
+        # would be bound to nothing until max_save_seconds() (120 s) pass (sql/0021): pass them.
+        await pool.execute("UPDATE fgentic_memory.agent_context SET save_until = now()")
         # A live lease but fewer than five leased turns: the cadence refuses it.
-        await store.open_lease(access, 300)
-        await session(five)
+        # Each leased session runs in the context its lease names (sql/0021).
+        room = uuid.uuid4().hex
+        lease = await store.open_lease(access, 300, context_id=room)
+        await session(five, room)
         assert lines("SUMMARY_CADENCE_REACHED") == 1
         assert chat.summariser_requests() == []
         # The runtime then saves what it has without a summary: the cadence refuses that too.
         assert sum("action=batch reason=SUMMARY_CADENCE_REACHED status=429" in line
                    for line in api_lines(caplog)) == 1
         # Five leased turns: admitted, summarised, saved; charged one summarisation.
-        await past_turns(store, access, 4)
-        await session(five)
+        await store.close_lease(access.scope_key, lease.id)
+        await past_turns(store, access, 3)
+        room = uuid.uuid4().hex
+        lease = await store.open_lease(access, 300, context_id=room)  # the fifth
+        await session(five, room)
         assert lines("OK") == 1  # said on admission, before the request is passed on
         assert await pool.fetchval(ROWS) == 2  # saved: session() waited for the save's answer
         assert len(chat.summariser_requests()) == 1
@@ -287,8 +300,11 @@ async def test_a_summary_is_admitted_before_the_model_works(
         # Its first turn, one sentence of 4 KiB, is also a prefetch query over 512 bytes:
         # refused at the embeddings route before the provider.
         embedded = len(provider.requests)
-        await past_turns(store, access, 5)
-        await session(["Alice says " + "tea " * 1000] * 5)
+        await store.close_lease(access.scope_key, lease.id)
+        await past_turns(store, access, 4)
+        room = uuid.uuid4().hex
+        await store.open_lease(access, 300, context_id=room)  # the fifth since the summary
+        await session(["Alice says " + "tea " * 1000] * 5, room)
         assert lines("SUMMARY_INPUT_TOO_LARGE") == 1
         assert len(chat.summariser_requests()) == 1
         assert any("action=embeddings reason=FACT_TOO_LARGE" in line

@@ -44,7 +44,7 @@ from fgentic_governance.serving.http import health_handler, scrub_library_logs, 
 from tests.support.appservice import puppet, telegram
 from tests.support.kagent import ControllerStub, EmbeddingStub
 from tests.support.memory_api import LOCAL, agent_token, headers, memory_api, routed_pod, token
-from tests.support.store import ALICE, past_turns, scope_record
+from tests.support.store import ALICE, leased_turn, past_turns, scope_record
 from tests.support.stubs import loopback_app
 
 pytestmark = pytest.mark.integration
@@ -117,7 +117,7 @@ async def scope(env: Env, *, subject: str = ALICE, name: str = "alice", lease: b
     await env.store.ensure_scope(record)
     access = Access.for_scope(record, await env.store.grant(record.scope_key))
     if lease:
-        await env.store.open_lease(access, 120)
+        await leased_turn(env.store, env.pool, access, 120)
     return access
 
 
@@ -529,7 +529,7 @@ async def test_embeddings_are_charged_to_the_one_user_whose_turn_they_serve(
             await turn_of(ALICE)
             assert await embed(pod) == (403, {"error": "LEASE_MISSING"})  # no lease of hers
             assert provider.requests == []  # nothing was embedded
-            alice_turn = await env.store.open_lease(alice, 60)
+            alice_turn = await leased_turn(env.store, env.pool, alice, 60)
             await turn_of(ALICE)  # recent again, whatever the lease's opening took
             status, answer = await embed(pod)
             assert status == 200 and len(answer["data"]) == 1
@@ -740,7 +740,7 @@ async def test_every_shape_of_kagents_summarisation_is_charged_or_refused(
         assert dict(await env.pool.fetch(OPERATIONS_LEDGER, alice.scope_key)) == {}
         for charged, (name, body) in enumerate(VARIANTS.items(), start=1):
             await past_turns(env.store, alice, 4)  # the cadence: one summary per five turns
-            lease = await env.store.open_lease(alice, 60)  # the fifth
+            lease = await leased_turn(env.store, env.pool, alice, 60)  # the fifth
             await turn_of(env, url, pod)
             assert (await post("/v1/chat/completions", body, Authorization=key))[0] == 200, name
             assert model.bodies[-1] == body
@@ -779,7 +779,7 @@ async def test_every_admitted_unit_is_counted_by_operation(
             memory = headers(env.token, env.ns, AGENT, ALICE)
             alice = await scope(env, lease=False)
             await past_turns(env.store, alice, 4)
-            await env.store.open_lease(alice, 120)  # the fifth turn is running
+            await leased_turn(env.store, env.pool, alice, 120)  # the fifth turn is running
             before = await scrape(metrics)
             await turn_of(env, url, pod)
             answers = [

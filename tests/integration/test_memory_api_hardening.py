@@ -40,7 +40,7 @@ from tests.support.memory_api import (
     headers,
     routed_pod,
 )
-from tests.support.store import ALICE, scope_record
+from tests.support.store import ALICE, CONTEXT, leased_turn, scope_record
 from tests.support.stubs import LoopbackServer
 
 pytestmark = pytest.mark.integration
@@ -102,7 +102,7 @@ async def scope(env: Env) -> Access:
                           control_room="!alice-control:example.org")
     await env.store.ensure_scope(record)
     access = Access.for_scope(record, await env.store.grant(record.scope_key))
-    await env.store.open_lease(access, 120)
+    await leased_turn(env.store, env.pool, access, 120)
     return access
 
 
@@ -506,7 +506,8 @@ async def test_slow_uploads_from_many_addresses_hold_nothing_the_others_need(
 
             # Another Pod's session calls (with and without a body), its memory call, its
             # turn's embedding and its chat completion are all answered.
-            assert (await call("GET", "/api/sessions/missing", mine))[0] == 404
+            # (The session is the lease's context: a memory call is bound to it, sql/0021.)
+            assert (await call("GET", f"/api/sessions/{CONTEXT}", mine))[0] == 404
             status, _ = await call("POST", "/api/sessions", mine,
                                    {"user_id": ALICE, "agent_ref": "x"})
             assert status == 201  # the controller's answer, passed back

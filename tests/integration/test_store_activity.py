@@ -18,7 +18,7 @@ from fgentic_governance.memory import MemoryStore
 from fgentic_governance.memory.delegated import DelegatedStore
 from fgentic_governance.memory.model import MAX_NOTED_USERS, RecentUsers
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, enabled, past_turns, refused, scope_record
+from tests.support.store import ALICE, CONTEXT, enabled, past_turns, refused, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ async def test_every_replicas_notes_attribute_a_request_that_names_no_user(
     here, there = DelegatedStore(delegate_pool), DelegatedStore(delegate_pool)
     alice = await enabled(store, scope_record(hourly_operation_ceiling=50))
     await past_turns(store, alice, 4)
-    await store.open_lease(alice, 120)  # the fifth turn: a summary may follow
+    await store.open_lease(alice, 120, context_id=CONTEXT)  # the fifth turn: a summary may follow
     # Nobody seen anywhere: nobody is charged.
     assert await refused(here.admit_embedding("team-a", "helper", seen())) is \
         Reason.LEASE_MISSING

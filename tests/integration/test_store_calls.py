@@ -20,7 +20,7 @@ import pytest
 from fgentic_governance.memory import MemoryStore
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
 from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Operation
-from tests.support.store import ALICE, enabled
+from tests.support.store import ALICE, CONTEXT, enabled
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ async def test_every_statement_enters_its_scope_once(
         pg_dsn: str, pool: asyncpg.Pool) -> None:
     setup = MemoryStore(pool)
     access = await enabled(setup)
-    await setup.open_lease(access, 120)
+    await setup.open_lease(access, 120, context_id=CONTEXT)
     database = await pool.fetchval("SELECT current_database()")
     await pool.execute(f'ALTER DATABASE "{database}" SET track_functions = \'all\'')
     counted = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1)

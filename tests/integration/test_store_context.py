@@ -33,7 +33,7 @@ TOKENS = ("SELECT tokens FROM fgentic_memory.rate_bucket"
           " WHERE subject_mxid = $1 AND agent_namespace = $2 AND agent_name = $3")
 
 
-async def leased(store: MemoryStore, context: str | None = CONTROL) -> None:
+async def leased(store: MemoryStore, context: str = CONTROL) -> None:
     """Alice's scope of the Agent, granted, with a lease naming ``context``."""
     access = await enabled(store, scope_record(agent_namespace=NS, agent_name=AGENT,
                                                hourly_operation_ceiling=50))
@@ -154,6 +154,34 @@ async def test_leases_and_notes_take_bounded_context_ids(
     assert await pool.fetchval("SELECT fgentic_memory.context_pattern()") == CONTEXT_ID
     assert await pool.fetchval("SELECT fgentic_memory.max_tool_calls()") == MAX_TOOL_CALLS
     assert re.fullmatch(CONTEXT_ID, "0f1e2d3c4b5a69788796a5b4c3d2e1f0")
+
+
+async def test_a_lease_without_a_context_is_refused_at_open(
+        store: MemoryStore, pool: asyncpg.Pool) -> None:
+    """Fail closed: a lease naming no context could bind no memory call, so none opens, on
+    the store's API or on the SQL function it calls."""
+    access = await enabled(store, scope_record())
+    unnamed = store.open_lease(access, 60, context_id=None)  # type: ignore[arg-type]
+    assert await refused(unnamed) is Reason.INVALID_SPEC
+    with pytest.raises(asyncpg.PostgresError) as info:
+        await pool.fetchrow("SELECT * FROM fgentic_memory.open_lease"
+                            "($1, $2, $3, $4, $5, $6, 60, NULL, NULL)", *access.params())
+    assert info.value.sqlstate == "FG012"  # INVALID_SPEC
+    assert await pool.fetchval("SELECT count(*) FROM fgentic_memory.delegation_lease") == 0
+
+
+async def test_a_live_lease_naming_no_context_admits_no_memory_call(
+        store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool) -> None:
+    """Defence in depth: a lease row without a context (older than sql/0021, or written
+    around open_lease, here by the owner) binds nothing."""
+    replica = DelegatedStore(delegate_pool)
+    await leased(store)
+    await turn(replica, CONTROL, created=True)
+    assert await replica.admit(ALICE_CALL, SEARCH, bound=True) is False  # bound: admitted
+    await pool.execute("UPDATE fgentic_memory.delegation_lease SET context_id = NULL")
+    for items in (SEARCH, SAVE, BATCH):
+        assert await refused(replica.admit(ALICE_CALL, items, bound=True)) is \
+            Reason.CONTEXT_CONFLICT
 
 
 async def test_a_replayed_lease_open_must_name_the_same_context(store: MemoryStore) -> None:

@@ -22,7 +22,7 @@ from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds, model
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
 from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Access, Operation, RecentUsers
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, enabled, past_turns, refused, scope_record
+from tests.support.store import ALICE, CONTEXT, enabled, past_turns, refused, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,8 @@ async def test_a_runtime_login_cannot_delegate_into_another_subjects_leased_scop
         store: MemoryStore, pool: asyncpg.Pool, runtime_login: asyncpg.Pool) -> None:
     access = await enabled(store)
     await store.save(access, "Alice prefers tea.", embedding=UNIT)
-    await store.open_lease(access, 60)  # Alice's turn is running: her scope is leased
+    # Alice's turn is running: her scope is leased
+    await store.open_lease(access, 60, context_id=CONTEXT)
     async with runtime_login.acquire() as conn:
         assert await conn.fetchval("SELECT current_user") != "postgres"
         for sql, args in (
@@ -95,16 +96,20 @@ async def test_a_replayed_delegation_gets_its_lease_back_and_an_ended_one_stays_
         store: MemoryStore, pool: asyncpg.Pool) -> None:
     access = await enabled(store)
     delegation = str(uuid.uuid4())
-    first = await store.open_lease(access, 120, delegation)
+    first = await store.open_lease(access, 120, delegation, context_id=CONTEXT)
     for _ in range(5):
-        assert await store.open_lease(access, 540, delegation) == first  # not even longer
+        assert await store.open_lease(access, 540, delegation,
+                                      context_id=CONTEXT) == first  # not even longer
     assert await pool.fetchval(LIVE, access.scope_key) == 1
     assert await store.close_lease(access.scope_key, first.id) is True
-    assert await refused(store.open_lease(access, 120, delegation)) is Reason.LEASE_MISSING
+    assert await refused(store.open_lease(access, 120, delegation, context_id=CONTEXT)) \
+        is Reason.LEASE_MISSING
     assert await pool.fetchval(LIVE, access.scope_key) == 0
     # A new delegation id is a new turn: it opens a new lease.
-    assert (await store.open_lease(access, 120, str(uuid.uuid4()))).id != first.id
-    assert await refused(store.open_lease(access, 60, "not-a-uuid")) is Reason.INVALID_SPEC
+    assert (await store.open_lease(access, 120, str(uuid.uuid4()),
+                                   context_id=CONTEXT)).id != first.id
+    assert await refused(store.open_lease(access, 60, "not-a-uuid", context_id=CONTEXT)) \
+        is Reason.INVALID_SPEC
 
 
 async def test_live_leases_of_one_subject_and_agent_are_capped(
@@ -116,7 +121,8 @@ async def test_live_leases_of_one_subject_and_agent_are_capped(
     leases, reason = [], Reason.OK
     for _ in range(64):  # the cap counts every room of the pair
         try:
-            leases.append(await store.open_lease(access if len(leases) % 2 else other_room, 60))
+            leases.append(await store.open_lease(access if len(leases) % 2 else other_room, 60,
+                                                 context_id=CONTEXT))
         except StoreRefusal as refusal:
             reason = refusal.reason
             break
@@ -127,10 +133,12 @@ async def test_live_leases_of_one_subject_and_agent_are_capped(
     bob = scope_record("team-a/bob-helper", subject_mxid="@bob:example.org",
                        control_room="!bob-control:example.org")
     await store.ensure_scope(bob)
-    await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 60)
+    await store.open_lease(Access.for_scope(bob, await store.grant(bob.scope_key)), 60,
+                           context_id=CONTEXT)
     assert await store.close_lease(access.scope_key, leases[1].id) is True
-    await store.open_lease(access, 60)
-    assert await refused(store.open_lease(access, 60)) is Reason.LEASE_LIMIT_REACHED
+    await store.open_lease(access, 60, context_id=CONTEXT)
+    assert await refused(store.open_lease(access, 60, context_id=CONTEXT)) \
+        is Reason.LEASE_LIMIT_REACHED
 
 
 # -- ADR 0023 §43: at most eight recalls per lease (sql/0011) ------------------------------------
@@ -152,7 +160,7 @@ async def test_a_lease_admits_at_most_eight_recalls_and_a_new_lease_eight_more(
         store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool) -> None:
     access = await enabled(store)
     api = DelegatedStore(delegate_pool)
-    first = await store.open_lease(access, 120)
+    first = await store.open_lease(access, 120, context_id=CONTEXT)
     outcomes = [await _search_admitted(api) for _ in range(model.MAX_RECALLS_PER_LEASE + 3)]
     assert outcomes == [Reason.OK] * model.MAX_RECALLS_PER_LEASE + \
         [Reason.RECALL_LIMIT_REACHED] * 3
@@ -163,7 +171,7 @@ async def test_a_lease_admits_at_most_eight_recalls_and_a_new_lease_eight_more(
     # Saves are not recalls: the used-up lease still admits capture.
     await api.admit(ALICE_HELPER, {Operation.SAVE: 1, Operation.EMBEDDING: 1}, explicit=True)
     # The next turn's lease brings eight more; the oldest lease is charged first.
-    second = await store.open_lease(access, 120)
+    second = await store.open_lease(access, 120, context_id=CONTEXT)
     assert [await _search_admitted(api) for _ in range(model.MAX_RECALLS_PER_LEASE + 1)] == \
         [Reason.OK] * model.MAX_RECALLS_PER_LEASE + [Reason.RECALL_LIMIT_REACHED]
     assert [tuple(r) for r in await pool.fetch(RECALLS, access.scope_key)] == [
@@ -179,7 +187,7 @@ async def test_parallel_searches_of_one_prefetch_never_exceed_the_bound(
     concurrent admissions against one lease admit exactly eight."""
     access = await enabled(store)
     api = DelegatedStore(delegate_pool)
-    await store.open_lease(access, 120)
+    await store.open_lease(access, 120, context_id=CONTEXT)
     outcomes = await asyncio.gather(*(_search_admitted(api) for _ in range(20)))
     assert outcomes.count(Reason.OK) == model.MAX_RECALLS_PER_LEASE
     assert set(outcomes) == {Reason.OK, Reason.RECALL_LIMIT_REACHED}
@@ -191,7 +199,7 @@ async def test_only_the_delegating_role_charges_and_only_its_claimed_scope(
         store: MemoryStore, pool: asyncpg.Pool, runtime_login: asyncpg.Pool,
         delegate_pool: asyncpg.Pool) -> None:
     access = await enabled(store)
-    await store.open_lease(access, 120)
+    await store.open_lease(access, 120, context_id=CONTEXT)
     async with runtime_login.acquire() as conn:
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await conn.fetchval("SELECT charge_recall()")
@@ -215,7 +223,7 @@ async def test_a_scope_may_lower_its_recalls_and_summary_facts(
     record: two recalls per lease, summaries of at most three facts, checked before cost."""
     access = await enabled(store, scope_record(max_recalls=2, max_summary_facts=3))
     api = DelegatedStore(delegate_pool)
-    await store.open_lease(access, 120)
+    await store.open_lease(access, 120, context_id=CONTEXT)
     assert [await _search_admitted(api) for _ in range(3)] == [
         Reason.OK, Reason.OK, Reason.RECALL_LIMIT_REACHED]
     await past_turns(store, access, 4)  # the fifth turn's automatic save is due
@@ -227,10 +235,10 @@ async def test_a_scope_may_lower_its_recalls_and_summary_facts(
     # An explicit save is no summary: not bounded by maxFacts.
     await api.admit(ALICE_HELPER, {Operation.SAVE: 1, Operation.EMBEDDING: 1}, explicit=True)
     # maxSubqueries 0: kagent's prefetch and load_memory are one request, so no recall at all.
-    await store.open_lease(access, 120)  # a fresh lease: two more recalls
+    await store.open_lease(access, 120, context_id=CONTEXT)  # a fresh lease: two more recalls
     assert await _search_admitted(api) is Reason.OK
     await store.ensure_scope(scope_record(max_recalls=0, max_summary_facts=3))
-    await store.open_lease(access, 120)
+    await store.open_lease(access, 120, context_id=CONTEXT)
     assert await _search_admitted(api) is Reason.RECALL_LIMIT_REACHED
 
 
@@ -243,9 +251,9 @@ async def test_one_automatic_save_per_five_turns(
     api = DelegatedStore(delegate_pool)
     summary = {Operation.SUMMARIZE: 1, Operation.SAVE: 1, Operation.EMBEDDING: 1}
     delegation = str(uuid.uuid4())
-    await store.open_lease(access, 120)  # turn 1
+    await store.open_lease(access, 120, context_id=CONTEXT)  # turn 1
     for _ in range(4):  # turn 2, then three replays of its delegation: no new turn
-        await store.open_lease(access, 120, delegation)
+        await store.open_lease(access, 120, delegation, context_id=CONTEXT)
     assert await refused(api.admit(ALICE_HELPER, summary)) is Reason.SUMMARY_CADENCE_REACHED
     await past_turns(store, access, 3)  # five turns now
     await api.admit(ALICE_HELPER, summary)
@@ -280,7 +288,7 @@ async def test_a_summary_is_admitted_before_the_model_and_charged_once(
     assert await pool.fetchval("SELECT fgentic_memory.max_summary_input_bytes()") == \
         bounds.MAX_SUMMARY_INPUT_BYTES
     await past_turns(store, access, 4)
-    await store.open_lease(access, 120)  # the fifth turn is running
+    await store.open_lease(access, 120, context_id=CONTEXT)  # the fifth turn is running
     assert await refused(api.admit_summary(
         "team-a", "helper", bounds.MAX_SUMMARY_INPUT_BYTES + 1, seen(ALICE))) is \
         Reason.SUMMARY_INPUT_TOO_LARGE
@@ -313,7 +321,7 @@ async def test_a_summary_is_admitted_before_the_model_and_charged_once(
     await store.ensure_scope(scope_record(hourly_operation_ceiling=20))
     bob = await enabled(store, scope_record("team-a/bob-helper", subject_mxid="@bob:example.org",
                                             control_room="!bob-control:example.org"))
-    await store.open_lease(bob, 120)
+    await store.open_lease(bob, 120, context_id=CONTEXT)
     alice_spent = await pool.fetchval(LEDGER, access.scope_key)
     for subject in ("@bob:example.org", ALICE):
         assert await refused(api.admit_embedding("team-a", "helper", seen(subject))) is \

@@ -27,6 +27,7 @@ from fgentic_governance.offboarding.purge import digest, purge
 from fgentic_governance.reasons import Reason
 from tests.support.store import (
     ALICE,
+    CONTEXT,
     GATED_INSERT,
     enabled,
     enter,
@@ -126,7 +127,7 @@ async def test_a_floor_binds_every_path_inside_the_fence_even_mid_transaction(
     api = DelegatedStore(delegate_pool)
     caller = Caller(ALICE, "team-a", "helper")
     await runtime.save(access, "Alice prefers tea.", embedding=UNIT)
-    await store.open_lease(access, 120)
+    await store.open_lease(access, 120, context_id=CONTEXT)
     assert len(await api.search(caller, UNIT, limit=4, min_score=0.0)) == 1
 
     async with runtime_pool.acquire() as reader, runtime_pool.acquire() as writer:

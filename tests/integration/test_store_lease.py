@@ -19,7 +19,7 @@ from fgentic_governance.memory import Access, MemoryStore, Operation
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
 from fgentic_governance.memory.model import DEFAULT_ENVELOPE
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, enabled, refused, scope_record
+from tests.support.store import ALICE, CONTEXT, enabled, refused, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def delegated(delegate_pool: asyncpg.Pool) -> DelegatedStore:
 
 async def leased(store: MemoryStore, seconds: int = 60) -> Access:
     access = await enabled(store)
-    await store.open_lease(access, seconds)
+    await store.open_lease(access, seconds, context_id=CONTEXT)
     return access
 
 
@@ -72,7 +72,7 @@ async def test_inside_a_lease_the_subject_saves_and_finds_only_its_own_facts(
                        control_room="!bob-control:example.org")
     await store.ensure_scope(bob)
     bob_access = Access.for_scope(bob, await store.grant(bob.scope_key))
-    await store.open_lease(bob_access, 60)
+    await store.open_lease(bob_access, 60, context_id=CONTEXT)
     bob_caller = Caller("@bob:example.org", "team-a", "helper")
     [alice_id] = await delegated.save(ALICE_HELPER, [fact("Alice likes tea.")], DEFAULT_ENVELOPE)
     await delegated.save(bob_caller, [fact("Bob likes coffee.")], DEFAULT_ENVELOPE)
@@ -114,12 +114,12 @@ async def test_forget_all_ends_the_lease_too(store: MemoryStore,
 async def test_closed_and_expired_leases_are_dead(
         store: MemoryStore, delegated: DelegatedStore, pool: asyncpg.Pool) -> None:
     access = await enabled(store)
-    lease = await store.open_lease(access, 60)
+    lease = await store.open_lease(access, 60, context_id=CONTEXT)
     assert await store.close_lease(access.scope_key, lease.id) is True
     assert await store.close_lease(access.scope_key, lease.id) is False  # idempotent
     assert await refused(delegated.admit(ALICE_HELPER, {Operation.LOAD: 1})) \
         is Reason.LEASE_MISSING
-    lease = await store.open_lease(access, 60)
+    lease = await store.open_lease(access, 60, context_id=CONTEXT)
     await delegated.admit(ALICE_HELPER, {Operation.LOAD: 1})
     await pool.execute(
         "UPDATE fgentic_memory.delegation_lease SET opened_at = now() - interval '5 minutes',"
@@ -135,17 +135,20 @@ async def test_closed_and_expired_leases_are_dead(
 async def test_a_lease_is_at_most_540_seconds_and_only_for_the_exact_triple(
         store: MemoryStore) -> None:
     access = await enabled(store)
-    assert await refused(store.open_lease(access, 541)) is Reason.INVALID_SPEC
-    assert await refused(store.open_lease(access, 0)) is Reason.INVALID_SPEC
-    lease = await store.open_lease(access, 540)
+    assert await refused(store.open_lease(access, 541, context_id=CONTEXT)) is Reason.INVALID_SPEC
+    assert await refused(store.open_lease(access, 0, context_id=CONTEXT)) is Reason.INVALID_SPEC
+    lease = await store.open_lease(access, 540, context_id=CONTEXT)
     assert lease.expires_at <= datetime.now(UTC) + timedelta(seconds=541)
     wrong_room = Access(access.scope_key, access.generation, access.subject_mxid,
                         access.agent_namespace, access.agent_name, "!elsewhere:example.org")
-    assert await refused(store.open_lease(wrong_room, 60)) is Reason.SCOPE_MISSING
-    assert await refused(store.open_lease(access.at(access.generation + 1), 60)) \
+    assert await refused(store.open_lease(wrong_room, 60, context_id=CONTEXT)) \
+        is Reason.SCOPE_MISSING
+    assert await refused(store.open_lease(access.at(access.generation + 1), 60,
+                                          context_id=CONTEXT)) \
         is Reason.STALE_GENERATION
     await store.withdraw(access.scope_key)
-    assert await refused(store.open_lease(access.at(access.generation + 1), 60)) \
+    assert await refused(store.open_lease(access.at(access.generation + 1), 60,
+                                          context_id=CONTEXT)) \
         is Reason.SCOPE_DISABLED
 
 
@@ -154,7 +157,8 @@ async def test_two_leased_rooms_for_one_subject_and_agent_are_ambiguous(
     await leased(store)
     second = scope_record("team-a/alice-helper-2", control_room="!alice-two:example.org")
     await store.ensure_scope(second)
-    await store.open_lease(Access.for_scope(second, await store.grant(second.scope_key)), 60)
+    await store.open_lease(Access.for_scope(second, await store.grant(second.scope_key)), 60,
+                           context_id=CONTEXT)
     assert await refused(delegated.save(ALICE_HELPER, [fact("which room?")], DEFAULT_ENVELOPE)) \
         is Reason.SCOPE_AMBIGUOUS
 
@@ -164,8 +168,8 @@ async def test_the_runtime_role_cannot_open_or_forge_a_lease(
     access = await enabled(store)
     async with runtime_pool.acquire() as conn:
         for sql, args in (
-            ("SELECT * FROM fgentic_memory.open_lease($1, $2, $3, $4, $5, $6, 60)",
-             access.params()),
+            ("SELECT * FROM fgentic_memory.open_lease($1, $2, $3, $4, $5, $6, 60, NULL, $7)",
+             (*access.params(), CONTEXT)),
             ("INSERT INTO fgentic_memory.delegation_lease (scope_key, consent_generation,"
              " expires_at) VALUES ($1, $2, now() + interval '1 minute')",
              (access.scope_key, access.generation)),
@@ -208,7 +212,7 @@ async def test_cap_and_cost_ceiling_hold_for_delegated_calls(
     record = scope_record(entry_cap=2, hourly_operation_ceiling=5)
     await store.ensure_scope(record)
     access = Access.for_scope(record, await store.grant(record.scope_key))
-    await store.open_lease(access, 60)
+    await store.open_lease(access, 60, context_id=CONTEXT)
     assert await refused(delegated.save(ALICE_HELPER, [fact("a"), fact("b"), fact("c")],
                                         DEFAULT_ENVELOPE)) is Reason.ENTRY_CAP_REACHED
     await delegated.admit(ALICE_HELPER, {Operation.SAVE: 2, Operation.EMBEDDING: 2})

@@ -28,7 +28,7 @@ from fgentic_governance.memory.model import (
     WriteReason,
 )
 from fgentic_governance.reasons import Reason
-from tests.support.store import ALICE, enabled, enter, refused, scope_record
+from tests.support.store import ALICE, CONTEXT, enabled, enter, refused, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -141,7 +141,7 @@ async def test_one_dimension_alone_withholds_from_the_memory_apis_search(
                        Sensitivity.PERSONAL)
     await save(store, pool, access, "kept", passing)
     await save(store, pool, access, "withheld", envelope, old=old)
-    await store.open_lease(access, 60)
+    await store.open_lease(access, 60, context_id=CONTEXT)
     found = await DelegatedStore(delegate_pool).search(
         Caller(ALICE, "team-a", "one"), UNIT, limit=8, min_score=-1.0)
     assert [f.content for f in found] == ["kept"]

@@ -14,12 +14,15 @@ import pytest
 
 from fgentic_governance.memory import (
     Access,
+    Lease,
     MemoryStore,
     ScopeRecord,
     StoreRefusal,
     bounds,
     migrate,
 )
+from fgentic_governance.memory.delegated import DelegatedStore
+from fgentic_governance.memory.model import Sighting
 from fgentic_governance.memoryapi.server import DELEGATE_ROLE
 from fgentic_governance.reasons import Reason
 
@@ -32,6 +35,8 @@ ALICE = "@alice:example.org"
 # expires (one second was not), short enough to wait out.
 SHORT_TTL = timedelta(seconds=3)
 ROOM = "!alice-control:example.org"
+# The A2A context of the room a test's turn runs in: every lease names one (sql/0021).
+CONTEXT = "ctx-1"
 
 
 async def migrated_pool(dsn: str, *, max_size: int, **pool_kwargs: Any) -> asyncpg.Pool:
@@ -105,8 +110,19 @@ async def past_turns(store: MemoryStore, access: Access, turns: int) -> None:
     """``turns`` delegations of ``access``'s scope that opened and closed (each a user turn
     the bridge leased): the cadence of automatic saves counts them (sql/0011)."""
     for _ in range(turns):
-        lease = await store.open_lease(access, 60)
+        lease = await store.open_lease(access, 60, context_id=CONTEXT)
         await store.close_lease(access.scope_key, lease.id)
+
+
+async def leased_turn(store: MemoryStore, pool: asyncpg.Pool, access: Access, seconds: int,
+                      context: str = CONTEXT) -> Lease:
+    """A lease of ``access`` naming ``context``, and that context in progress for the lease's
+    (Agent, user) as the memory API notes the turn's first session call: the pair's memory
+    calls through the memory API are bound to it (sql/0021)."""
+    lease = await store.open_lease(access, seconds, context_id=context)
+    await DelegatedStore(pool).note_context(access.agent_namespace, access.agent_name,
+                                            access.subject_mxid, Sighting(context))
+    return lease
 
 
 async def refused(work: Awaitable[Any]) -> Reason:

@@ -569,7 +569,7 @@ class MemoryStore:
 
     async def open_lease(self, access: Access, seconds: int,
                          delegation_id: str | None = None, *,
-                         context_id: str | None = None) -> Lease:
+                         context_id: str) -> Lease:
         """Open a lease on the scope at ``access.generation`` (sql/0008 checks the triple).
 
         With ``delegation_id`` (a UUID) a replay returns the live lease of that delegation
@@ -578,8 +578,9 @@ class MemoryStore:
 
         ``context_id``: the A2A context of the room the turn runs in (sql/0021); the memory
         API then admits the pair's memory calls only while that context alone is in progress
-        (CONTEXT_CONFLICT). A replay must name the same one. Without it the lease is unbound
-        (the control API always names one).
+        (CONTEXT_CONFLICT). A replay must name the same one. It is required: a lease without
+        one could bind no memory call, so the store refuses it (INVALID_SPEC), as it does a
+        malformed one.
         """
         delegation = None if delegation_id is None else _entry_id(delegation_id)
 

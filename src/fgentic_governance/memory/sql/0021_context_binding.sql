@@ -223,8 +223,8 @@ $$;
 -- transaction: CONTEXT_CONFLICT unless the contexts in progress are exactly the one context
 -- every live lease of the pair names. Returns whether that context has an outstanding
 -- load_memory call (a search is then the tool's, §42's explicit bucket; otherwise prefetch's).
--- Leases opened without a context (the store's own API: operator tools and store tests; the control API always names
--- one) are not bound.
+-- Every lease names its context (open_lease refuses one without); a live lease naming none (a
+-- row older than this migration, or written around open_lease) binds nothing: refused.
 CREATE FUNCTION fgentic_memory.bind_context(
     p_subject text, p_agent_namespace text, p_agent_name text)
 RETURNS boolean
@@ -246,12 +246,13 @@ BEGIN
        AND l.expires_at > statement_timestamp()
        AND l.consent_generation = sc.consent_generation
        AND sc.enabled;
-    IF v_leased IS NULL OR v_leased = ARRAY[''] THEN
-        RETURN false;  -- no lease (enter_delegation refuses) or an unbound one
+    IF v_leased IS NULL THEN
+        RETURN false;  -- no live lease: enter_delegation has refused the call already
     END IF;
     SELECT array_agg(a) INTO v_active
       FROM fgentic_memory.contexts_in_progress(p_agent_namespace, p_agent_name, p_subject) a;
-    IF cardinality(v_leased) <> 1 OR v_active IS NULL OR cardinality(v_active) <> 1
+    IF cardinality(v_leased) <> 1 OR v_leased[1] = '' OR v_active IS NULL
+       OR cardinality(v_active) <> 1
        OR v_active[1].context_id <> v_leased[1]
     THEN
         PERFORM fgentic_memory.refuse('CONTEXT_CONFLICT');
@@ -265,7 +266,7 @@ DROP FUNCTION fgentic_memory.open_lease(text, bigint, text, text, text, text, in
 CREATE FUNCTION fgentic_memory.open_lease(
     p_scope_key text, p_generation bigint, p_subject text,
     p_agent_namespace text, p_agent_name text, p_room text, p_seconds integer,
-    p_delegation_id uuid DEFAULT NULL, p_context_id text DEFAULT NULL)
+    p_delegation_id uuid, p_context_id text)
 RETURNS TABLE (lease_id uuid, expires_at timestamptz)
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
@@ -275,8 +276,9 @@ DECLARE
     v_lease fgentic_memory.delegation_lease;
     v_live bigint;
 BEGIN
+    -- A lease names its context: without one it could bind no memory call (fail closed).
     IF p_seconds IS NULL OR p_seconds < 1 OR p_seconds > 540
-       OR p_context_id !~ fgentic_memory.context_pattern()
+       OR p_context_id IS NULL OR p_context_id !~ fgentic_memory.context_pattern()
     THEN
         PERFORM fgentic_memory.refuse('INVALID_SPEC');
     END IF;
