@@ -854,6 +854,7 @@ async def test_entry_cap_refusal_and_hard_expiry(w: World) -> None:
 # -- 7. no cross-user, cross-Agent, bridged or federated reuse ---------------------------------
 
 
+@both_runtimes
 async def test_no_cross_user_cross_agent_bridged_or_federated_reuse(w: World) -> None:
     """With Alice's lease live and her fact saved: a wrong X-Agent-Name, a body agent_name of
     another Agent and another Agent's token are refused; another user, a bridged puppet, a
@@ -1272,6 +1273,7 @@ async def test_traces_without_the_routings_switches_carry_memory_content(
 # -- 12. a lease serves its room's context alone (issue 38 §1, §6) ------------------------------
 
 
+@both_runtimes
 async def test_a_lease_serves_its_rooms_context_alone(w: World) -> None:
     """Issue 38 §1: Alice's lease names her control room's A2A context. While her control-room
     turn is in progress, her turn with the same Agent in a team room (another context, same
@@ -1320,6 +1322,7 @@ async def test_a_lease_serves_its_rooms_context_alone(w: World) -> None:
     assert w.of(scope.subject)[-1].status == 200
 
 
+@both_runtimes
 async def test_load_memory_takes_the_explicit_bucket_and_prefetch_does_not(w: World) -> None:
     """Issue 38 §6, ADR 0023 §42: explicit loads share the six-per-minute, burst-three bucket
     with explicit saves. Bound to its lease's context, a search while that context has an
@@ -1358,6 +1361,7 @@ async def floor_over(w: World, posture: Posture) -> AsyncIterator[Floor]:
         await w.store.clear_floor(floor.key)
 
 
+@both_runtimes
 async def test_a_floor_set_mid_session_stops_capture_and_recall_at_once(w: World) -> None:
     """One session, one live lease: the floor lands between two turns and the very next
     save_memory and load_memory, and the prefetch of the person's next session, are refused by
@@ -1404,6 +1408,7 @@ async def test_a_floor_set_mid_session_stops_capture_and_recall_at_once(w: World
     assert [r["content"] for r in await w.rows(user=scope.subject)] == [fact]
 
 
+@both_runtimes
 async def test_a_purge_under_a_floor_is_verified_scope_by_scope(w: World) -> None:
     """Two people's scopes of the runtime's Agent, each with what the runtime saved, and a
     scope of another Agent: a purge under the Agent's floor erases and verifies each of the
