@@ -5,6 +5,9 @@ operator's resident memory.
     .venv/bin/python -m benchmarks.bench_scale [--scopes 1000] [--bindings 1000]
         [--offboard-scopes 100] [--entries 10] [--namespaces 10] [--threads 8] [--keep]
 
+    # issue 39's run (docs/scale.md): every figure of its table, in one run
+    .venv/bin/python -m benchmarks.bench_scale --scopes 10000 --bindings 10 --offboard-scopes 10
+
 Starts its own etcd + kube-apiserver, PostgreSQL 18 + pgvector and the real
 ``fgentic-governance operator`` process (watching ``--namespaces`` namespaces plus one for the
 offboarding; one more namespace is left unwatched for the baselines). Every object is created
@@ -24,9 +27,23 @@ the API allows. Prints figures; never asserts timings.
     ``--entries`` entries saved through ``MemoryStore.save`` (768-dim embeddings); time from
     creating the PrincipalOffboarding to ``ReadyForDeactivation``. Baseline: the same flow
     (``offboarding.flow.offboard``) called directly on a store holding the same number of
-    scopes and entries for another principal (no API server, no operator).
+    scopes and entries for another principal (no API server, no operator). A second principal
+    with as many scopes is offboarded *during* (a)'s creation burst (started once half of
+    (a)'s pairs are created; its scopes and entries are made before (a)), against the same
+    baseline: an offboarding must not wait behind the queue. Its few writes count in (a)'s.
 (d) Footprint: operator VmRSS and VmHWM (/proc/<pid>/status) idle, after (a), after a scope
     resync round, after (b) and after (c). Target <= 200 MiB with 1,000 scopes.
+(e) Writes at rest: while nothing changes a scope's spec or consent (``--settle`` seconds after
+    (a), and while (b)'s bindings converge) the MemoryScope status patches and patches, the
+    ConsentRecord status patches (``apiserver_request_total``), the new Events by involved kind
+    (a paged LIST of Events before and after) and the store's row updates
+    (``pg_stat_user_tables.n_tup_upd`` of ``fgentic_memory``; PostgreSQL publishes a backend's
+    counters within 1 s while it works and 10 s after it goes idle, so a window's edges blur
+    by that much).
+
+The run ends with one block, "issue 39 table", whose rows are exactly those of issue 39's table
+(docs/scale.md pastes it); ``tests/integration/test_benchmarks_run.py`` runs the benchmark small
+and checks that block's rows and counts, never a time.
 
 Content-free: entries are synthetic and never printed; only counts and times are.
 """
@@ -35,8 +52,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -76,6 +95,7 @@ HOMESERVER: Final = "fgentic.local"
 ALICE: Final = f"@alice:{HOMESERVER}"
 BOB: Final = f"@bob:{HOMESERVER}"  # offboarded through the operator
 CAROL: Final = f"@carol:{HOMESERVER}"  # offboarded directly on the store (baseline)
+DAVE: Final = f"@dave:{HOMESERVER}"  # offboarded through the operator during (a)'s burst
 RAW_NS: Final = "scale-raw"  # not watched by the operator
 OFFBOARD_NS: Final = "scale-offboard"
 RETRIEVAL_NS: Final = "scale-retrieval"
@@ -121,10 +141,12 @@ class Usage:
 # -- the API server's own request counters ------------------------------------------------------
 
 _WRITES: Final = {"POST", "PATCH", "PUT", "APPLY", "DELETE"}
+_CONFLICT: Final = "CONFLICT"  # key prefix: answers 409/422 (Kopf's conflict retries)
 
 
 def api_requests(plane: LocalControlPlane) -> dict[str, float]:
-    """apiserver_request_total by 'VERB resource[/subresource]', plus the latency sum."""
+    """apiserver_request_total by 'VERB resource[/subresource]', plus the latency sum; the
+    409/422 answers once more under 'CONFLICT VERB resource[/subresource]'."""
     counts: dict[str, float] = {}
     for line in plane.kubectl("get", "--raw", "/metrics").splitlines():
         if line.startswith(("apiserver_request_total{",
@@ -141,13 +163,58 @@ def api_requests(plane: LocalControlPlane) -> dict[str, float]:
                     + (f"/{fields['subresource']}" if fields.get("subresource") else "")
                     if metric == "apiserver_request_total" else metric)
             counts[name] = counts.get(name, 0.0) + float(value)
+            if metric == "apiserver_request_total" and fields.get("code") in {"409", "422"}:
+                counts[f"{_CONFLICT} {name}"] = (counts.get(f"{_CONFLICT} {name}", 0.0)
+                                                 + float(value))
     return counts
+
+
+def _diff(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+
+
+@dataclass(frozen=True)
+class WriteSplit:
+    """API writes split as issue 39 counts them."""
+
+    events: float  # POST/PATCH events (any involved kind)
+    status: float  # PATCH/PUT/APPLY of a /status subresource
+    patches: float  # PATCH/PUT/APPLY of an object itself
+    creates: float  # POST of anything but events (the benchmark's own creates among them)
+    other: float  # DELETE and the rest
+    conflicts: float  # of all requests, answered 409/422
+
+    @classmethod
+    def of(cls, diff: dict[str, float]) -> WriteSplit:
+        parts = dict.fromkeys(("events", "status", "patches", "creates", "other"), 0.0)
+        for name, value in diff.items():
+            verb, _, resource = name.partition(" ")
+            if verb not in _WRITES or value <= 0:
+                continue
+            part = ("events" if resource.split("/")[0] == "events"
+                    else "status" if resource.endswith("/status") and verb != "POST"
+                    else "creates" if verb == "POST"
+                    else "other" if verb == "DELETE" else "patches")
+            parts[part] += value
+        conflicts = sum(v for k, v in diff.items() if k.startswith(_CONFLICT) and v > 0)
+        return cls(**parts, conflicts=conflicts)
+
+    @property
+    def total(self) -> float:
+        return self.events + self.status + self.patches + self.creates + self.other
+
+    def per(self, objects: int) -> str:
+        n = max(1, objects)
+        return (f"{self.total / n:.1f} ({self.events / n:.1f} events, {self.status / n:.1f} "
+                f"status patches, {self.patches / n:.1f} patches, {self.creates / n:.1f} creates"
+                + (f", {self.other / n:.1f} other" if self.other else "")
+                + f"; {self.conflicts / n:.2f} conflicts answered 409/422)")
 
 
 def request_figures(kind: str, before: dict[str, float], after: dict[str, float],
                     objects: int) -> list[Figure]:
     """What the API server served between two snapshots, per object brought to ready."""
-    diff = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    diff = _diff(before, after)
     writes = {k: v for k, v in diff.items() if k.split(" ")[0] in _WRITES and v > 0}
     reads = sum(v for k, v in diff.items()
                 if k.split(" ")[0] in {"GET", "LIST"} and v > 0)
@@ -158,9 +225,103 @@ def request_figures(kind: str, before: dict[str, float], after: dict[str, float]
     return [
         Figure(f"{kind}: API writes served per object during convergence (all clients)",
                f"{sum(writes.values()) / objects:.1f} ({top})"),
+        Figure(f"{kind}: API writes per object, split", WriteSplit.of(diff).per(objects)),
         Figure(f"{kind}: API reads (GET/LIST) per object; mean API latency (all requests)",
                f"{reads / objects:.1f}; {mean * 1000:.0f} ms over {count:,.0f} requests"),
     ]
+
+
+# -- writes at rest: the API server's counters, Events by involved kind, the store's rows -------
+
+
+def event_uids(core: k8s.CoreV1Api) -> dict[str, frozenset[str]]:
+    """The uids of all Events by ``involvedObject.kind`` (paged; Kopf posts each Event as a new
+    object with a generated name, so new uids are new Events)."""
+    kinds: dict[str, set[str]] = {}
+    token: str | None = None
+    while True:
+        answer: Any = core.list_event_for_all_namespaces(limit=500, _continue=token,
+                                                         _preload_content=False)
+        page = json.loads(answer.data)
+        answer.release_conn()
+        for item in page.get("items") or []:
+            kind = str((item.get("involvedObject") or {}).get("kind") or "?")
+            kinds.setdefault(kind, set()).add(item["metadata"]["uid"])
+        token = (page.get("metadata") or {}).get("continue") or None
+        if token is None:
+            return {kind: frozenset(uids) for kind, uids in kinds.items()}
+
+
+async def row_updates(dsn: str) -> dict[str, int]:
+    """``n_tup_upd`` of every table of the content store (PostgreSQL's cumulative statistics)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch("SELECT relname, n_tup_upd FROM pg_stat_user_tables "
+                                "WHERE schemaname = 'fgentic_memory'")
+    finally:
+        await conn.close()
+    return {str(r["relname"]): int(r["n_tup_upd"]) for r in rows}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What had been written by one moment: API requests, Events, store row updates."""
+
+    at: float
+    requests: dict[str, float]
+    events: dict[str, frozenset[str]]
+    rows: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Probe:
+    plane: LocalControlPlane
+    core: k8s.CoreV1Api
+    dsn: str
+
+    def __call__(self) -> Snapshot:
+        return Snapshot(time.perf_counter(), api_requests(self.plane), event_uids(self.core),
+                        asyncio.run(row_updates(self.dsn)))
+
+
+@dataclass(frozen=True)
+class Writes:
+    """Writes concerning MemoryScopes between two snapshots (a window of no spec or consent
+    change when measured at rest)."""
+
+    seconds: float
+    scope_status: float  # PATCH memoryscopes/status
+    scope_patches: float  # PATCH memoryscopes (annotations, finalizers)
+    consent_status: float  # PATCH consentrecords/status
+    events: dict[str, int]  # new Events by involved kind
+    scope_rows: int  # row updates of fgentic_memory.scope
+    rows: int  # row updates of every fgentic_memory table
+
+    @classmethod
+    def between(cls, before: Snapshot, after: Snapshot) -> Writes:
+        diff = _diff(before.requests, after.requests)
+
+        def writes(resource: str) -> float:
+            return sum(diff.get(f"{verb} {resource}", 0.0) for verb in ("PATCH", "PUT", "APPLY"))
+
+        events = {kind: len(uids - before.events.get(kind, frozenset()))
+                  for kind, uids in after.events.items()}
+        rows = {t: n - before.rows.get(t, 0) for t, n in after.rows.items()}
+        return cls(after.at - before.at, writes("memoryscopes/status"), writes("memoryscopes"),
+                   writes("consentrecords/status"), {k: v for k, v in events.items() if v},
+                   rows.get("scope", 0), sum(rows.values()))
+
+    def text(self) -> str:
+        seconds = max(self.seconds, 1e-9)
+        events = sum(self.events.values())
+        kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(self.events.items(),
+                                                          key=lambda kv: -kv[1]))
+        return (f"{self.scope_status:,.0f} MemoryScope status patches and {events:,} Events "
+                f"(~{self.scope_status / seconds:.1f}/s and ~{events / seconds:.1f}/s"
+                + (f"; Events on {kinds}" if kinds else "")
+                + f"; {self.scope_patches:,.0f} MemoryScope patches, "
+                f"{self.consent_status:,.0f} ConsentRecord status patches; store row updates "
+                f"{self.scope_rows:,} of fgentic_memory.scope, {self.rows:,} in all)")
 
 
 # -- a cluster-wide watch: when each object first satisfied a predicate ----------------------------
@@ -282,7 +443,8 @@ def api_client(kubeconfig: Path, threads: int) -> k8s.ApiClient:
     cfg = k8s.Configuration()
     k8s_config.load_kube_config(config_file=str(kubeconfig),  # type: ignore[no-untyped-call]
                                 client_configuration=cfg)
-    cfg.connection_pool_maxsize = max(threads, 4) + 2  # the watches need their own
+    # the three watches and the offboarding's poll need their own connections
+    cfg.connection_pool_maxsize = max(threads, 4) + 6
     return k8s.ApiClient(cfg)
 
 
@@ -316,6 +478,16 @@ class Convergence:
     usage: Usage
     events: float  # watch events per object up to convergence (creation + writes)
     requests: list[Figure]  # what the API server served meanwhile
+    window: tuple[Snapshot, Snapshot]  # from the first create to convergence
+
+    @property
+    def p50(self) -> float:
+        lat = sorted(self.latencies) or [0.0]
+        return lat[len(lat) // 2]
+
+    @property
+    def split(self) -> WriteSplit:
+        return WriteSplit.of(_diff(self.window[0].requests, self.window[1].requests))
 
     def figures(self, target: str, writes_note: str = "") -> list[Figure]:
         patch_rate = self.count / self.raw_patch
@@ -347,12 +519,15 @@ class Convergence:
 
 
 def converge(  # noqa: PLR0917
-    plane: LocalControlPlane, api: k8s.CustomObjectsApi, pool: ThreadPoolExecutor,
+    probe: Probe, api: k8s.CustomObjectsApi, pool: ThreadPoolExecutor,
     watch: FirstSeen, kind: str,
     raw_objects: list[list[tuple[str, dict[str, Any]]]], raw_patch: Callable[[int], object],
     objects: list[list[tuple[str, dict[str, Any]]]], pid: int, timeout: float,
+    during: Callable[[], object] | None = None,
 ) -> Convergence:
-    """``raw_objects`` / ``objects``: per ready object, the (plural, body) creates it needs."""
+    """``raw_objects`` / ``objects``: per ready object, the (plural, body) creates it needs.
+    ``during`` runs on its own thread once half of ``objects`` are created (in the burst)."""
+    half = threading.Event()
 
     def creator(group: list[tuple[str, dict[str, Any]]],
                 done: dict[str, float] | None = None) -> Callable[[], None]:
@@ -364,6 +539,8 @@ def converge(  # noqa: PLR0917
             if done is not None:
                 first = group[0][1]["metadata"]
                 done[f"{first['namespace']}/{first['name']}"] = time.perf_counter()
+                if len(done) >= max(1, len(objects) // 2):
+                    half.set()
         return call
 
     count = len(objects)
@@ -371,19 +548,28 @@ def converge(  # noqa: PLR0917
     raw_patch_s = run_all(pool, [lambda i=i: raw_patch(i) for i in range(count)])  # type: ignore[misc]
     keys = [f"{g[0][1]['metadata']['namespace']}/{g[0][1]['metadata']['name']}" for g in objects]
     created: dict[str, float] = {}
-    before = api_requests(plane)
+
+    def side_task() -> None:
+        if during is not None and half.wait(timeout):
+            during()
+
+    side = threading.Thread(target=side_task, daemon=True)
+    before = probe()
     with Usage(pid) as usage:
         start = time.perf_counter()
+        side.start()
         creates = run_all(pool, [creator(g, created) for g in objects])
         seen = watch.wait_all(keys, timeout)
-    requests = request_figures(kind, before, api_requests(plane), count)
+    after = probe()
+    side.join(timeout)  # bounded: the offboarding polls for at most 600 s itself
+    requests = request_figures(kind, before.requests, after.requests, count)
     converged = (max(seen.values()) - start) if seen else 0.0
     if len(seen) < count:
         print(f"  {count - len(seen)} of {count} {kind} not ready within {timeout:.0f} s",
               flush=True)
     return Convergence(kind, count, raw_create, raw_patch_s, creates, converged, len(seen),
                        [seen[k] - created[k] for k in seen], usage, watch.events(keys),
-                       requests)
+                       requests, (before, after))
 
 
 def memory_figure(label: str, pid: int, target: str = "-") -> Figure:
@@ -435,19 +621,22 @@ async def direct_offboarding(dsn: str, scopes: int, entries: int) -> tuple[float
         await pool.close()
 
 
-async def operator_offboarding(  # noqa: PLR0917
+async def enabled_principal(  # noqa: PLR0917
     dsn: str, api: k8s.CustomObjectsApi, pool: ThreadPoolExecutor, watch: FirstSeen,
-    scopes: int, entries: int, pid: int,
-) -> list[Figure]:
-    names = [f"bob-{i}" for i in range(scopes)]
+    mxid: str, scopes: int, entries: int,
+) -> list[str]:
+    """``scopes`` Enabled MemoryScopes of ``mxid`` in the offboarding namespace, ``entries``
+    entries saved in each; their keys."""
+    prefix = mxid[1:].split(":", 1)[0]
+    names = [f"{prefix}-{i}" for i in range(scopes)]
     keys = [f"{OFFBOARD_NS}/{n}" for n in names]
 
     def pair(name: str) -> Callable[[], None]:
         def call() -> None:
             api.create_namespaced_custom_object(GROUP, VERSION, OFFBOARD_NS, "memoryscopes",
-                                                scope(OFFBOARD_NS, name, BOB))
+                                                scope(OFFBOARD_NS, name, mxid))
             api.create_namespaced_custom_object(GROUP, VERSION, OFFBOARD_NS, "consentrecords",
-                                                consent(OFFBOARD_NS, name, BOB))
+                                                consent(OFFBOARD_NS, name, mxid))
         return call
 
     await asyncio.to_thread(run_all, pool, [pair(n) for n in names])
@@ -456,7 +645,6 @@ async def operator_offboarding(  # noqa: PLR0917
         raise SystemExit(f"only {len(seen)} of {scopes} offboarding scopes reached Enabled")
     db = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
     try:
-        store = MemoryStore(db)
         accesses = []
         for name in names:
             obj = await asyncio.to_thread(api.get_namespaced_custom_object, GROUP, VERSION,
@@ -464,9 +652,45 @@ async def operator_offboarding(  # noqa: PLR0917
             spec = MemoryScopeSpec.model_validate(obj["spec"])  # type: ignore[index]
             record = ScopeRecord.from_spec(OFFBOARD_NS, name, spec)
             accesses.append(Access.for_scope(record, obj["status"]["consentGeneration"]))  # type: ignore[index]
-        await fill(store, accesses, entries)
+        await fill(MemoryStore(db), accesses, entries)
+    finally:
+        await db.close()
+    return keys
+
+
+@dataclass(frozen=True)
+class Offboarding:
+    """One PrincipalOffboarding through the operator, against the direct flow."""
+
+    seconds: float
+    direct: float
+    status: dict[str, Any]
+    rows_before: int
+    rows_left: int
+    usage: Usage
+
+    @property
+    def ratio(self) -> float:
+        return self.seconds / self.direct if self.direct else 0.0
+
+    def counts(self) -> str:
+        return (f"found {self.status.get('scopesFound')}, erased {self.status.get('scopesErased')}"
+                f", failed {self.status.get('scopesFailed')}; rows {self.rows_before} -> "
+                f"{self.rows_left}")
+
+    def text(self) -> str:
+        return (f"{self.seconds:.2f} s = {self.ratio:.2f}x the direct flow "
+                f"({self.status.get('phase', '?')}; {self.counts()})")
+
+
+async def operator_offboarding(dsn: str, api: k8s.CustomObjectsApi, mxid: str,
+                               keys: Sequence[str], *, direct: float, pid: int) -> Offboarding:
+    """Create the PrincipalOffboarding of ``mxid`` (whose scopes are ``keys``) and time it to
+    ``ReadyForDeactivation`` (polled every 20 ms, bounded)."""
+    db = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    try:
         before = await remaining(db, keys)
-        body = manifest(Principal(mxid=BOB, origin_kind=OriginKind.NATIVE_LOCAL))
+        body = manifest(Principal(mxid=mxid, origin_kind=OriginKind.NATIVE_LOCAL))
         name = body["metadata"]["name"]
         with Usage(pid) as usage:
             start = time.perf_counter()
@@ -485,17 +709,7 @@ async def operator_offboarding(  # noqa: PLR0917
         left = await remaining(db, keys)
     finally:
         await db.close()
-    direct, verified, direct_left = await direct_offboarding(dsn, scopes, entries)
-    label = f"offboarding {scopes} scopes x {entries} entries"
-    return [
-        Figure(f"{label}: baseline, offboarding.flow.offboard on the store directly",
-               f"{direct:.2f} s ({verified} verified, {direct_left} rows left)"),
-        Figure(f"{label}: PrincipalOffboarding create -> {status.get('phase', '?')}",
-               f"{elapsed:.2f} s = {elapsed / direct:.2f}x the direct flow "
-               f"(found {status.get('scopesFound')}, erased {status.get('scopesErased')}, "
-               f"failed {status.get('scopesFailed')}; rows {before} -> {left})"),
-        Figure(f"{label}: CPU", usage.line()),
-    ]
+    return Offboarding(elapsed, direct, status, before, left, usage)
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -520,7 +734,80 @@ def resync_env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def bench(work: Path, args: argparse.Namespace) -> list[Figure]:  # noqa: PLR0915
+@dataclass
+class Issue39:
+    """The figures of issue 39's table, as one run measures them."""
+
+    scopes: int
+    scopes_run: Convergence | None = None
+    memory: tuple[float, float, float, float] | None = None  # idle, converged, at rest, HWM
+    rest: Usage | None = None
+    rest_writes: Writes | None = None
+    bindings_run: Convergence | None = None
+    offboarding: Offboarding | None = None
+    burst: Offboarding | None = None  # the offboarding during (a)'s creation burst
+
+    def rows(self) -> list[tuple[str, str]]:
+        run, rest, off, burst = self.scopes_run, self.rest, self.offboarding, self.burst
+        writes = []
+        if self.bindings_run is not None:
+            b = self.bindings_run
+            writes.append(f"while {b.count:,} RetrievalBindings converged "
+                          f"({b.window[1].at - b.window[0].at:.1f} s): "
+                          f"{Writes.between(*b.window).text()}")
+        if self.rest_writes is not None:
+            writes.append(f"at rest {self.rest_writes.seconds:.0f} s after all Enabled: "
+                          f"{self.rest_writes.text()}")
+        return [
+            (ISSUE_ROWS[0], "-" if run is None else
+             f"{run.converged:.1f} s ({run.ready:,}/{run.count:,} Enabled; p50 per object "
+             f"{run.p50:.1f} s; pairs created at {run.count / run.creates:,.0f}/s)"),
+            (ISSUE_ROWS[1], "-" if run is None else f"{run.events:.1f}"),
+            (ISSUE_ROWS[2], "-" if run is None else run.split.per(run.count)),
+            (ISSUE_ROWS[3], "-" if self.memory is None else
+             "VmRSS {1:.0f} MiB after all Enabled, {2:.0f} MiB at rest (VmHWM {3:.0f} MiB; "
+             "idle {0:.0f} MiB)".format(*self.memory)),
+            (ISSUE_ROWS[4], "-" if rest is None else
+             f"{rest.operator_cpu:.1%} of a core (machine {rest.machine:.0%} busy) over "
+             f"{rest.wall:.0f} s"),
+            (ISSUE_ROWS[5], "-" if off is None else
+             f"{off.seconds:.2f} s for {off.status.get('scopesFound')} scopes ({off.ratio:.2f}x "
+             f"the flow's {off.direct:.2f} s; {off.counts()})"
+             + ("" if burst is None else
+                f"; during the creation burst: {burst.seconds:.2f} s ({burst.ratio:.2f}x; "
+                f"{burst.counts()})")),
+            (ISSUE_ROWS[6], "; ".join(writes) or "-"),
+        ]
+
+    def table(self) -> str:
+        lines = [f"| | {self.scopes:,} scopes |", "|---|---|"]
+        lines += [f"| {name} | {value} |" for name, value in self.rows()]
+        return "\n".join(lines)
+
+
+ISSUE_ROWS: Final = (
+    "first create -> all `Enabled`",
+    "watch events per object until converged",
+    "API writes per object",
+    "operator resident memory",
+    "operator CPU at rest",
+    "offboarding one person: PrincipalOffboarding -> `ReadyForDeactivation`",
+    "writes at rest",
+)
+
+
+def print_figures(figures: Sequence[Figure]) -> None:
+    for figure in figures:
+        print(f"  {figure.name}: {figure.value}", flush=True)
+
+
+def offboarding_figures(label: str, off: Offboarding) -> list[Figure]:
+    return [Figure(f"{label}: PrincipalOffboarding create -> {off.status.get('phase', '?')}",
+                   off.text()),
+            Figure(f"{label}: CPU", off.usage.line())]
+
+
+def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:  # noqa: PLR0915
     figures: list[Figure] = []
     watched = [f"scale-{i}" for i in range(args.namespaces)]
     with local_postgres(work / "postgres") as pg, \
@@ -528,13 +815,17 @@ def bench(work: Path, args: argparse.Namespace) -> list[Figure]:  # noqa: PLR091
         dsn = asyncio.run(pg.create_database("bench_scale", extensions=("vector",)))
         client = api_client(plane.kubeconfig, args.threads)
         api = k8s.CustomObjectsApi(client)
-        ensure_namespaces(plane, k8s.CoreV1Api(client), watched)
+        core = k8s.CoreV1Api(client)
+        probe = Probe(plane, core, dsn)
+        ensure_namespaces(plane, core, watched)
         operator = OperatorProcess(plane.kubeconfig, work / "operator",
                                    namespaces=[*watched, OFFBOARD_NS], dsn=dsn,
                                    local_homeserver=HOMESERVER, env=resync_env(args))
-        scopes_seen = FirstSeen(api, "memoryscopes", enabled).start()
-        bindings_seen = FirstSeen(api, "retrievalbindings", applied).start()
-        consents_seen = FirstSeen(api, "consentrecords", receipted).start()
+        scopes_seen = FirstSeen(api, "memoryscopes", enabled)
+        bindings_seen = FirstSeen(api, "retrievalbindings", applied)
+        consents_seen = FirstSeen(api, "consentrecords", receipted)
+        for watch in (scopes_seen, bindings_seen, consents_seen):
+            watch.start()
         pool = ThreadPoolExecutor(args.threads)
         try:
             with operator:
@@ -542,6 +833,7 @@ def bench(work: Path, args: argparse.Namespace) -> list[Figure]:  # noqa: PLR091
                 assert operator.proc is not None
                 pid = operator.proc.pid
                 time.sleep(2.0)
+                idle_rss = proc_memory(pid)[0]
                 figures.append(memory_figure("idle (no objects)", pid))
                 # Warm-up: one scope and one binding through every path (not counted).
                 api.create_namespaced_custom_object(GROUP, VERSION, watched[0], "memoryscopes",
@@ -555,6 +847,23 @@ def bench(work: Path, args: argparse.Namespace) -> list[Figure]:  # noqa: PLR091
                 scopes_seen.wait_all([f"{watched[0]}/warmup"], 120)
                 bindings_seen.wait_all([f"{watched[0]}/warmup"], 120)
                 load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+                direct = 0.0
+                off_keys: dict[str, list[str]] = {}
+                if args.offboard_scopes:
+                    banner(f"(c) before (a): two principals holding {args.offboard_scopes} "
+                           "scopes each, and the direct flow")
+                    for mxid in (BOB, DAVE):
+                        off_keys[mxid] = asyncio.run(enabled_principal(
+                            dsn, api, pool, scopes_seen, mxid, args.offboard_scopes,
+                            args.entries))
+                    direct, verified, direct_left = asyncio.run(direct_offboarding(
+                        dsn, args.offboard_scopes, args.entries))
+                    figures.append(Figure(
+                        f"offboarding {args.offboard_scopes} scopes x {args.entries} entries: "
+                        "baseline, offboarding.flow.offboard on the store directly",
+                        f"{direct:.2f} s ({verified} verified, {direct_left} rows left)"))
+                    print_figures(figures[-1:])
 
                 if args.scopes:
                     banner(f"(a) {args.scopes:,} MemoryScopes + ConsentRecords -> Enabled")
@@ -571,26 +880,42 @@ def bench(work: Path, args: argparse.Namespace) -> list[Figure]:  # noqa: PLR091
                             GROUP, VERSION, RAW_NS, "memoryscopes", f"raw-{i}",
                             {"status": {"entryCount": 1 + i % 100}})
 
-                    result = converge(plane, api, pool, scopes_seen, "MemoryScopes", raw,
-                                      patch_scope, objs, pid, args.timeout)
+                    def offboard_in_burst() -> None:
+                        issue.burst = asyncio.run(operator_offboarding(
+                            dsn, api, DAVE, off_keys[DAVE], direct=direct, pid=pid))
+
+                    result = converge(probe, api, pool, scopes_seen, "MemoryScopes", raw,
+                                      patch_scope, objs, pid, args.timeout,
+                                      offboard_in_burst if DAVE in off_keys else None)
+                    issue.scopes_run = result
                     figures += result.figures(">= 50 %", " (a pair of creates each)")
                     consent_keys = [key(g[1][1]) for g in objs]
                     figures.append(Figure(
                         "ConsentRecords: watch events per object until converged",
                         f"{consents_seen.events(consent_keys):.1f}"))
-                    for figure in figures[-12:]:
-                        print(f"  {figure.name}: {figure.value}", flush=True)
+                    print_figures(figures[-13:])
+                    if issue.burst is not None:
+                        burst = offboarding_figures(
+                            f"offboarding {args.offboard_scopes} scopes during (a)'s creation "
+                            "burst", issue.burst)
+                        figures += burst
+                        print_figures(burst)
+                    converged_rss = proc_memory(pid)[0]
                     figures.append(memory_figure(f"after {args.scopes:,} scopes Enabled", pid,
                                                  "<= 200 MiB"))
+                    before = probe()
                     with Usage(pid) as rest:
                         time.sleep(args.settle)
+                    issue.rest, issue.rest_writes = rest, Writes.between(before, probe())
+                    rest_rss, hwm = proc_memory(pid)
+                    issue.memory = (idle_rss, converged_rss, rest_rss, hwm)
                     figures.append(memory_figure(
                         f"{args.settle:.0f} s later (a resync round of every scope)", pid,
                         "<= 200 MiB"))
-                    figures.append(Figure(f"at rest with {args.scopes:,} scopes "
-                                          "(timers only)", rest.line()))
-                    for figure in figures[-3:]:
-                        print(f"  {figure.name}: {figure.value}", flush=True)
+                    figures.append(Figure(f"at rest with {args.scopes:,} scopes", rest.line()))
+                    figures.append(Figure(f"writes at rest with {args.scopes:,} scopes",
+                                          issue.rest_writes.text()))
+                    print_figures(figures[-4:])
 
                 if args.bindings:
                     banner(f"(b) {args.bindings:,} RetrievalBindings -> Applied")
@@ -605,32 +930,35 @@ def bench(work: Path, args: argparse.Namespace) -> list[Figure]:  # noqa: PLR091
                             GROUP, VERSION, RAW_NS, "retrievalbindings", f"raw-{i}",
                             {"status": {"observedGeneration": 1 + i % 100}})
 
-                    result = converge(plane, api, pool, bindings_seen, "RetrievalBindings", raw,
+                    result = converge(probe, api, pool, bindings_seen, "RetrievalBindings", raw,
                                       patch_binding, objs, pid, args.timeout)
+                    issue.bindings_run = result
                     figures += result.figures("-", " (13 server-side applies + list/prune "
                                                    "+ status each)")
-                    for figure in figures[-11:]:
-                        print(f"  {figure.name}: {figure.value}", flush=True)
+                    figures.append(Figure(
+                        f"writes concerning scopes while {args.bindings:,} bindings converged",
+                        Writes.between(*result.window).text()))
+                    print_figures(figures[-13:])
                     figures.append(memory_figure(
                         f"after {args.scopes:,} scopes and {args.bindings:,} bindings", pid,
                         "<= 200 MiB"))
                     with Usage(pid) as rest:
                         time.sleep(args.settle)
                     figures.append(Figure(f"at rest with {args.scopes:,} scopes and "
-                                          f"{args.bindings:,} bindings (timers only)",
-                                          rest.line()))
+                                          f"{args.bindings:,} bindings", rest.line()))
                     figures.append(memory_figure(f"{args.settle:.0f} s later", pid,
                                                  "<= 200 MiB"))
-                    for figure in figures[-3:]:
-                        print(f"  {figure.name}: {figure.value}", flush=True)
+                    print_figures(figures[-3:])
 
                 if args.offboard_scopes:
                     banner(f"(c) offboarding a principal holding {args.offboard_scopes} scopes")
-                    off = asyncio.run(operator_offboarding(
-                        dsn, api, pool, scopes_seen, args.offboard_scopes, args.entries, pid))
+                    issue.offboarding = asyncio.run(operator_offboarding(
+                        dsn, api, BOB, off_keys[BOB], direct=direct, pid=pid))
+                    off = offboarding_figures(
+                        f"offboarding {args.offboard_scopes} scopes x {args.entries} entries",
+                        issue.offboarding)
                     figures += off
-                    for figure in off:
-                        print(f"  {figure.name}: {figure.value}", flush=True)
+                    print_figures(off)
                     figures.append(memory_figure("at the end", pid, "<= 200 MiB"))
                 figures.append(Figure("load average before (a) / at the end",
                                       f"{load} / "
@@ -678,11 +1006,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {machine()}; run {uuid.uuid4().hex[:8]}, "
           f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    issue = Issue39(args.scopes)
     with scratch_dir("scale", keep=args.keep) as work:
-        figures = bench(work, args)
+        figures = bench(work, args, issue)
     banner("summary (figures only; nothing is asserted)")
     print(render(figures))
+    banner(f"issue 39 table ({args.scopes:,} scopes, one run)")
     print(f"command: {command_line()}")
+    print(f"machine: {machine()}; load average at the end "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(issue.table(), flush=True)
     return 0
 
 

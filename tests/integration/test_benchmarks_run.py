@@ -2,11 +2,14 @@
 their figures is asserted: performance is shown by running them, docs/performance.md).
 
 Both broke silently once when the store gained a bound (a claim before every insert, the
-per-lease recall and cadence bounds); this catches the next one.
+per-lease recall and cadence bounds); this catches the next one. ``bench_scale`` runs small
+too: its last block must carry every row of issue 39's table (docs/scale.md), with the counts
+that prove the run did what the figures claim; its times are never asserted.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -27,3 +30,39 @@ def test_the_memory_benchmarks_run(argv: list[str]) -> None:
                           text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "== summary (figures only; nothing is asserted)" in done.stdout
+
+
+ISSUE_39_ROWS = (  # pinned on purpose: the issue's rows in its order, not what the bench prints
+    "first create -> all `Enabled`",
+    "watch events per object until converged",
+    "API writes per object",
+    "operator resident memory",
+    "operator CPU at rest",
+    "offboarding one person: PrincipalOffboarding -> `ReadyForDeactivation`",
+    "writes at rest",
+)
+
+
+def test_bench_scale_prints_every_row_of_the_issue_table_from_one_small_run() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_scale", "--scopes", "24", "--bindings", "2",
+         "--offboard-scopes", "3", "--entries", "2", "--settle", "3", "--namespaces", "2",
+         "--threads", "4"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    head, _, block = done.stdout.rpartition("== issue 39 table (24 scopes, one run)")
+    assert head, done.stdout[-3000:]
+    rows = [line for line in block.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| | 24 scopes |"
+    cells = dict(row[2:-2].split(" | ", 1) for row in rows[1:])
+    assert list(cells) == list(ISSUE_39_ROWS), block
+    assert "-" not in cells.values(), block  # every row measured in this one run
+    assert "(24/24 Enabled;" in cells[ISSUE_39_ROWS[0]]
+    # every scope of each offboarded person found and erased, every entry gone: at rest and
+    # during the creation burst
+    assert cells[ISSUE_39_ROWS[5]].count("found 3, erased 3, failed 0; rows 6 -> 0") == 2
+    assert "during the creation burst" in cells[ISSUE_39_ROWS[5]]
+    writes = cells[ISSUE_39_ROWS[6]]
+    assert writes.startswith("while 2 RetrievalBindings converged (")
+    assert "at rest 3 s after all Enabled: " in writes
+    assert len(re.findall(r"store row updates [\d,]+ of fgentic_memory\.scope", writes)) == 2
