@@ -701,6 +701,27 @@ def test_operator_replicas_elect_a_leader() -> None:
         assert ("affinity" in deploy["spec"]["template"]["spec"]) is (replicas > 1)
 
 
+def test_an_operator_shard_owns_its_namespaces_and_may_leave_the_cluster_kinds() -> None:
+    """Issue 39: a shard release lists its namespaces and, unless it is the one shard that
+    handles the cluster-scoped kinds, --no-cluster-kinds; its Role may list the release
+    namespace's Leases, where the other shards' claims are (kube/shards.py)."""
+    def operator(*sets: str) -> tuple[list[str], list[dict[str, Any]]]:
+        docs = _render(*sets)
+        (deploy,) = [d for d in docs if d["kind"] == "Deployment"
+                     and d["metadata"]["name"] == "fg-operator"]
+        (role,) = [d for d in docs if d["kind"] == "Role"
+                   and d["metadata"]["name"] == "fg-operator-leader"]
+        (container,) = deploy["spec"]["template"]["spec"]["containers"]
+        return container["args"], role["rules"]
+
+    args, rules = operator()
+    assert "--no-cluster-kinds" not in args and not any(a.startswith("--namespace") for a in args)
+    assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+            "verbs": ["create", "list"]} in rules
+    args, _ = operator("operator.watchNamespaces={team-b,team-c}", "operator.clusterKinds=false")
+    assert {"--namespace=team-b", "--namespace=team-c", "--no-cluster-kinds"} <= set(args)
+
+
 def _defined_metric_series() -> set[str]:
     """Every series name the code can export: counters as <name>_total, histograms as
     _bucket/_sum/_count, gauges as they are (prometheus_client's naming)."""

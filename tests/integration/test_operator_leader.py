@@ -13,7 +13,6 @@ import datetime as dt
 import re
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from fgentic_governance.kube.lease import LEASE_SECONDS
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, get_object, phase
 from tests.support.objects import example
+from tests.support.processes import until
 
 pytestmark = pytest.mark.integration
 LEASE = "operator-leader"
@@ -48,16 +48,6 @@ class Replica:
 
     def logged(self, text: str) -> bool:
         return text in self.log.read_text(errors="replace")
-
-
-def _until(check: Callable[[], Any], what: str, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
 
 
 @pytest.fixture
@@ -105,14 +95,14 @@ def test_one_replica_runs_the_handlers_and_a_standby_takes_over(
     api, coordination = client.CustomObjectsApi(k8s_client), client.CoordinationV1Api(k8s_client)
     first = Replica(control_plane.kubeconfig, tmp_path, ns, home, "first")
     replicas.append(first)
-    _until(lambda: _holder(coordination, home) == "first", "the first replica leading", 60)
+    until(lambda: _holder(coordination, home) == "first", "the first replica leading", 60)
     second = Replica(control_plane.kubeconfig, tmp_path, ns, home, "second")
     replicas.append(second)
     # The standby is live (its probe port answers) and says it does not lead.
-    _until(lambda: second.metric("fgentic_operator_leading") == 0.0, "the standby's metrics", 60)
-    _until(lambda: first.metric("fgentic_operator_leading") == 1.0, "the leader's metrics", 60)
+    until(lambda: second.metric("fgentic_operator_leading") == 0.0, "the standby's metrics", 60)
+    until(lambda: first.metric("fgentic_operator_leading") == 1.0, "the leader's metrics", 60)
     scope = _new_scope(api, ns)
-    _until(_reconciled(api, ns, scope), "the leader reconciling", 60)
+    until(_reconciled(api, ns, scope), "the leader reconciling", 60)
     assert second.logged("operator standby") and not second.logged("operator leading")
     assert _holder(coordination, home) == "first"
 
@@ -120,14 +110,14 @@ def test_one_replica_runs_the_handlers_and_a_standby_takes_over(
     # Its last renewal is read first: a renewal after this read only moves expiry later.
     renewed = coordination.read_namespaced_lease(LEASE, home).spec.renew_time
     first.proc.send_signal(signal.SIGKILL)
-    _until(lambda: _holder(coordination, home) == "second", "the standby taking over",
+    until(lambda: _holder(coordination, home) == "second", "the standby taking over",
            LEASE_SECONDS + 30)
     # Measured from the renewal, not the kill: a leader that renewed late under load lets
     # the standby in sooner, and rightly so.
     assert dt.datetime.now(dt.UTC) - renewed >= dt.timedelta(seconds=LEASE_SECONDS - 1), \
         "taken before the Lease could have expired"
     later = _new_scope(api, ns)
-    _until(_reconciled(api, ns, later), "the new leader reconciling", 60)
+    until(_reconciled(api, ns, later), "the new leader reconciling", 60)
     assert second.metric("fgentic_operator_leading") == 1.0
 
     # Another holder appears (a partition healed the other way): the leader stops, exit 1.
@@ -157,21 +147,21 @@ def test_a_leader_frozen_past_its_lease_acts_no_more_once_resumed(
     busy = {"FGENTIC_SCOPE_RESYNC_SECONDS": "1"}
     first = Replica(control_plane.kubeconfig, tmp_path, ns, home, "frozen", env=busy)
     replicas.append(first)
-    _until(lambda: _holder(coordination, home) == "frozen", "the first replica leading", 60)
+    until(lambda: _holder(coordination, home) == "frozen", "the first replica leading", 60)
     scope = _new_scope(api, ns)
-    _until(_reconciled(api, ns, scope), "the leader reconciling", 60)
-    _until(lambda: HANDLER_RAN.search(first.log.read_text(errors="replace")),
+    until(_reconciled(api, ns, scope), "the leader reconciling", 60)
+    until(lambda: HANDLER_RAN.search(first.log.read_text(errors="replace")),
            "a handler run in the leader's log", 60)
     second = Replica(control_plane.kubeconfig, tmp_path, ns, home, "successor", env=busy)
     replicas.append(second)
-    _until(lambda: second.logged("operator standby"), "the standby waiting", 60)
+    until(lambda: second.logged("operator standby"), "the standby waiting", 60)
 
     first.proc.send_signal(signal.SIGSTOP)
     try:
         pending = _new_scope(api, ns)  # its watch event waits in the frozen leader's socket
-        _until(lambda: _holder(coordination, home) == "successor", "the standby taking over",
+        until(lambda: _holder(coordination, home) == "successor", "the standby taking over",
                LEASE_SECONDS + 30)
-        _until(_reconciled(api, ns, pending), "the new leader reconciling", 60)
+        until(_reconciled(api, ns, pending), "the new leader reconciling", 60)
         resumed_at = first.log.stat().st_size
     finally:
         first.proc.send_signal(signal.SIGCONT)
@@ -183,7 +173,7 @@ def test_a_leader_frozen_past_its_lease_acts_no_more_once_resumed(
     assert _holder(coordination, home) == "successor"
     assert second.metric("fgentic_operator_leading") == 1.0
     later = _new_scope(api, ns)
-    _until(_reconciled(api, ns, later), "the new leader still reconciling", 60)
+    until(_reconciled(api, ns, later), "the new leader still reconciling", 60)
 
 
 def test_a_clean_stop_hands_the_lease_over(
@@ -194,19 +184,19 @@ def test_a_clean_stop_hands_the_lease_over(
     coordination = client.CoordinationV1Api(k8s_client)
     only = Replica(control_plane.kubeconfig, tmp_path, ns, home, "only")
     replicas.append(only)
-    _until(lambda: _holder(coordination, home) == "only", "the replica leading", 60)
+    until(lambda: _holder(coordination, home) == "only", "the replica leading", 60)
     only.proc.send_signal(signal.SIGTERM)
     assert only.proc.wait(30) == 0
     assert _holder(coordination, home) is None
     successor = Replica(control_plane.kubeconfig, tmp_path, ns, home, "successor")
     replicas.append(successor)
     # Long before the Lease's duration: it was released, not left to expire.
-    _until(lambda: _holder(coordination, home) == "successor", "the successor leading",
+    until(lambda: _holder(coordination, home) == "successor", "the successor leading",
            LEASE_SECONDS / 2)
     # A standby stopped while it waits exits cleanly and takes nothing.
     standby = Replica(control_plane.kubeconfig, tmp_path, ns, home, "standby")
     replicas.append(standby)
-    _until(lambda: standby.logged("operator standby"), "the standby waiting", 60)
+    until(lambda: standby.logged("operator standby"), "the standby waiting", 60)
     standby.proc.send_signal(signal.SIGTERM)
     assert standby.proc.wait(30) == 0
     assert _holder(coordination, home) == "successor"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import subprocess
+import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from fgentic_devenv import free_port, terminate, wait_until
 from fgentic_devenv.up import port_open, spawn_cli
 
-__all__ = ["free_port", "metric", "spawn_and_wait", "spawn_cli", "stop"]
+T = TypeVar("T")
+
+__all__ = ["free_port", "metric", "metric_total", "spawn_and_wait", "spawn_cli", "stop", "until"]
 
 
 def spawn_and_wait(args: Sequence[str], log: Path, port: int) -> subprocess.Popen[bytes]:
@@ -23,16 +27,41 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     terminate(proc)
 
 
+def until(check: Callable[[], T], what: str, timeout: float) -> T:
+    """Poll ``check`` until it returns something true and return that; fail after ``timeout``
+    seconds (a bound, never what a test asserts)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+def _scrape(port: int) -> list[str] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            return response.read().decode().splitlines()
+    except OSError:
+        return None
+
+
 def metric(port: int, series: str) -> float | None:
     """``series``'s value (a name, with its labels as exported: ``name{label="v"}``) on the
     process's /metrics at ``port``; None while the port is not serving or the series absent."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-            text = response.read().decode()
-    except OSError:
-        return None
-    values = [line.split()[-1] for line in text.splitlines() if line.startswith(series + " ")]
+    values = [line.split()[-1] for line in _scrape(port) or [] if line.startswith(series + " ")]
     return float(values[0]) if values else None
+
+
+def metric_total(port: int, name: str) -> float | None:
+    """The sum of every series of ``name`` (all its label values) at ``port``; None while the
+    port is not serving."""
+    lines = _scrape(port)
+    if lines is None:
+        return None
+    return sum(float(line.split()[-1]) for line in lines
+               if line.startswith((name + " ", name + "{")))
 
 
 def spawn_operator(kubeconfig: Path, dsn_file: Path, namespaces: Sequence[str],

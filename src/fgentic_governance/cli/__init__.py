@@ -188,6 +188,11 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     op = sub.add_parser("operator", help="run the reconcilers")
     _add_runtime_flags(op)
     _add_lease_flags(op, "--leader-lease", "running the handlers; the others wait as standbys")
+    op.add_argument("--cluster-kinds", action=argparse.BooleanOptionalAction, default=True,
+                    help="handle the cluster-scoped kinds (PrincipalOffboarding, "
+                         "MemoryPostureFloor); with several shards (--namespace sets, one "
+                         "--leader-lease each) exactly one does, the others pass "
+                         "--no-cluster-kinds (docs/scale.md)")
     op.add_argument("--memory-model-url", default="",
                     help="the governed model route (<memory API>/v1): each MemoryScope's "
                          "ModelRouteGoverned condition says whether its Agent's ModelConfigs "

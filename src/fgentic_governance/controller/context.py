@@ -39,6 +39,9 @@ class OperatorContext:
     """The governed model route (the memory API's /v1); empty: none is configured."""
     model_routes: ModelRoutes | None = None
     """Judges each scope's ModelRouteGoverned condition (set at start-up)."""
+    cluster_kinds: bool = True
+    """This shard handles the cluster-scoped kinds (--cluster-kinds; kube/shards.py): exactly
+    one shard of a store does; every shard still watches and indexes them."""
 
 
 _CONTEXT = OperatorContext()
@@ -52,6 +55,12 @@ def configure(**values: Any) -> OperatorContext:
     for key, value in values.items():
         setattr(_CONTEXT, key, value)
     return _CONTEXT
+
+
+def owns_cluster_kinds(**_: Any) -> bool:
+    """Kopf's ``when=`` filter of every handler of a cluster-scoped kind: evaluated before the
+    handler is invoked, so another shard's object is neither handled nor finalized here."""
+    return _CONTEXT.cluster_kinds
 
 
 _LOCKS: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)

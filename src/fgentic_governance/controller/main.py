@@ -21,6 +21,7 @@ from fgentic_governance.controller import leadership, metrics
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import configure, context
 from fgentic_governance.controller.model_route import ModelRoutes
+from fgentic_governance.kube import shards
 from fgentic_governance.kube.lease import LeaseElector, parse_lease
 from fgentic_governance.reasons import Reason
 
@@ -176,22 +177,28 @@ def run_operator(args: argparse.Namespace) -> int:
     api_client = build_api_client(args.kubeconfig)
     configure(local_homeserver=args.local_homeserver, appservice=args.appservice_namespaces,
               api_client=api_client,
-              memory_model_url=args.memory_model_url, model_routes=ModelRoutes())
+              memory_model_url=args.memory_model_url, model_routes=ModelRoutes(),
+              cluster_kinds=args.cluster_kinds)
 
     from fgentic_governance.controller.handlers import (  # noqa: F401  (registration by import)
         diffbase,
-        floors,
         memoryscope,
         offboarding,
         retrievalbinding,
     )
 
+    if args.cluster_kinds:  # Not even watched elsewhere: Kopf strips a finalizer it does not
+        # need, so a shard without the floors' handlers would lift another shard's finalizer.
+        from fgentic_governance.controller.handlers import floors  # noqa: F401
+
     cleanup_every = cleanup_interval(os.environ.get("FGENTIC_STORE_CLEANUP_SECONDS"))
     tasks: list[asyncio.Task[None]] = []
+    who = _identity(args.identity)
 
     @kopf.on.startup()
     async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         _settings(settings)
+        settings.posting.reporting_instance = who  # each Event names the replica that acted
         settings.persistence.diffbase_storage = diffbase.DIFFBASE
         if args.store_dsn_file:
             tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file, cleanup_every)))
@@ -206,17 +213,24 @@ def run_operator(args: argparse.Namespace) -> int:
 
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)
-    elector = _elector(api_client, args.leader_lease, args.identity)
+    elector = _elector(api_client, args.leader_lease, who)
+    if elector is not None:  # claim this shard's namespaces, refuse to overlap another's
+        shards.check(api_client, elector.namespace, elector.name,
+                     shards.Claim.of(namespaces, args.cluster_kinds))
     return asyncio.run(_serve(args.metrics_port, namespaces, elector))
 
 
-def _elector(api_client: Any, lease: str, identity: str) -> LeaseElector | None:
+def _identity(identity: str) -> str:
+    """This replica's name, in its Lease and in the Events it posts. Unique per process: a
+    restarted Pod keeps its host name but is not the old holder."""
+    return identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def _elector(api_client: Any, lease: str, who: str) -> LeaseElector | None:
     """The Lease that elects one running replica (none: this process runs alone)."""
     if not lease:
         return None
     namespace, name = parse_lease(lease, "--leader-lease")
-    # Unique per process: a restarted Pod keeps its host name but is not the old holder.
-    who = identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     return LeaseElector(api_client, namespace, name, who)
 
 

@@ -17,6 +17,7 @@ import kopf
 
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import KINDS
+from fgentic_governance.controller.context import context
 from fgentic_governance.controller.leadership import ensure_leading
 
 
@@ -51,4 +52,7 @@ def _forget_deleted(event: kopf.RawEvent, **_: Any) -> None:
 
 
 for _kind in KINDS:
-    kopf.on.event(GROUP, VERSION, _kind.plural, id="forget-diff-base")(_forget_deleted)
+    # A shard without the cluster-scoped kinds does not watch them for this: Kopf would strip
+    # the finalizer the owning shard put on them, as no handler of this shard needs it.
+    if _kind.namespaced or context().cluster_kinds:
+        kopf.on.event(GROUP, VERSION, _kind.plural, id="forget-diff-base")(_forget_deleted)

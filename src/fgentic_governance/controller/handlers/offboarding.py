@@ -10,7 +10,7 @@ from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
 from fgentic_governance.controller import api as kube
-from fgentic_governance.controller.context import context, scope_lock
+from fgentic_governance.controller.context import context, owns_cluster_kinds, scope_lock
 from fgentic_governance.controller.handlers.common import (
     condition,
     merge_conditions,
@@ -43,8 +43,8 @@ def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], b
     return {(str(principal.get("mxid")), str(principal.get("originKind"))): True}
 
 
-@kopf.on.resume(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
-@kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
+@kopf.on.resume(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds)
+@kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds)
 @gated
 async def reconcile_offboarding(
     *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,

@@ -1,0 +1,252 @@
+"""Issue 39: operator shards, each a release owning a disjoint set of namespaces, one store.
+
+Real kube-apiserver, real PostgreSQL (where a scope must reach Enabled), real operator
+processes. Each shard is elected by its own Lease, which carries the shard's claim
+(kube/shards.py); one shard alone handles the cluster-scoped kinds. No scope is reconciled by
+two operators (each Event names its replica; each shard's reconcile counter moves only for its
+own namespaces), a shard's killed leader is replaced by its standby within the Lease's bound
+while the other shard keeps leading, and a claim overlapping a live shard's is refused at
+start-up (exit 2).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from fgentic_governance.controller.leadership import RETRY_SECONDS
+from fgentic_governance.kube.lease import LEASE_SECONDS
+from fgentic_governance.memory import MemoryStore
+from tests.support import processes
+from tests.support.kube import GROUP, VERSION, get_object, phase
+from tests.support.objects import example
+from tests.support.processes import until
+
+pytestmark = pytest.mark.integration
+RECONCILES = "fgentic_scope_reconciles_total"
+# Kopf's INFO line when a handler it ran succeeds or fails names the handler, never the object.
+OFFBOARDING_RAN = "Handler 'reconcile_offboarding'"
+# A killed leader's standby leads within the Lease plus one retry of its own; the rest is
+# slack for a loaded machine (the bound of the poll, not an assertion).
+HANDOVER_BOUND = LEASE_SECONDS + RETRY_SECONDS + 30
+
+
+class Shard:
+    """One operator replica of a shard: its namespaces, its Lease in ``home``."""
+
+    def __init__(self, work: Path, lease: str, who: str, args: list[str]) -> None:
+        self.who, self.lease, self.port = who, lease, processes.free_port()
+        self.log = work / f"operator-{who}.log"
+        self.proc: subprocess.Popen[bytes] = processes.spawn_cli(
+            ["operator", *args, "--metrics-port", str(self.port), "--identity", who], self.log)
+
+    def reconciles(self) -> float:
+        return processes.metric_total(self.port, RECONCILES) or 0.0
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def cluster(control_plane: Any, k8s_client: client.ApiClient,
+            tmp_path: Path) -> Iterator[tuple[Callable[..., Shard], Callable[[str], str]]]:
+    """(start a shard, a fresh namespace by prefix); every process is stopped at the end and
+    none may have logged a traceback."""
+    home = f"shards-{uuid.uuid4().hex[:6]}"
+    control_plane.ensure_namespace(home)
+    started: list[Shard] = []
+
+    def start(lease: str, who: str, namespaces: list[str], *extra: str,
+              dsn_file: Path | None = None) -> Shard:
+        store = ["--store-dsn-file", str(dsn_file)] if dsn_file else []
+        shard = Shard(tmp_path, lease, who, [
+            "--kubeconfig", str(control_plane.kubeconfig), "--local-homeserver", "fgentic.local",
+            *[arg for ns in namespaces for arg in ("--namespace", ns)],
+            "--leader-lease", f"{home}/{lease}", *store, *extra])
+        started.append(shard)
+        return shard
+
+    def namespace(prefix: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        control_plane.ensure_namespace(name)
+        return name
+
+    start.home = home  # type: ignore[attr-defined]
+    yield start, namespace
+    for shard in started:
+        if shard.proc.poll() is None:
+            processes.stop(shard.proc)
+        assert "Traceback" not in shard.text(), shard.who
+
+
+def _holder(k8s_client: client.ApiClient, home: str, lease: str) -> tuple[str | None, Any]:
+    """(holder, renewTime) of the Lease; (None, None) while it does not exist."""
+    try:
+        spec = client.CoordinationV1Api(k8s_client).read_namespaced_lease(lease, home).spec
+    except client.ApiException:
+        return None, None
+    return (spec.holder_identity, spec.renew_time) if spec else (None, None)
+
+
+def _leading(k8s_client: client.ApiClient, home: str, shard: Shard) -> Callable[[], bool]:
+    return lambda: _holder(k8s_client, home, shard.lease)[0] == shard.who
+
+
+def _pair(api: client.CustomObjectsApi, ns: str, mxid: str) -> str:
+    """A MemoryScope of ``mxid`` in ``ns`` (its own Agent) and its granting ConsentRecord."""
+    name = f"s-{uuid.uuid4().hex[:6]}"
+    scope = example("MemoryScope")
+    scope["metadata"] = {"name": name, "namespace": ns}
+    scope["spec"]["subject"]["mxid"] = mxid
+    scope["spec"]["agent"] = {"namespace": ns, "name": f"agent-{name}"}
+    consent = example("ConsentRecord")
+    consent["metadata"] = {"name": f"{name}-grant", "namespace": ns}
+    consent["spec"].update(scopeRef={"name": name}, decision="granted")
+    consent["spec"]["subject"]["mxid"] = mxid
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, "memoryscopes", scope)
+    api.create_namespaced_custom_object(GROUP, VERSION, ns, "consentrecords", consent)
+    return name
+
+
+def _status(api: client.CustomObjectsApi, ns: str, name: str) -> dict[str, Any]:
+    return get_object(api, "memoryscopes", ns, name).get("status") or {}
+
+
+def _reporters(core: client.CoreV1Api, ns: str, name: str) -> set[str]:
+    """The reportingInstance of every Event about ``name`` in ``ns``."""
+    events = core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
+    return {str(e.reporting_instance) for e in events}
+
+
+def test_two_shards_each_reconcile_only_their_own_namespaces(
+    pg_dsn: str, store: MemoryStore,  # first: the store outlives the shards' processes
+    cluster: tuple[Callable[..., Shard], Callable[[str], str]], k8s_client: client.ApiClient,
+    tmp_path: Path,
+) -> None:
+    start, namespace = cluster
+    home: str = start.home  # type: ignore[attr-defined]
+    api, core = client.CustomObjectsApi(k8s_client), client.CoreV1Api(k8s_client)
+    dsn_file = tmp_path / "dsn"
+    dsn_file.write_text(pg_dsn)
+    a1, a2, b1 = namespace("a1"), namespace("a2"), namespace("b1")
+    a = start("shard-a", "a-0", [a1, a2], dsn_file=dsn_file)
+    until(_leading(k8s_client, home, a), "shard a leading", 60)
+    b = start("shard-b", "b-0", [b1], "--no-cluster-kinds", dsn_file=dsn_file)
+    until(_leading(k8s_client, home, b), "shard b leading", 60)
+    mxid = f"@p{uuid.uuid4().hex[:6]}:fgentic.local"
+
+    # Ordering, not timing: shard a's scopes converge while shard b has reconciled nothing.
+    in_a = [_pair(api, a1, mxid), _pair(api, a2, mxid)]
+    for ns, name in zip((a1, a2), in_a, strict=True):
+        until(lambda ns=ns, name=name: phase("Enabled", "OK")(_status(api, ns, name)),
+              f"{ns}/{name} Enabled", 90)
+    until(lambda: processes.metric_total(b.port, RECONCILES) is not None, "b's metrics", 30)
+    assert b.reconciles() == 0, "shard b reconciled a scope of shard a"
+    of_a = a.reconciles()
+    assert of_a > 0
+
+    in_b = _pair(api, b1, mxid)
+    until(lambda: phase("Enabled", "OK")(_status(api, b1, in_b)), "b1 scope Enabled", 90)
+    assert b.reconciles() > 0
+    assert a.reconciles() == of_a, "shard a reconciled a scope of shard b"
+    # Every Event names the replica of the scope's own shard (Kopf's default: 'dev').
+    for ns, name in zip((a1, a2), in_a, strict=True):
+        assert until(lambda ns=ns, name=name: _reporters(core, ns, name),
+                     "a scope's events", 30) == {"a-0"}
+    assert until(lambda: _reporters(core, b1, in_b), "the b1 scope's events", 30) == {"b-0"}
+
+    # The cluster-scoped kind is handled by shard a alone; its erasure reaches every scope of
+    # the principal in the one store, and each scope's status follows from its own shard.
+    offboarding = example("PrincipalOffboarding")
+    off_name = f"off-{uuid.uuid4().hex[:6]}"
+    offboarding["metadata"] = {"name": off_name}
+    offboarding["spec"]["principal"]["mxid"] = mxid
+    api.create_cluster_custom_object(GROUP, VERSION, "principaloffboardings", offboarding)
+    try:
+        until(lambda: (get_object(api, "principaloffboardings", "", off_name).get("status")
+                       or {}).get("phase") == "ReadyForDeactivation", "the offboarding", 90)
+        gone = phase("Disabled", "OFFBOARDING_IN_PROGRESS")
+        for ns, name in ((a1, in_a[0]), (a2, in_a[1]), (b1, in_b)):
+            until(lambda ns=ns, name=name: gone(_status(api, ns, name)),
+                  f"{ns}/{name} offboarded", 90)
+        assert until(lambda: _reporters(core, "default", off_name),
+                     "the offboarding's events", 30) == {"a-0"}
+        assert OFFBOARDING_RAN in a.text()
+        assert OFFBOARDING_RAN not in b.text(), "shard b handled a cluster-scoped kind"
+        assert _reporters(core, b1, in_b) == {"b-0"}
+    finally:
+        api.delete_cluster_custom_object(GROUP, VERSION, "principaloffboardings", off_name)
+
+
+def test_a_shards_killed_leader_hands_over_to_its_standby(
+    cluster: tuple[Callable[..., Shard], Callable[[str], str]], k8s_client: client.ApiClient,
+) -> None:
+    """No store: a scope goes Failed/STORE_UNAVAILABLE, which is enough to see who acts."""
+    start, namespace = cluster
+    home: str = start.home  # type: ignore[attr-defined]
+    api, core = client.CustomObjectsApi(k8s_client), client.CoreV1Api(k8s_client)
+    a1, b1 = namespace("a1"), namespace("b1")
+    first = start("shard-a", "a-0", [a1])
+    until(_leading(k8s_client, home, first), "shard a leading", 60)
+    standby = start("shard-a", "a-1", [a1])
+    b = start("shard-b", "b-0", [b1], "--no-cluster-kinds")
+    until(_leading(k8s_client, home, b), "shard b leading", 60)
+    until(lambda: "operator standby" in standby.text(), "a's standby waiting", 60)
+
+    def reported(ns: str) -> set[str]:
+        """Who posted the Events of a new scope in ``ns``, once it is reconciled."""
+        name = _pair(api, ns, "@carol:fgentic.local")
+        until(lambda: phase("Failed", "STORE_UNAVAILABLE")(_status(api, ns, name)),
+              f"{ns}/{name} reconciled", 60)
+        return until(lambda: _reporters(core, ns, name), f"{ns}/{name}'s events", 30)
+
+    assert reported(a1) == {"a-0"}
+    _, b_renewed = _holder(k8s_client, home, "shard-b")
+    first.proc.send_signal(signal.SIGKILL)
+    until(_leading(k8s_client, home, standby), "a's standby taking over", HANDOVER_BOUND)
+    assert reported(a1) == {"a-1"}
+    # The other shard was never affected: same holder, still renewing.
+    until(lambda: (_holder(k8s_client, home, "shard-b")[1] or b_renewed) > b_renewed,
+          "shard b renewing", HANDOVER_BOUND)
+    assert _holder(k8s_client, home, "shard-b")[0] == "b-0"
+    assert b.proc.poll() is None and standby.proc.poll() is None
+
+
+def test_an_overlapping_shard_is_refused_at_start_up(
+    cluster: tuple[Callable[..., Shard], Callable[[str], str]], k8s_client: client.ApiClient,
+) -> None:
+    start, namespace = cluster
+    home: str = start.home  # type: ignore[attr-defined]
+    a1, a2, c1, d1 = (namespace(p) for p in ("a1", "a2", "c1", "d1"))
+    a = start("shard-a", "a-0", [a1, a2])
+    until(_leading(k8s_client, home, a), "shard a leading", 60)
+
+    # A namespace of a live shard; a second shard handling the cluster-scoped kinds; a shard
+    # owning every namespace: each exits 2 naming the shard it overlaps, and takes no Lease.
+    refused = [(start("shard-c", "c-0", [a2, c1], "--no-cluster-kinds"), f"both own {a2}"),
+               (start("shard-d", "d-0", [d1]), "cluster-scoped kinds"),
+               (start("shard-e", "e-0", [], "--no-cluster-kinds"), "every namespace")]
+    for shard, why in refused:
+        assert shard.proc.wait(60) == 2, shard.text()
+        line = f"overlaps shard {home}/shard-a ({','.join(sorted((a1, a2)))}): "
+        assert line in shard.text() and why in shard.text(), shard.text()
+        assert _holder(k8s_client, home, shard.lease)[0] is None
+    assert a.proc.poll() is None and _holder(k8s_client, home, "shard-a")[0] == "a-0"
+
+    # Two shards started together over the same namespace: one at least sees the other's
+    # claim (each writes its claim before it lists) and exits 2.
+    s1 = namespace("s1")
+    both = [start(lease, f"{lease}-0", [s1], "--no-cluster-kinds")
+            for lease in ("shard-f", "shard-g")]
+    first = until(lambda: next((s for s in both if s.proc.poll() is not None), None),
+                  "one of two overlapping shards exiting", 60)
+    assert first.proc.returncode == 2, first.text()
+    other = next(s for s in both if s is not first)
+    assert f"overlaps shard {home}/{other.lease} ({s1})" in first.text()
