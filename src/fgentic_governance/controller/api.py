@@ -4,6 +4,8 @@ thread): the handlers' and `retrieval.apply`'s."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import json
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
@@ -12,6 +14,7 @@ import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.controller import lanes
 from fgentic_governance.controller.context import context
 from fgentic_governance.controller.leadership import ensure_leading
 
@@ -32,11 +35,12 @@ def _api() -> client.CustomObjectsApi:
 
 
 async def annotate(*, group: str, version: str, plural: str, namespace: str, name: str,
-                   annotations: dict[str, str]) -> None:
-    """Change annotations on an object so that Kopf runs its update handler; 404 is fine."""
+                   annotations: dict[str, str], erasure: bool = False) -> None:
+    """Change annotations on an object so that Kopf runs its update handler; 404 is fine.
+    ``erasure``: sent on the erasure lane's threads, never queued behind scope reconciles."""
     body = {"metadata": {"annotations": annotations}}
     await _call(_api().patch_namespaced_custom_object, group, version, namespace, plural, name,
-                body)
+                body, erasure=erasure)
 
 
 async def patch_status(*, group: str, version: str, plural: str, namespace: str, name: str,
@@ -65,9 +69,11 @@ def _write(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return fn(*args, **kwargs)
 
 
-async def _call(fn: Any, *args: Any) -> None:
+async def _call(fn: Any, *args: Any, erasure: bool = False) -> None:
+    executor = lanes.erasure_executor() if erasure else None  # None: the loop's default
     try:
-        await asyncio.to_thread(_write, fn, *args)
+        await asyncio.get_running_loop().run_in_executor(
+            executor, contextvars.copy_context().run, functools.partial(_write, fn, *args))
     except ApiException as exc:
         if exc.status != 404:  # A vanished object needs nothing more.
             raise kopf.TemporaryError(f"api {exc.status}", delay=5) from None

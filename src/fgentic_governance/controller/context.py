@@ -26,9 +26,14 @@ class OperatorContext:
     api_client: ApiClient | None = None
     store: MemoryStore | None = None
     """Set once the schema is migrated; None means no store."""
+    erasure_store: MemoryStore | None = None
+    """The erasure lane's store: its own small pool, for offboarding and the delete finalizer
+    (``controller.lanes``); set together with ``store``."""
     store_schema_version: int = 0
     store_pool: Any = None
     """The asyncpg pool behind ``store`` (closed on shutdown)."""
+    erasure_pool: Any = None
+    """The asyncpg pool behind ``erasure_store`` (closed on shutdown)."""
     store_problem: Reason | None = None
     """A reason code while the store is connected but unfit to grant (STORE_SETTINGS_UNSAFE):
     nothing is granted, erasures still run, StoreReady is False."""

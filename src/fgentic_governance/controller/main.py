@@ -17,7 +17,7 @@ from typing import Any
 import kopf
 
 from fgentic_governance.api.common import FINALIZER
-from fgentic_governance.controller import leadership, metrics
+from fgentic_governance.controller import lanes, leadership, metrics
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import configure, context
 from fgentic_governance.controller.model_route import ModelRoutes
@@ -61,15 +61,20 @@ async def open_store(dsn_file: Path) -> None:
 
     from fgentic_governance.memory import MemoryStore, bounds, migrate
 
-    pool = await asyncpg.create_pool(dsn_file.read_text().strip(), setup=_leading,
-                                     **bounds.pool_kwargs(min_size=1, max_size=8))
+    dsn = dsn_file.read_text().strip()
+    pool = await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
+        min_size=1, max_size=lanes.SCOPE_POOL_SIZE))
     try:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
             version = await migrate(conn)
+        # The erasure lane's own connections: an offboarding never waits for the scope pool.
+        erasure_pool = await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
+            min_size=1, max_size=lanes.ERASURE_POOL_SIZE))
     except BaseException:
         await pool.close()
         raise
-    configure(store=MemoryStore(pool), store_schema_version=version, store_pool=pool)
+    configure(store=MemoryStore(pool), erasure_store=MemoryStore(erasure_pool),
+              store_schema_version=version, store_pool=pool, erasure_pool=erasure_pool)
     await check_settings()
     log.info("content store ready at schema version %d", version)
 
@@ -200,6 +205,7 @@ def run_operator(args: argparse.Namespace) -> int:
         _settings(settings)
         settings.posting.reporting_instance = who  # each Event names the replica that acted
         settings.persistence.diffbase_storage = diffbase.DIFFBASE
+        lanes.open_lanes()
         if args.store_dsn_file:
             tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file, cleanup_every)))
 
@@ -207,9 +213,10 @@ def run_operator(args: argparse.Namespace) -> int:
     async def _cleanup(**_: Any) -> None:
         for task in tasks:
             task.cancel()
-        pool = getattr(context(), "store_pool", None)
-        if pool is not None:
-            await pool.close()
+        lanes.close_lanes()
+        for pool in (context().store_pool, context().erasure_pool):
+            if pool is not None:
+                await pool.close()
 
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)

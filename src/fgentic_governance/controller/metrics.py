@@ -22,6 +22,11 @@ SCOPE_STATUS_WRITES = Counter(
     "MemoryScope reconciliations that wrote the status, or found it already as computed.",
     ["result"],
 )
+RECONCILE_SLOT_TIMEOUTS = Counter(
+    "fgentic_reconcile_slot_timeouts_total",
+    "MemoryScope/ConsentRecord reconciliations that found no reconcile slot in time and were "
+    "retried later without writing anything (the operator is overloaded, not the store).",
+)
 LEADING = Gauge(
     "fgentic_operator_leading",
     "1 while this operator replica holds the leader Lease and runs the handlers, else 0.",

@@ -15,6 +15,7 @@ from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Environment, Verdict, consent_standing, evaluate
 from fgentic_governance.controller import api as kube
+from fgentic_governance.controller import lanes
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
     backoff,
@@ -49,8 +50,9 @@ def consents_by_scope(
 @kopf.on.create(GROUP, VERSION, MEMORY_SCOPE.plural)
 @kopf.on.update(GROUP, VERSION, MEMORY_SCOPE.plural)
 @gated
-async def reconcile_scope(**kwargs: Any) -> None:
-    await _reconcile(**kwargs)
+async def reconcile_scope(*, retry: int = 0, **kwargs: Any) -> None:
+    async with lanes.reconcile_slot(backoff(retry)):  # Before any pooled connection.
+        await _reconcile(retry=retry, **kwargs)
 
 
 @kopf.timer(GROUP, VERSION, MEMORY_SCOPE.plural, interval=RESYNC_INTERVAL,
@@ -123,8 +125,9 @@ async def _reconcile(
 async def erase_on_delete(
     *, namespace: str, name: str, spec: kopf.Spec, retry: int = 0, **_: Any
 ) -> None:
-    """The finalizer: the CR goes away only after its memory is erased and verified."""
-    store = context().store
+    """The finalizer: the CR goes away only after its memory is erased and verified. On the
+    erasure lane: no reconcile slot, the erasure pool (``controller.lanes``)."""
+    store = context().erasure_store
     scope = parse(MemoryScopeSpec, spec)
     if store is None or scope is None:
         return  # Nothing of it can be in a store this operator writes.
@@ -263,7 +266,12 @@ async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
 @kopf.on.update(GROUP, VERSION, CONSENT_RECORD.plural)
 @kopf.on.resume(GROUP, VERSION, CONSENT_RECORD.plural)
 @gated
-async def reconcile_consent(
+async def reconcile_consent(*, retry: int = 0, **kwargs: Any) -> None:
+    async with lanes.reconcile_slot(backoff(retry)):  # Bounded with the scopes' work.
+        await _validate_consent(**kwargs)
+
+
+async def _validate_consent(
     *, namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status,
     **_: Any,
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import kopf
@@ -10,6 +11,7 @@ from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
 from fgentic_governance.controller import api as kube
+from fgentic_governance.controller import lanes
 from fgentic_governance.controller.context import context, owns_cluster_kinds, scope_lock
 from fgentic_governance.controller.handlers.common import (
     condition,
@@ -58,7 +60,7 @@ async def reconcile_offboarding(
         return
     if status.get("phase") == OffboardingPhase.READY.value:
         return  # Done and verified; a rerun would only mint new receipt ids.
-    store = context().store
+    store = context().erasure_store  # The erasure lane: never behind scope reconciles.
     if store is None:
         _fail(patch, Reason.STORE_UNAVAILABLE, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=RETRY_DELAY)
@@ -94,11 +96,19 @@ async def poke_scopes(keys: list[str]) -> None:
     (issue 37: `kubectl get mscope` showed Enabled for 30 s after the offboarding): the store
     has just disabled and erased them, and their status (phase, reason, entry count,
     lastErasure with OFFBOARDING_IN_PROGRESS) follows within moments. One annotation write
-    per scope per offboarding run; a resync that finds nothing new still writes nothing."""
-    for key in keys:
+    per scope per offboarding run; a resync that finds nothing new still writes nothing.
+    Sent concurrently on the erasure lane's threads: a few round trips, not one per scope,
+    and never queued behind the scope reconciles' API calls."""
+    stamp = now()
+
+    async def poke(key: str) -> None:
         namespace, name = key.split("/", 1)
         await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
-                            namespace=namespace, name=name, annotations={POKE: now()})
+                            namespace=namespace, name=name, annotations={POKE: stamp},
+                            erasure=True)
+
+    for start in range(0, len(keys), lanes.ERASURE_THREADS):
+        await asyncio.gather(*(poke(key) for key in keys[start:start + lanes.ERASURE_THREADS]))
 
 
 def _fail(patch: kopf.Patch, reason: Reason, *, body: kopf.Body, status: kopf.Status,

@@ -1,0 +1,86 @@
+"""Two lanes through the operator's shared resources (issue 39).
+
+The reconcile lane: every MemoryScope/ConsentRecord reconcile takes a slot before it touches
+the store pool, and there are as many slots as pooled connections. Waiting for a slot is cheap
+and quiet (no status, no Event); without it, an overloaded operator's reconciles waited inside
+the pool's 5 s acquire timeout, failed with STORE_UNAVAILABLE while PostgreSQL sat idle, and
+flapped Enabled → Failed → Enabled, every flap a status write and an Event.
+
+The erasure lane: PrincipalOffboarding and the delete finalizer use a pool of their own
+(``context().erasure_store``) and a thread executor of their own for API calls, so a person's
+erasure never queues behind thousands of scope reconciles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final
+
+import kopf
+
+from fgentic_governance.controller.metrics import RECONCILE_SLOT_TIMEOUTS
+
+log = logging.getLogger(__name__)
+
+SCOPE_POOL_SIZE: Final = int(os.environ.get("FGENTIC_RECONCILE_SLOTS", "8"))
+"""Connections of the reconcile lane's store pool, and as many reconcile slots."""
+ERASURE_POOL_SIZE: Final = 2
+"""Connections of the erasure lane's store pool (offboarding, the delete finalizer)."""
+ERASURE_THREADS: Final = 4
+SLOT_WAIT_SECONDS: Final = 300.0
+"""Bounded: past it the reconcile is retried later by Kopf, writing nothing meanwhile."""
+
+_slots: asyncio.Semaphore | None = None
+_erasure_executor: ThreadPoolExecutor | None = None
+
+
+def open_lanes() -> None:
+    """Fresh slots and executor for this run of the event loop (called at start-up)."""
+    global _slots  # noqa: PLW0603  (one per operator process)
+    _slots = asyncio.Semaphore(SCOPE_POOL_SIZE)
+    close_lanes()
+    erasure_executor()
+
+
+def close_lanes() -> None:
+    global _erasure_executor  # noqa: PLW0603
+    if _erasure_executor is not None:
+        _erasure_executor.shutdown(wait=False, cancel_futures=True)
+        _erasure_executor = None
+
+
+def erasure_executor() -> ThreadPoolExecutor:
+    """The erasure lane's threads for API calls (the default executor's few threads are
+    shared by every scope reconcile)."""
+    global _erasure_executor  # noqa: PLW0603
+    if _erasure_executor is None:
+        _erasure_executor = ThreadPoolExecutor(max_workers=ERASURE_THREADS,
+                                               thread_name_prefix="fgentic-erasure")
+    return _erasure_executor
+
+
+@contextlib.asynccontextmanager
+async def reconcile_slot(delay: float) -> AsyncIterator[None]:
+    """A slot of the reconcile lane, held for the whole reconcile. A slot not had within
+    SLOT_WAIT_SECONDS is a Kopf retry after ``delay`` that wrote nothing: not a transition
+    of the scope."""
+    global _slots  # noqa: PLW0603
+    if _slots is None:
+        _slots = asyncio.Semaphore(SCOPE_POOL_SIZE)
+    slots = _slots
+    try:
+        async with asyncio.timeout(SLOT_WAIT_SECONDS):
+            await slots.acquire()
+    except TimeoutError:
+        RECONCILE_SLOT_TIMEOUTS.inc()
+        log.warning("no reconcile slot within %.0f s; retrying", SLOT_WAIT_SECONDS)
+        raise kopf.TemporaryError("reconcile slot", delay=delay) from None
+    try:
+        yield
+    finally:
+        slots.release()
