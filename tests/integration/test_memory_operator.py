@@ -40,14 +40,28 @@ class Operator:
         self.dsn_file = work / "dsn"
         self.dsn_file.write_text(dsn)
         self.log = work / "operator.log"
+        self.metrics_port = processes.free_port()
         self.args = ["operator", "--kubeconfig", str(kubeconfig), "--namespace", NS,
                      "--local-homeserver", "fgentic.local", *flag("fgentic.local"),
-                     "--store-dsn-file", str(self.dsn_file)]
+                     "--store-dsn-file", str(self.dsn_file),
+                     "--metrics-port", str(self.metrics_port)]
         self.proc: Any = None
 
-    def start(self) -> None:
+    def start(self, resync: str = "1") -> None:
         self.proc = processes.spawn_cli(self.args, self.log,
-                                        env={"FGENTIC_SCOPE_RESYNC_SECONDS": "1"})
+                                        env={"FGENTIC_SCOPE_RESYNC_SECONDS": resync})
+
+    def series(self, name: str) -> float:
+        return processes.metric(self.metrics_port, name) or 0.0
+
+    async def sweeps(self, rounds: int) -> None:
+        """Wait (bounded) until the scope sweep has finished ``rounds`` more rounds."""
+        series = 'fgentic_scope_sweeps_total{result="ok"}'
+        target = self.series(series) + rounds
+        deadline = time.monotonic() + 30
+        while self.series(series) < target:
+            assert time.monotonic() < deadline, "the scope sweep ran no round"
+            await asyncio.sleep(0.2)
 
     def stop(self) -> None:
         processes.stop(self.proc)
@@ -472,3 +486,72 @@ async def test_each_scope_reports_whether_its_agents_model_route_is_governed(
                                        {"spec": {"openAI": {"baseUrl": "http://llm.example/v1"}}})
     await until_status(api, "memoryscopes", NS, "routed",
                        route_is(("False", "MODEL_ROUTE_UNGOVERNED")), timeout=60)
+
+
+async def _at_rest(api: client.CustomObjectsApi, pool: asyncpg.Pool) -> dict[str, Any]:
+    """What any write would change: every object's resourceVersion in the namespace (scopes,
+    consents, Events) and every scope row's version in the store (xmin: a new one per UPDATE,
+    exact where pg_stat's n_tup_upd is flushed by each backend only now and then)."""
+    objects = {f"{plural}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+               for plural in ("memoryscopes", "consentrecords")
+               for o in api.list_namespaced_custom_object(GROUP, VERSION, NS, plural)["items"]}
+    events = client.CoreV1Api(api.api_client).list_namespaced_event(NS).items
+    rows = await pool.fetch("SELECT scope_key, xmin::text AS v FROM fgentic_memory.scope"
+                            " WHERE scope_key LIKE $1", f"{NS}/%")
+    return {"objects": objects, "events": len(events),
+            "rows": {r["scope_key"]: r["v"] for r in rows}}
+
+
+async def test_a_sweep_that_finds_nothing_new_writes_nothing(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore, pool: asyncpg.Pool
+) -> None:
+    """Issue 39: converged scopes cost no API write and no store row write, round after round
+    (the per-scope timer this replaces UPSERTed every scope row every second here); a store
+    fact that changes (an entry saved) is still picked up, for that scope alone."""
+    names = [f"rest-{i}" for i in range(3)]
+    for i, name in enumerate(names):  # one subject, Agent and room each: rooms differ
+        room = {"controlRoom": f"!alice-rest-{i}:fgentic.local"} if i else {}
+        _create(api, "memoryscopes", _scope(name, **room))
+        _create(api, "consentrecords", _consent(name))
+    for name in names:
+        await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"))
+    await operator.sweeps(2)  # any poke of the convergence itself has been reconciled
+    before, pokes = await _at_rest(api, pool), operator.series("fgentic_scope_sweep_pokes_total")
+    assert len(before["rows"]) == len(names)
+    await operator.sweeps(3)
+    assert await _at_rest(api, pool) == before
+    assert operator.series("fgentic_scope_sweep_pokes_total") == pokes
+    generation = (await asyncio.to_thread(get_object, api, "memoryscopes", NS, names[0])
+                  )["status"]["consentGeneration"]
+    await store.save(_access(names[0], generation), "prefers green tea")
+    counted = await until_status(api, "memoryscopes", NS, names[0],
+                                 lambda s: s.get("entryCount") == 1 and bool(s.get("hardExpiry")))
+    await operator.sweeps(2)
+    after = await _at_rest(api, pool)
+    assert operator.series("fgentic_scope_sweep_pokes_total") == pokes + 1
+    assert after["events"] == before["events"]  # a count moved, not a phase: no Event
+    changed = {k for k, v in after["objects"].items() if before["objects"][k] != v}
+    assert changed == {f"memoryscopes/{names[0]}"}
+    assert counted["metadata"]["resourceVersion"] != before["objects"][f"memoryscopes/{names[0]}"]
+
+
+async def test_a_deleted_consent_record_withdraws_and_erases_without_a_resync(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore
+) -> None:
+    """Deleting the ConsentRecord is a withdrawal; its scope erases at once, not when a resync
+    happens to look (here none does within the hour): before issue 39 only the per-scope timer
+    noticed, since the consent index just loses the record."""
+    operator.stop()
+    operator.start(resync="3600")
+    name = "consent-deleted"
+    _create(api, "memoryscopes", _scope(name))
+    consent = _create(api, "consentrecords", _consent(name))
+    generation = (await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"))
+                  )["status"]["consentGeneration"]
+    await store.save(_access(name, generation), "prefers green tea")
+    api.delete_namespaced_custom_object(GROUP, VERSION, NS, "consentrecords",
+                                        consent["metadata"]["name"])
+    status = (await until_status(api, "memoryscopes", NS, name, phase("Disabled")))["status"]
+    assert status["entryCount"] == 0 and status["lastErasure"]
+    state = await store.scope_state(f"{NS}/{name}")
+    assert not state.enabled and state.entry_count == 0

@@ -141,6 +141,14 @@ async def test_scope_status_follows_the_offboarding_at_once_not_at_resync(
             obj = await until_status(env["api"], "memoryscopes", env["ns"], name, offboarded,
                                      timeout=15)
             assert obj["status"]["lastErasure"]["result"] == "Verified"
+        # Issue 39: deleting the offboarding lifts its gate, and the scopes (their consent still
+        # granted) re-evaluate at once; before, only the per-scope timer's next round did.
+        env["cp"].kubectl("delete", "principaloffboarding", object_name(
+            Principal(mxid=carol, origin_kind=OriginKind.NATIVE_LOCAL)))
+        for name in names:
+            await until_status(env["api"], "memoryscopes", env["ns"], name,
+                               lambda s: (s.get("phase"), s.get("reasonCode")) == ("Enabled", "OK"),
+                               timeout=15)
     finally:
         name = object_name(Principal(mxid=carol, origin_kind=OriginKind.NATIVE_LOCAL))
         env["cp"].kubectl("delete", "principaloffboarding", name, "--ignore-not-found")

@@ -72,7 +72,7 @@ async def test_one_read_per_agent_per_interval_and_none_while_unreadable(
     assert len(reads) == 3
     assert await routes.reason("ns", "a", "") is Reason.MODEL_ROUTE_UNCONFIGURED
     assert len(reads) == 3  # nothing to read without a route
-    now[0] += model_route.CACHE_SECONDS
+    now[0] += model_route.resync_seconds()
     fail = True
     assert await routes.reason("ns", "a", ROUTE) is None  # the condition keeps its last value
     fail = False

@@ -154,7 +154,7 @@ async def _store_loop(dsn_file: Path, cleanup_every: float) -> None:
     minute and delete expired rows every ``cleanup_every`` (a failed cleanup: every minute).
 
     Until the store is ready every MemoryScope stays Failed (STORE_UNAVAILABLE); the scope
-    timer picks the store up on its next round.
+    sweep's next round pokes them once it is (`handlers.sweep`).
     """
     while context().store is None:
         try:
@@ -190,6 +190,7 @@ def run_operator(args: argparse.Namespace) -> int:
         memoryscope,
         offboarding,
         retrievalbinding,
+        sweep,
     )
 
     if args.cluster_kinds:  # Not even watched elsewhere: Kopf strips a finalizer it does not
@@ -197,17 +198,20 @@ def run_operator(args: argparse.Namespace) -> int:
         from fgentic_governance.controller.handlers import floors  # noqa: F401
 
     cleanup_every = cleanup_interval(os.environ.get("FGENTIC_STORE_CLEANUP_SECONDS"))
+    sweep.resync_seconds()  # FGENTIC_SCOPE_RESYNC_SECONDS: refused at start-up if unbounded
     tasks: list[asyncio.Task[None]] = []
     who = _identity(args.identity)
 
     @kopf.on.startup()
-    async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def _startup(settings: kopf.OperatorSettings, **indices: Any) -> None:
         _settings(settings)
         settings.posting.reporting_instance = who  # each Event names the replica that acted
         settings.persistence.diffbase_storage = diffbase.DIFFBASE
         lanes.open_lanes()
         if args.store_dsn_file:
             tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file, cleanup_every)))
+        # One sweep for every scope (a live index: it fills as Kopf lists the scopes).
+        tasks.append(asyncio.create_task(sweep.run(indices["scope_views"])))
 
     @kopf.on.cleanup()
     async def _cleanup(**_: Any) -> None:

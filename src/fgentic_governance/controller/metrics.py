@@ -22,6 +22,17 @@ SCOPE_STATUS_WRITES = Counter(
     "MemoryScope reconciliations that wrote the status, or found it already as computed.",
     ["result"],
 )
+SCOPE_SWEEPS = Counter(
+    "fgentic_scope_sweeps_total",
+    "Rounds of the MemoryScope sweep (one paged read of the store per round), by result "
+    "(ok, failed); a round that finds every status as recorded writes nothing.",
+    ["result"],
+)
+SCOPE_SWEEP_POKES = Counter(
+    "fgentic_scope_sweep_pokes_total",
+    "MemoryScopes the sweep found differing from the store (or from the store-wide conditions) "
+    "and annotated, so that their reconcile runs.",
+)
 RECONCILE_SLOT_TIMEOUTS = Counter(
     "fgentic_reconcile_slot_timeouts_total",
     "MemoryScope/ConsentRecord reconciliations that found no reconcile slot in time and were "

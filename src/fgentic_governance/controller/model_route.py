@@ -4,25 +4,23 @@ every MemoryScope of that Agent (its ``ModelRouteGoverned`` condition).
 ADR 0023 §42 bounds summarisation and embeddings before any model work, which holds only where
 the Agent's ModelConfigs point at the memory API's ``/v1`` (the webhook then refuses changes
 that would take them off it). The bound is per Agent, so each scope's status says whether it
-holds for its Agent. The Agent and its ModelConfigs are read at most once per resync
+holds for its Agent. The Agent and its ModelConfigs are read at most once per sweep
 interval per Agent (an Agent has one scope per user).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from fgentic_governance.api.kagent import governed, model_refs
 from fgentic_governance.controller import api as kube
+from fgentic_governance.controller.handlers.sweep import resync_seconds
 from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance.controller.model_route")
-# As often as a scope is re-evaluated: an Agent's change shows at the next resync.
-CACHE_SECONDS: Final = float(os.environ.get("FGENTIC_SCOPE_RESYNC_SECONDS", "30"))
 KAGENT: Final = {"group": "kagent.dev", "version": "v1alpha2"}
 
 
@@ -53,7 +51,8 @@ class ModelRoutes:
             return Reason.MODEL_ROUTE_UNCONFIGURED
         key = (namespace, name)
         cached = self._judged.get(key)
-        if cached is not None and self._clock() - cached[0] < CACHE_SECONDS:
+        # As often as the sweep compares: an Agent's change shows at its next round.
+        if cached is not None and self._clock() - cached[0] < resync_seconds():
             return cached[1]
         try:
             agent = await kube.get_object(**KAGENT, plural="agents", namespace=namespace,

@@ -119,16 +119,24 @@ ON CONFLICT (scope_key) DO UPDATE SET
     recall_max_age_seconds = excluded.recall_max_age_seconds,
     updated_at = now()
 """
-_SCOPE_STATE: Final = """
+_SCOPE_COLUMNS: Final = """
 SELECT s.scope_key, s.enabled, s.posture, s.consent_generation, s.entry_cap, s.max_fact_bytes,
        s.max_retention_days, s.hourly_operation_ceiling,
        (SELECT count(*) FROM fgentic_memory.memory m WHERE m.scope_key = s.scope_key) AS n,
        EXISTS (SELECT 1 FROM fgentic_memory.scope_hold h WHERE h.scope_key = s.scope_key)
            AS held,
        ARRAY(SELECT ROW(w.reason, w.n) FROM fgentic_memory.recall_withheld(s.scope_key) w)
-           AS withheld
+           AS withheld"""
+_SCOPE_STATE: Final = _SCOPE_COLUMNS + """
   FROM fgentic_memory.scope s WHERE s.scope_key = $1
 """
+# The operator's sweep (controller/handlers/sweep.py): one page of every scope's facts, read
+# only (the per-scope resync it replaces rewrote each scope row through _SCOPE_UPSERT).
+_SCOPE_OVERVIEW: Final = _SCOPE_COLUMNS + """,
+       (SELECT max(m.expires_at) FROM fgentic_memory.memory m
+         WHERE m.scope_key = s.scope_key AND m.expires_at > statement_timestamp()) AS latest
+  FROM fgentic_memory.scope s WHERE s.scope_key > $1 ORDER BY s.scope_key LIMIT $2
+"""  # noqa: S608 (constant text, no value in it)
 _FLOOR_UPSERT: Final = """
 INSERT INTO fgentic_memory.posture_floor AS f
     (floor_key, level, agent_namespace, agent_name, posture, recall_memory_types,
@@ -243,11 +251,27 @@ class MemoryStore:
     async def scope_state(self, scope_key: str) -> ScopeState:
         return await self._run("scope_state", lambda conn: self._state(conn, scope_key))
 
-    @staticmethod
-    async def _state(conn: Any, scope_key: str) -> ScopeState:
+    async def scope_overview(self, after: str, limit: int
+                             ) -> list[tuple[ScopeState, datetime | None]]:
+        """Up to ``limit`` scopes whose keys sort after ``after``, in key order: each one's
+        state and when its last readable-by-time row expires. Read-only (the sweep's page)."""
+        async def work(conn: Any) -> list[tuple[ScopeState, datetime | None]]:
+            rows = await conn.fetch(_SCOPE_OVERVIEW, after, limit)
+            return [(self._state_of(row),
+                     row["latest"] if isinstance(row["latest"], datetime) else None)
+                    for row in rows]
+
+        return await self._run("scope_overview", work)
+
+    @classmethod
+    async def _state(cls, conn: Any, scope_key: str) -> ScopeState:
         row = await conn.fetchrow(_SCOPE_STATE, scope_key)
         if row is None:
             raise StoreRefusal(Reason.SCOPE_MISSING)
+        return cls._state_of(row)
+
+    @staticmethod
+    def _state_of(row: Any) -> ScopeState:
         return ScopeState(
             scope_key=row["scope_key"], enabled=bool(row["enabled"]),
             posture=Posture(row["posture"]), consent_generation=int(row["consent_generation"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -24,6 +25,12 @@ def backoff(retry: int) -> float:
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def revision() -> str:
+    """A poke annotation's value: unique, so that two pokes within one second both change the
+    object (an unchanged object is no update to Kopf; the per-scope timer used to cover it)."""
+    return f"{now()}-{uuid.uuid4().hex[:8]}"
 
 
 def parse(model: type[M], spec: Mapping[str, Any]) -> M | None:

@@ -3,7 +3,6 @@ content-free status. The flow itself lives in `consent.flow`."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
@@ -25,6 +24,7 @@ from fgentic_governance.controller.handlers.common import (
     now,
     parse,
     ready,
+    revision,
     update_status,
 )
 from fgentic_governance.controller.leadership import gated
@@ -33,8 +33,8 @@ from fgentic_governance.memory import ScopeRecord, StoreRefusal
 from fgentic_governance.reasons import Reason
 
 POKE = f"{GROUP}/consent-revision"
-# Re-evaluate periodically: the store may come up later, entries expire, counts change.
-RESYNC_INTERVAL = float(os.environ.get("FGENTIC_SCOPE_RESYNC_SECONDS", "30"))
+# Re-evaluated when the store's facts or the store-wide conditions differ from the status:
+# one sweep for every scope pokes it (`handlers.sweep`), not a timer per scope.
 
 
 @kopf.index(GROUP, VERSION, CONSENT_RECORD.plural)
@@ -53,19 +53,6 @@ def consents_by_scope(
 async def reconcile_scope(*, retry: int = 0, **kwargs: Any) -> None:
     async with lanes.reconcile_slot(backoff(retry)):  # Before any pooled connection.
         await _reconcile(retry=retry, **kwargs)
-
-
-@kopf.timer(GROUP, VERSION, MEMORY_SCOPE.plural, interval=RESYNC_INTERVAL,
-            initial_delay=RESYNC_INTERVAL)
-@gated
-async def resync_scope(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
-    """Periodic re-evaluation (the store may come back, entries expire, counts change).
-
-    A scope whose current generation no change handler has finished yet is left to them: with a
-    backlog, a timer run would reconcile it again before its first turn and add to the queue.
-    """
-    if handled(status, meta):
-        await _reconcile(status=status, meta=meta, **kwargs)
 
 
 async def _reconcile(
@@ -98,7 +85,7 @@ async def _reconcile(
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
-        async with scope_lock(record.scope_key):  # The timer and change handlers may overlap.
+        async with scope_lock(record.scope_key):  # Change handlers and the finalizer may overlap.
             outcome = await flow.reconcile(ctx.store, record, verdict,
                                            _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
@@ -302,4 +289,4 @@ async def _validate_consent(
     if poke and record is not None:
         await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
                             namespace=namespace, name=record.scope_ref.name,
-                            annotations={POKE: now()})
+                            annotations={POKE: revision()})

@@ -76,7 +76,7 @@ async def reconcile_binding(**kwargs: Any) -> None:
 @gated
 async def resync_binding(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any) -> None:
     """Drift correction: re-apply what is rendered. A binding whose current generation no
-    change handler has finished yet is left to them (see `memoryscope.resync_scope`)."""
+    change handler has finished yet is left to them (as by the scope sweep, `sweep.stale`)."""
     if handled(status, meta):
         await _reconcile(status=status, meta=meta, resync=True, **kwargs)
 
