@@ -16,9 +16,9 @@ from fgentic_governance.controller.context import context, owns_cluster_kinds, s
 from fgentic_governance.controller.handlers.common import (
     condition,
     merge_conditions,
-    now,
     parse,
     ready,
+    revision,
 )
 from fgentic_governance.controller.leadership import gated
 from fgentic_governance.memory import StoreRefusal
@@ -99,7 +99,7 @@ async def poke_scopes(keys: list[str]) -> None:
     per scope per offboarding run; a resync that finds nothing new still writes nothing.
     Sent concurrently on the erasure lane's threads: a few round trips, not one per scope,
     and never queued behind the scope reconciles' API calls."""
-    stamp = now()
+    stamp = revision()
 
     async def poke(key: str) -> None:
         namespace, name = key.split("/", 1)
