@@ -48,6 +48,10 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     # Events name the product, not the framework ("From" in `kubectl describe`).
     settings.posting.reporting_component = "fgentic-governance-operator"
     settings.persistence.finalizer = FINALIZER
+    # A timer still finishing its run (its status patch in flight) when its object is deleted
+    # is re-checked only after this polling interval, and the finalizer waits for it: Kopf's
+    # 60 s default held a deleted RetrievalBinding for a minute (seen in CI).
+    settings.background.cancellation_polling = 1.0
     settings.execution.max_workers = 8
     # No settings.queueing.worker_limit: each object's worker indexes it and then waits until
     # every listed object is indexed, so with more objects at start-up than the limit, the
