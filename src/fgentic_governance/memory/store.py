@@ -93,13 +93,19 @@ _SAVE: Final = """
 SELECT fgentic_memory.save_fact($1, $2, $3, $4, $5, $6, $7, $8::text::vector, $9::jsonb, $10,
                                 $11, $12, $13, $14, $15)
 """
-_SCOPE_UPSERT: Final = """
+# The five recall_* columns a scope (sql/0022) and a posture floor (sql/0023) share, in the
+# order of model.recall_columns().
+_RECALL_COLUMNS: Final = ("recall_memory_types", "recall_source_kinds",
+                          "recall_confirmation_statuses", "recall_sensitivities",
+                          "recall_max_age_seconds")
+_RECALL_NAMES: Final = ", ".join(_RECALL_COLUMNS)
+_RECALL_SET: Final = ", ".join(f"{c} = excluded.{c}" for c in _RECALL_COLUMNS)
+_SCOPE_UPSERT: Final = f"""
 INSERT INTO fgentic_memory.scope AS s
     (scope_key, subject_mxid, origin_kind, agent_namespace, agent_name, store_agent_name,
      control_room, entry_cap, max_fact_bytes, max_retention_days, hourly_operation_ceiling,
      explicit_per_minute, explicit_burst, max_recalls, max_summary_facts, min_user_turns,
-     recall_memory_types, recall_source_kinds, recall_confirmation_statuses,
-     recall_sensitivities, recall_max_age_seconds)
+     {_RECALL_NAMES})
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
         $17, $18, $19, $20, $21)
 ON CONFLICT (scope_key) DO UPDATE SET
@@ -112,13 +118,9 @@ ON CONFLICT (scope_key) DO UPDATE SET
     explicit_per_minute = excluded.explicit_per_minute, explicit_burst = excluded.explicit_burst,
     max_recalls = excluded.max_recalls, max_summary_facts = excluded.max_summary_facts,
     min_user_turns = excluded.min_user_turns,
-    recall_memory_types = excluded.recall_memory_types,
-    recall_source_kinds = excluded.recall_source_kinds,
-    recall_confirmation_statuses = excluded.recall_confirmation_statuses,
-    recall_sensitivities = excluded.recall_sensitivities,
-    recall_max_age_seconds = excluded.recall_max_age_seconds,
+    {_RECALL_SET},
     updated_at = now()
-"""
+"""  # noqa: S608 (constant text, no value in it)
 _SCOPE_COLUMNS: Final = """
 SELECT s.scope_key, s.enabled, s.posture, s.consent_generation, s.entry_cap, s.max_fact_bytes,
        s.max_retention_days, s.hourly_operation_ceiling,
@@ -137,22 +139,16 @@ _SCOPE_OVERVIEW: Final = _SCOPE_COLUMNS + """,
          WHERE m.scope_key = s.scope_key AND m.expires_at > statement_timestamp()) AS latest
   FROM fgentic_memory.scope s WHERE s.scope_key > $1 ORDER BY s.scope_key LIMIT $2
 """  # noqa: S608 (constant text, no value in it)
-_FLOOR_UPSERT: Final = """
+_FLOOR_UPSERT: Final = f"""
 INSERT INTO fgentic_memory.posture_floor AS f
-    (floor_key, level, agent_namespace, agent_name, posture, recall_memory_types,
-     recall_source_kinds, recall_confirmation_statuses, recall_sensitivities,
-     recall_max_age_seconds)
+    (floor_key, level, agent_namespace, agent_name, posture, {_RECALL_NAMES})
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (floor_key) DO UPDATE SET
     level = excluded.level, agent_namespace = excluded.agent_namespace,
     agent_name = excluded.agent_name, posture = excluded.posture,
-    recall_memory_types = excluded.recall_memory_types,
-    recall_source_kinds = excluded.recall_source_kinds,
-    recall_confirmation_statuses = excluded.recall_confirmation_statuses,
-    recall_sensitivities = excluded.recall_sensitivities,
-    recall_max_age_seconds = excluded.recall_max_age_seconds,
+    {_RECALL_SET},
     updated_at = now()
-"""
+"""  # noqa: S608 (constant text, no value in it)
 # A hold disables the scope in every gate (sql/0006) and needs no lock that a runtime
 # transaction can hold, so it takes effect at once even while the fence still waits.
 _HOLD: Final = (
