@@ -23,6 +23,10 @@ figures and never asserts timings.
 3. **Calls per second per core.** ``--clients`` concurrent clients make ``--calls`` tool calls.
    The figure is calls per CPU-second of the server process, read from ``/proc/<pid>/stat``
    (its CPU, not the stub's or the database's).
+4. **The MCP layer alone, before and after in one run.** In this process, one admitted
+   ``tools/call`` answered by ``knowledge.protocol.Protocol`` (the SDK's handler kernel alone)
+   and by the SDK's stateless Streamable HTTP transport it replaced
+   (``tests.support.mcp_transport``), interleaved, over a search that returns five fixed hits.
 """
 
 from __future__ import annotations
@@ -51,8 +55,11 @@ from benchmarks.common import (
     time_async,
 )
 from fgentic_governance import contract
+from fgentic_governance.contract import VerifiedIdentity
+from fgentic_governance.knowledge import protocol, tool
 from fgentic_governance.retrieval.search import corpus, ingest, prefilter
 from tests.support.knowledge import TOOL, QueryEmbeddings, retrieval_server
+from tests.support.mcp_transport import SdkProtocol
 from tests.support.projector import AGENT, ALICE, room_context
 from tests.support.vectors import unit_vector
 
@@ -114,6 +121,40 @@ async def post(http: ClientSession, url: str, body: bytes, hdrs: dict[str, str])
         await answer.read()
         if answer.status not in (200, 202):
             raise RuntimeError(f"HTTP {answer.status}")
+
+
+class FixedHits:
+    """The tool's argument checks and result over five fixed hits: no embedding, no store."""
+
+    async def call(self, _identity: VerifiedIdentity, arguments: Any) -> dict[str, Any]:
+        query = tool.parse_arguments(arguments)
+        return tool.result([prefilter.Hit(i, f"chunk {i} " * 20, f"docs/{i}.md", i / 10)
+                            for i in range(1, query.k + 1)])
+
+
+async def mcp_layer(identity: VerifiedIdentity, rounds: int) -> None:
+    """Section 4: the lean path and the SDK's transport, interleaved in one process."""
+    lean = protocol.Protocol(protocol.build_server(TOOL, FixedHits()))  # type: ignore[arg-type]
+    sdk = SdkProtocol(protocol.build_server(TOOL, FixedHits()))  # type: ignore[arg-type]
+    hdrs = [(k.encode(), v.encode()) for k, v in headers("", version=True).items()
+            if k != "x-fgentic-identity"]
+    body = rpc("tools/call", {"name": TOOL, "arguments": {"query": "q", "k": 5}})
+    figures: dict[str, list[float]] = {"lean": [], "sdk": []}
+    async with lean.running(), sdk.running():
+        steps = {name: (lambda p=p: p.answer("/mcp", hdrs, body, identity))
+                 for name, p in (("lean", lean), ("sdk", sdk))}
+        for step in steps.values():
+            await time_async(step, 20, warmup=20)
+        for _ in range(rounds):
+            for name, step in steps.items():
+                figures[name] += await time_async(step, 1, warmup=0)
+    table = Table("MCP layer, one admitted tools/call (k = 5), in process, interleaved")
+    sdk_stats = table.add("the SDK's stateless Streamable HTTP transport (before)",
+                          figures["sdk"])
+    lean_stats = table.add("the SDK's handler kernel alone (Protocol, after)", figures["lean"],
+                           baseline=figures["sdk"])
+    table.print()
+    print(f"saved at p50: {(sdk_stats.median - lean_stats.median) * 1e3:.2f} ms per request")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -197,6 +238,9 @@ async def measure(args: argparse.Namespace, dsn: str, queries: list[str],
         used = cpu_seconds(server.process.pid) - before
         print(f"{args.calls / wall:.0f} calls/s wall; server CPU {used:.2f} s: "
               f"{args.calls / used:.0f} calls per CPU-second (per core)")
+
+        banner("the MCP layer alone: before and after")
+        await mcp_layer(identity, args.rounds)
     finally:
         await session.close()
         await conn.close()

@@ -1,26 +1,42 @@
-"""The MCP protocol, spoken by the `mcp` SDK: one tool, stateless, JSON answers.
+"""The MCP protocol, spoken by the `mcp` SDK's handler kernel: one tool, stateless, JSON
+answers.
 
-The SDK's low-level server lists the one tool and dispatches its calls; its stateless
-Streamable HTTP manager runs each request on a fresh transport, so nothing (identity least of
-all) outlives a request. It is called as an ASGI application from our own HTTP server
-(``http``) with the request the guard admitted: the body already read and bounded, and the
-verified identity in the ASGI scope's ``state`` (never in a session).
+The SDK's low-level server lists the one tool and dispatches its calls (``serve_one``: its
+validation of each method's params, its middleware and its result serialisation). Each
+admitted request gets a fresh, born-ready connection, so nothing (identity least of all)
+outlives a request. It is called from our own HTTP server (``http``) with the request the
+guard admitted: the body already read and bounded, and the verified identity in the request
+context's ``state`` (never in a session). The SDK's Streamable HTTP transport is not used:
+``Protocol`` answers as it does, minus its per-request machinery (see there).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import anyio
 import mcp_types as types
+import pydantic_core
+from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.runner import serve_one
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import (
+    DEFAULT_NEGOTIATED_VERSION,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+    jsonrpc_message_adapter,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from fgentic_governance.contract import VerifiedIdentity
 from fgentic_governance.knowledge import metrics, tool
@@ -29,10 +45,11 @@ from fgentic_governance.knowledge.service import KnowledgeSearch
 
 IDENTITY_KEY: Final = "fgentic.identity"
 SERVER_NAME: Final = "fgentic-knowledge-retrieval"
+CONTENT_TYPE_JSON: Final = "application/json"
 
 
 def _identity(ctx: Any) -> VerifiedIdentity:
-    """The guard's decode for this very request (ASGI scope state); fail closed without it."""
+    """The guard's decode for this very request (its scope's state); fail closed without it."""
     request = getattr(ctx, "request", None)
     scope = getattr(request, "scope", None)
     state = scope.get("state") if isinstance(scope, dict) else None
@@ -87,52 +104,121 @@ class Answer:
     body: bytearray = field(default_factory=bytearray)
 
 
+REFUSED: Final = 400
+"""What an admitted request the SDK would refuse is answered with here; ``http._clean`` turns
+any such answer into REQUEST_MALFORMED, as it does the SDK's own errors (which may quote the
+request), so the SDK's exact error never matters and is never built."""
+_JSON: Final = [("content-type", CONTENT_TYPE_JSON)]
+_TRANSPORT: Final = TransportContext(kind="streamable-http", can_send_request=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Exchange:
+    """What the tool's handlers read as ``ctx.request``: the identity in the scope's state,
+    where the SDK's transport would put the ASGI scope."""
+
+    scope: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _DispatchContext:
+    """The SDK's ``DispatchContext`` of one exchange: no back-channel (stateless: the SDK's
+    stateless transport refuses server-to-client requests too) and nowhere to notify."""
+
+    request_id: RequestId
+    message_metadata: ServerMessageMetadata
+    transport: TransportContext = _TRANSPORT
+    can_send_request: bool = False
+    cancel_requested: anyio.Event = field(default_factory=anyio.Event)
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
+                               opts: CallOptions | None = None) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None,
+                     opts: CallOptions | None = None) -> None:
+        return None
+
+    async def progress(self, progress: float, total: float | None = None,
+                       message: str | None = None) -> None:
+        return None
+
+
 class Protocol:
-    """The SDK's stateless manager, started once; :meth:`answer` runs one admitted request."""
+    """The SDK's handler kernel (``serve_one``: the same validation of each method's params,
+    the same handlers, middleware and result serialisation) without its per-request transport.
+
+    The SDK's stateless Streamable HTTP manager builds, per request, a transport, a task, a
+    dispatcher and memory streams only to carry one message in and one out (about 1.1 ms a
+    call here). This answers the one admitted message directly, as that transport does in
+    JSON-response mode: the same Content-Type and Accept checks, the same parse and JSON-RPC
+    validation, 202 with no body for a notification, and the result in the same envelope.
+    tests/unit/test_knowledge_protocol.py sends every request shape to both and compares the
+    answers byte for byte.
+    """
 
     def __init__(self, server: Server[Any]) -> None:
-        # The gateway reaches us with its own Host; DNS-rebinding checks protect browsers,
-        # which the NetworkPolicy keeps away (only the gateway proxy may connect).
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        self._manager = StreamableHTTPSessionManager(
-            app=server, json_response=True, stateless=True, security_settings=security)
+        self._server = server
+        self._state: Any = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Protocol]:
-        async with self._manager.run():
-            yield self
+        async with self._server.lifespan(self._server) as state:
+            self._state = state
+            try:
+                yield self
+            finally:
+                self._state = None
 
     async def answer(self, path: str, headers: Sequence[tuple[bytes, bytes]], body: bytes,
                      identity: VerifiedIdentity) -> Answer:
-        """The SDK's answer to one POST whose ``body`` is already read."""
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-                 "method": "POST", "scheme": "http", "path": path,
-                 "raw_path": path.encode(), "query_string": b"", "root_path": "",
-                 "headers": [(k.lower(), v) for k, v in headers], "client": None,
-                 "server": None, "state": {IDENTITY_KEY: identity}}
-        answer, done = Answer(), asyncio.Event()
-        delivered = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                answer.status = int(message["status"])
-                answer.headers = [(k.decode("latin-1"), v.decode("latin-1"))
-                                  for k, v in message.get("headers", [])]
-            elif message["type"] == "http.response.body":
-                answer.body += message.get("body", b"")
-                if not message.get("more_body", False):
-                    done.set()
-
+        """The answer to one POST whose ``body`` is already read and admitted by the guard."""
+        version = _first(headers, b"mcp-protocol-version")
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return Answer(REFUSED)  # the SDK's other era; the guard admits only 2025-11-25
+        if not _json_content(_first(headers, b"content-type")) or not _accepts_json(
+                _first(headers, b"accept") or ""):
+            return Answer(REFUSED)
         try:
-            await self._manager.handle_request(scope, receive, send)
-        finally:
-            done.set()
-        return answer
+            message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body),
+                                                              by_name=False)
+        except ValueError:  # pydantic's ValidationError is one
+            return Answer(REFUSED)
+        if not isinstance(message, JSONRPCRequest):
+            # A notification (our server handles none: stateless, nothing to record).
+            return Answer(202, list(_JSON))
+        return await self._request(message, version, identity)
+
+    async def _request(self, message: JSONRPCRequest, version: str | None,
+                       identity: VerifiedIdentity) -> Answer:
+        exchange = _Exchange({"state": {IDENTITY_KEY: identity}})
+        context = _DispatchContext(message.id, ServerMessageMetadata(request_context=exchange))
+        # Born ready, as the SDK's stateless path makes each request's connection.
+        connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
+        try:
+            result = await serve_one(self._server, context, message.method, message.params,
+                                     connection=connection, lifespan_state=self._state)
+        except Exception:  # the SDK answers a JSON-RPC error, which never goes out either
+            return Answer(REFUSED)
+        reply = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
+        return Answer(200, list(_JSON),
+                      bytearray(reply.model_dump_json(by_alias=True, exclude_unset=True), "utf-8"))
+
+
+def _first(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of ``name`` (lower-case), as the SDK's request headers read it."""
+    return next((v.decode("latin-1") for k, v in headers if k == name), None)
+
+
+def _json_content(value: str | None) -> bool:
+    """The SDK's two Content-Type checks: its transport security's (a case-blind prefix) and
+    its transport's (``application/json`` exactly, among the comma-separated media types)."""
+    if value is None or not value.lower().startswith(CONTENT_TYPE_JSON):
+        return False
+    return any(part.strip() == CONTENT_TYPE_JSON for part in value.split(";")[0].split(","))
+
+
+def _accepts_json(value: str) -> bool:
+    """The SDK's Accept check in JSON-response mode (wildcards included)."""
+    types_ = [media.strip().split(";")[0].strip().lower() for media in value.split(",")]
+    return any(t in (CONTENT_TYPE_JSON, "application/*", "*/*") for t in types_)

@@ -1,0 +1,300 @@
+"""The knowledge server's lean MCP path answers every request shape exactly as the `mcp` SDK's
+stateless Streamable HTTP transport did (status, headers, body, byte for byte), refusals
+included: two real HTTP servers, one our handler over ``protocol.Protocol``, the other the same
+handler over the SDK's transport (``tests.support.mcp_transport``), get the same requests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession, ClientTimeout, DummyCookieJar
+from mcp.server import streamable_http
+
+from fgentic_devenv import free_port
+from fgentic_governance import contract
+from fgentic_governance.contract import AgentRef, VerifiedIdentity
+from fgentic_governance.knowledge import http, protocol, tool
+from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
+from fgentic_governance.retrieval.search.prefilter import Hit
+from fgentic_governance.serving import http as serving
+from tests.support.mcp_transport import SdkProtocol
+from tests.support.projector import AGENT, NOW, room_context
+
+VERSION = "2025-11-25"
+TOOL = "search_knowledge"
+PATH = "/mcp"
+OTHER = AgentRef(namespace=AGENT.namespace, name="another-agent")
+
+
+class Search:
+    """The tool's own argument checks and result, over fixed hits: the protocol layer is what
+    is compared, so the store is left out. ``fail`` is a query the provider cannot embed."""
+
+    async def call(self, identity: VerifiedIdentity,
+                   arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        query = tool.parse_arguments(arguments)
+        if query.text == "fail":
+            raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+        return tool.result([Hit(i, f"chunk {i} ü \"q\"", f"docs/{i}.md", i / 7)
+                            for i in range(1, query.k + 1)])
+
+
+def carrier(*, agent: AgentRef = AGENT, iat: int = NOW) -> str:
+    return contract.encode_identity(contract.stamp_matrix(room_context(), agent=agent, iat=iat))
+
+
+def rpc(method: str, params: Any = None, request_id: Any = 1) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if request_id is not None:
+        message["id"] = request_id
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode()
+
+
+INIT_PARAMS = {"protocolVersion": VERSION, "capabilities": {},
+               "clientInfo": {"name": "t", "version": "1"}}
+
+
+def call(arguments: Any, name: str = TOOL, request_id: Any = 1) -> bytes:
+    return rpc("tools/call", {"name": name, "arguments": arguments}, request_id)
+
+
+@dataclass(frozen=True)
+class Shape:
+    body: bytes = b""
+    method: str = "POST"
+    path: str = PATH
+    accept: str | None = "application/json, text/event-stream"
+    content_type: str | None = "application/json"
+    version: str | None = VERSION
+    carriers: tuple[str, ...] | None = None  # None: one valid carrier
+
+
+SHAPES: dict[str, Shape] = {
+    # the session kagent's runtime opens per turn
+    "initialize": Shape(rpc("initialize", INIT_PARAMS), version=None),
+    "initialize, header too": Shape(rpc("initialize", INIT_PARAMS)),
+    "initialize, capabilities and _meta": Shape(rpc("initialize", {
+        **INIT_PARAMS, "capabilities": {"roots": {"listChanged": True}, "sampling": {}},
+        "_meta": {"progressToken": "p"}}), version=None),
+    "initialize without clientInfo": Shape(rpc("initialize", {
+        "protocolVersion": VERSION, "capabilities": {}}), version=None),
+    "initialize without capabilities": Shape(rpc("initialize", {
+        "protocolVersion": VERSION, "clientInfo": {"name": "t", "version": "1"}}), version=None),
+    "initialize without params": Shape(rpc("initialize"), version=None),
+    "initialize offering 2025-06-18": Shape(rpc("initialize", {
+        **INIT_PARAMS, "protocolVersion": "2025-06-18"}), version=None),
+    "initialized": Shape(rpc("notifications/initialized", request_id=None)),
+    "initialized with params": Shape(rpc("notifications/initialized", {"_meta": {}}, None)),
+    "initialized with an id": Shape(rpc("notifications/initialized")),
+    "initialized with params not an object": Shape(
+        rpc("notifications/initialized", [1], None)),
+    "tools/list": Shape(rpc("tools/list")),
+    "tools/list, empty params": Shape(rpc("tools/list", {})),
+    "tools/list, cursor": Shape(rpc("tools/list", {"cursor": "abc"})),
+    "tools/list, cursor not a string": Shape(rpc("tools/list", {"cursor": 5})),
+    "tools/list, _meta": Shape(rpc("tools/list", {"_meta": {"progressToken": 7}})),
+    "tools/list as a notification": Shape(rpc("tools/list", request_id=None)),
+    "ping": Shape(rpc("ping")),
+    "ping, empty params": Shape(rpc("ping", {})),
+    "ping as a notification": Shape(rpc("ping", request_id=None)),
+    # tool calls: found, refused by the tool, and ids of every kind
+    "tools/call": Shape(call({"query": "retention"})),
+    "tools/call, k 1": Shape(call({"query": "retention", "k": 1})),
+    "tools/call, k 10": Shape(call({"query": "retention policy", "k": 10})),
+    "tools/call, unicode query": Shape(call({"query": "Aufbewahrung \u00fc \u2603"})),
+    "tools/call, string id": Shape(call({"query": "q"}, request_id="abc-1")),
+    "tools/call, id 0": Shape(call({"query": "q"}, request_id=0)),
+    "tools/call, negative id": Shape(call({"query": "q"}, request_id=-3)),
+    "tools/call, large id": Shape(call({"query": "q"}, request_id=2**62)),
+    "tools/call, empty string id": Shape(call({"query": "q"}, request_id="")),
+    "tools/call, float id": Shape(call({"query": "q"}, request_id=1.5)),
+    "tools/call, null id": Shape(b'{"jsonrpc":"2.0","id":null,"method":"tools/call",'
+                                 b'"params":{"name":"search_knowledge","arguments":{}}}'),
+    "tools/call, _meta": Shape(rpc("tools/call", {"name": TOOL, "arguments": {"query": "q"},
+                                                  "_meta": {"progressToken": "t"}})),
+    "tools/call, no arguments": Shape(rpc("tools/call", {"name": TOOL})),
+    "tools/call, unknown tool": Shape(call({"query": "q"}, name="other")),
+    "tools/call, extra argument": Shape(call({"query": "q", "x": 1})),
+    "tools/call, k 0": Shape(call({"query": "q", "k": 0})),
+    "tools/call, k 11": Shape(call({"query": "q", "k": 11})),
+    "tools/call, k a string": Shape(call({"query": "q", "k": "5"})),
+    "tools/call, k true": Shape(call({"query": "q", "k": True})),
+    "tools/call, k 2.0": Shape(call({"query": "q", "k": 2.0})),
+    "tools/call, empty query": Shape(call({"query": ""})),
+    "tools/call, query too large": Shape(call({"query": "x" * 513})),
+    "tools/call, embeddings down": Shape(call({"query": "fail"})),
+    "tools/call, name not a string": Shape(rpc("tools/call", {"name": 5, "arguments": {}})),
+    "tools/call, arguments a list": Shape(call([1])),
+    "tools/call, no params": Shape(rpc("tools/call")),
+    "tools/call as a notification": Shape(call({"query": "q"}, request_id=None)),
+    # what the guard refuses before any protocol work
+    "not JSON": Shape(b"{not json"),
+    "empty body": Shape(b""),
+    "trailing data": Shape(rpc("ping") + b" x"),
+    "NaN": Shape(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":NaN}}'),
+    "duplicate keys": Shape(b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}'),
+    "a batch": Shape(b"[" + rpc("ping") + b"," + rpc("tools/list", request_id=2) + b"]"),
+    "an empty batch": Shape(b"[]"),
+    "jsonrpc 1.0": Shape(b'{"jsonrpc":"1.0","id":1,"method":"ping"}'),
+    "no jsonrpc": Shape(b'{"id":1,"method":"ping"}'),
+    "no method": Shape(b'{"jsonrpc":"2.0","id":1}'),
+    "a response": Shape(b'{"jsonrpc":"2.0","id":1,"result":{}}'),
+    "extra member": Shape(b'{"jsonrpc":"2.0","id":1,"method":"ping","extra":true}'),
+    "unknown method": Shape(rpc("resources/list")),
+    "completion": Shape(rpc("completion/complete", {"ref": {}, "argument": {}})),
+    "logging": Shape(rpc("logging/setLevel", {"level": "debug"})),
+    "server/discover": Shape(rpc("server/discover", {})),
+    "params a list": Shape(rpc("tools/list", [1, 2])),
+    "params a string": Shape(rpc("ping", "x")),
+    "no identity": Shape(rpc("tools/list"), carriers=()),
+    "two identities": Shape(rpc("tools/list"), carriers=(carrier(), carrier())),
+    "identity not a carrier": Shape(rpc("tools/list"), carriers=("not-a-carrier",)),
+    "identity of another agent": Shape(rpc("tools/list"), carriers=(carrier(agent=OTHER),)),
+    "identity expired": Shape(rpc("tools/list"), carriers=(carrier(iat=NOW - 3600),)),
+    "no version header": Shape(rpc("tools/list"), version=None),
+    "another version header": Shape(rpc("tools/list"), version="2025-06-18"),
+    "a 2026 version header": Shape(rpc("tools/list"), version="2026-07-28"),
+    "GET": Shape(method="GET", content_type=None, accept="text/event-stream"),
+    "DELETE": Shape(method="DELETE", content_type=None),
+    "PUT": Shape(rpc("ping"), method="PUT"),
+    "another path": Shape(rpc("ping"), path="/other"),
+    "a query string": Shape(rpc("ping"), path=PATH + "?session=1"),
+    "a body over the bound": Shape(b" " * (http.MAX_BODY_BYTES + 1) + rpc("ping")),
+    # what the SDK's transport checks: Accept and Content-Type
+    "Accept missing": Shape(rpc("tools/list"), accept=None),
+    "Accept text/html": Shape(rpc("tools/list"), accept="text/html"),
+    "Accept only SSE": Shape(rpc("tools/list"), accept="text/event-stream"),
+    "Accept only JSON": Shape(rpc("tools/list"), accept="application/json"),
+    "Accept */*": Shape(rpc("tools/list"), accept="*/*"),
+    "Accept application/*": Shape(rpc("tools/list"), accept="application/*"),
+    "Accept with q": Shape(rpc("tools/list"), accept="text/plain;q=0.5, Application/JSON;q=1"),
+    "Accept missing, notification": Shape(rpc("notifications/initialized", request_id=None),
+                                          accept=None),
+    "Accept missing, initialize": Shape(rpc("initialize", INIT_PARAMS), version=None,
+                                        accept=None),
+    "Content-Type missing": Shape(rpc("tools/list"), content_type=None),
+    "Content-Type text/plain": Shape(rpc("tools/list"), content_type="text/plain"),
+    "Content-Type with charset": Shape(rpc("tools/list"),
+                                       content_type="application/json; charset=utf-8"),
+    "Content-Type upper case": Shape(rpc("tools/list"), content_type="APPLICATION/JSON"),
+    "Content-Type json-patch": Shape(rpc("tools/list"),
+                                     content_type="application/json-patch+json"),
+    "Content-Type two types": Shape(rpc("tools/list"),
+                                    content_type="text/plain, application/json"),
+    "Content-Type missing, notification": Shape(
+        rpc("notifications/initialized", request_id=None), content_type=None),
+}
+
+
+class Served:
+    """``answers`` behind our handler on a loopback port. The SDK's manager holds an anyio
+    task group, which must be left in the task that entered it: it runs in its own task."""
+
+    def __init__(self, answers: Any) -> None:
+        self.answers = answers
+        self.url = ""
+
+    async def _run(self, started: asyncio.Event, stop: asyncio.Event) -> None:
+        async with self.answers.running():
+            started.set()
+            await stop.wait()
+
+    async def __aenter__(self) -> Served:
+        started, self._stop = asyncio.Event(), asyncio.Event()
+        self._task = asyncio.create_task(self._run(started, self._stop))
+        async with asyncio.timeout(10):
+            await started.wait()
+        port = free_port()
+        handler = http.make_handler(self.answers, agent=AGENT, path=PATH, clock=lambda: NOW + 1)
+        self._runner = await serving.serve(handler, "127.0.0.1", port, bounds=http.BOUNDS)
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._runner.cleanup()
+        self._stop.set()
+        async with asyncio.timeout(10):
+            await self._task
+
+
+@pytest.fixture(scope="module")
+async def servers() -> AsyncIterator[tuple[Served, Served, ClientSession]]:
+    server = protocol.build_server(TOOL, Search())  # type: ignore[arg-type]
+    async with Served(protocol.Protocol(server)) as lean, \
+            Served(SdkProtocol(protocol.build_server(TOOL, Search()))) as sdk, \
+            ClientSession(timeout=ClientTimeout(total=30), cookie_jar=DummyCookieJar(),
+                          auto_decompress=False) as client:
+        yield lean, sdk, client
+
+
+async def exchange(client: ClientSession, base: str, shape: Shape) -> tuple[int, list[Any], bytes]:
+    headers: list[tuple[str, str]] = []
+    if shape.accept is not None:
+        headers.append(("Accept", shape.accept))
+    if shape.content_type is not None:
+        headers.append(("Content-Type", shape.content_type))
+    if shape.version is not None:
+        headers.append(("MCP-Protocol-Version", shape.version))
+    for value in (carrier(),) if shape.carriers is None else shape.carriers:
+        headers.append(("X-Fgentic-Identity", value))
+    async with client.request(shape.method, base + shape.path, data=shape.body or None,
+                              headers=headers, allow_redirects=False,
+                              skip_auto_headers=("Accept", "Content-Type", "User-Agent")
+                              ) as answer:
+        body = await answer.read()
+        kept = sorted((k.lower(), v) for k, v in answer.headers.items() if k.lower() != "date")
+        return answer.status, kept, body
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+async def test_the_lean_path_answers_every_request_shape_as_the_sdk_does(
+        servers: tuple[Served, Served, ClientSession], name: str) -> None:
+    lean, sdk, client = servers
+    shape = SHAPES[name]
+    assert await exchange(client, lean.url, shape) == await exchange(client, sdk.url, shape)
+
+
+async def test_the_shapes_cover_answers_and_refusals(
+        servers: tuple[Served, Served, ClientSession]) -> None:
+    """The shapes are not all one answer: results, 202s, tool refusals and refusals before
+    the protocol (4xx of several codes) are among them."""
+    lean, _, client = servers
+    statuses, messages = set(), set()
+    for shape in SHAPES.values():
+        status, _, body = await exchange(client, lean.url, shape)
+        statuses.add(status)
+        if body:
+            answer = json.loads(body)
+            messages.add(answer.get("error", {}).get("message")
+                         or ("isError" if answer.get("result", {}).get("isError") else "result"))
+    assert {200, 202, 400, 403, 404, 405, 413} <= statuses
+    assert {"result", "isError", "REQUEST_MALFORMED", "METHOD_REFUSED",
+            "PROTOCOL_VERSION_REFUSED", "HTTP_METHOD_REFUSED", "PATH_UNKNOWN",
+            "REQUEST_TOO_LARGE"} <= messages
+
+
+async def test_the_lean_path_builds_no_sdk_transport_per_request(
+        servers: tuple[Served, Served, ClientSession],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the lean path saves: no Streamable HTTP transport (with its task, dispatcher and
+    memory streams) is made for a request, yet the tool is listed and called."""
+    lean, _, client = servers
+    made: list[object] = []
+    original = streamable_http.StreamableHTTPServerTransport.__init__
+
+    def counting(self: object, *args: Any, **kwargs: Any) -> None:
+        made.append(self)
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(streamable_http.StreamableHTTPServerTransport, "__init__", counting)
+    for name in ("initialize", "initialized", "tools/list", "tools/call"):
+        status, _, body = await exchange(client, lean.url, SHAPES[name])
+        assert status == (202 if name == "initialized" else 200), (name, body)
+    assert made == []
