@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fgentic_governance.controller import model_route
+from fgentic_governance.controller import model_route, tuning
 from fgentic_governance.controller.model_route import ModelRoutes, judge
 from fgentic_governance.reasons import Reason
 
@@ -72,7 +72,7 @@ async def test_one_read_per_agent_per_interval_and_none_while_unreadable(
     assert len(reads) == 3
     assert await routes.reason("ns", "a", "") is Reason.MODEL_ROUTE_UNCONFIGURED
     assert len(reads) == 3  # nothing to read without a route
-    now[0] += model_route.resync_seconds()
+    now[0] += tuning.SCOPE_RESYNC.read()
     fail = True
     assert await routes.reason("ns", "a", ROUTE) is None  # the condition keeps its last value
     fail = False

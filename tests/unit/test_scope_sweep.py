@@ -99,26 +99,6 @@ def test_a_disabled_scope_with_rows_or_a_hold_is_poked_to_erase() -> None:
                  ROUTE)
 
 
-@pytest.mark.parametrize("value", ["0", "0.5", "3601", "soon", "nan"])
-def test_an_unbounded_interval_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    sweep.resync_seconds.cache_clear()
-    monkeypatch.setenv(sweep.RESYNC_ENV, value)
-    try:
-        with pytest.raises(SystemExit):
-            sweep.resync_seconds()
-    finally:
-        sweep.resync_seconds.cache_clear()
-
-
-def test_the_interval_defaults_to_thirty_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
-    sweep.resync_seconds.cache_clear()
-    monkeypatch.delenv(sweep.RESYNC_ENV, raising=False)
-    try:
-        assert sweep.resync_seconds() == 30.0
-    finally:
-        sweep.resync_seconds.cache_clear()
-
-
 class _Store:
     """A store whose overview answers with ``rows``, or refuses as a store that is down."""
 

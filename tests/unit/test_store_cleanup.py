@@ -1,6 +1,6 @@
-"""Issue 36 §5: the operator's cleanup of expired memory (ADR 0023 §27) is never silent, and its
-interval cannot break the 24 h promise (controller/main.py). The real store and operator:
-tests/faults/test_store_cleanup.py."""
+"""Issue 36 §5: the operator's cleanup of expired memory (ADR 0023 §27) is never silent
+(controller/main.py); its interval cannot break the 24 h promise (tests/unit/test_tuning.py).
+The real store and operator: tests/faults/test_store_cleanup.py."""
 
 from __future__ import annotations
 
@@ -42,18 +42,6 @@ def _failures(reason: Reason) -> float:
 def _cleanup_condition() -> dict[str, Any] | None:
     status = memoryscope._status(1, None, ScopePhase.ENABLED, Reason.OK, gated=Reason.OK)
     return next((c for c in status["conditions"] if c["type"] == "ExpiryCleanup"), None)
-
-
-@pytest.mark.parametrize(("value", "seconds"), [(None, 3600.0), ("2", 2.0), ("21600", 21600.0)])
-def test_the_interval_defaults_to_an_hour_and_may_be_shortened(
-        value: str | None, seconds: float) -> None:
-    assert main.cleanup_interval(value) == seconds
-
-
-@pytest.mark.parametrize("value", ["0", "-5", "21601", "86400", "nan", "inf", "hourly", ""])
-def test_an_interval_that_could_break_the_promise_stops_start_up(value: str) -> None:
-    with pytest.raises(SystemExit, match="FGENTIC_STORE_CLEANUP_SECONDS"):
-        main.cleanup_interval(value)
 
 
 async def test_a_failed_cleanup_is_counted_and_shown_then_cleared(

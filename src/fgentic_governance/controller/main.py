@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import signal
 import socket
@@ -17,7 +16,7 @@ from typing import Any
 import kopf
 
 from fgentic_governance.api.common import FINALIZER
-from fgentic_governance.controller import lanes, leadership, metrics
+from fgentic_governance.controller import lanes, leadership, metrics, tuning
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import configure, context
 from fgentic_governance.controller.model_route import ModelRoutes
@@ -28,12 +27,8 @@ from fgentic_governance.reasons import Reason
 log = logging.getLogger("fgentic_governance")
 STORE_RETRY = 10.0
 # Expired rows are unreadable at once; physical deletion follows within 24 h (ADR 0023 §27):
-# a cleanup every hour, a failed one retried every store check (FGENTIC_STORE_CLEANUP_SECONDS:
-# tests; at most CLEANUP_MAX_SECONDS, which leaves most of the 24 h for retries).
-CLEANUP_SECONDS = 3600.0
-CLEANUP_MAX_SECONDS = 6 * 3600.0
-# A DBA may loosen the pinned settings at any time (FGENTIC_STORE_SETTINGS_SECONDS: tests).
-SETTINGS_INTERVAL = float(os.environ.get("FGENTIC_STORE_SETTINGS_SECONDS", "60"))
+# a cleanup every tuning.STORE_CLEANUP (an hour), a failed one retried every store check
+# (tuning.STORE_SETTINGS: a DBA may loosen the pinned settings at any time).
 
 
 def _settings(settings: kopf.OperatorSettings) -> None:
@@ -64,8 +59,10 @@ async def open_store(dsn_file: Path) -> None:
     import asyncpg
 
     from fgentic_governance.memory import MemoryStore, bounds, migrate
+    from fgentic_governance.memory.dsn import read_write
 
-    dsn = dsn_file.read_text().strip()
+    # Every fence, erasure and read-back on the primary (memory/dsn.py, docs/ha.md).
+    dsn = read_write(dsn_file.read_text())
     pool = await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
         min_size=1, max_size=lanes.SCOPE_POOL_SIZE))
     try:
@@ -112,21 +109,6 @@ async def check_settings() -> None:
               else Reason.STORE_EXTENSION_OUTDATED if outdated else None)
 
 
-def cleanup_interval(value: str | None) -> float:
-    """The cleanup interval from FGENTIC_STORE_CLEANUP_SECONDS; one that could break the 24 h
-    promise is refused at start-up."""
-    if value is None:
-        return CLEANUP_SECONDS
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not 1.0 <= seconds <= CLEANUP_MAX_SECONDS:  # (NaN fails too)
-        raise SystemExit(f"FGENTIC_STORE_CLEANUP_SECONDS {value}: expected seconds from 1 to "
-                         f"{CLEANUP_MAX_SECONDS:.0f}")
-    return seconds
-
-
 async def cleanup() -> bool:
     """Delete expired rows now; publish the outcome, never silently: the failure counter or
     the last success's time, and the scopes' ExpiryCleanup condition (next resync). Returns
@@ -143,7 +125,7 @@ async def cleanup() -> bool:
         metrics.CLEANUP_FAILURES.labels(reason=reason.value).inc()
         if context().cleanup != reason:
             log.error("expired memory cleanup failed (%s); retrying every %.0f s",
-                      reason.value, SETTINGS_INTERVAL)
+                      reason.value, tuning.STORE_SETTINGS.read())
         configure(cleanup=reason)
         return False
     metrics.CLEANUP_LAST_SUCCESS.set_to_current_time()
@@ -173,7 +155,7 @@ async def _store_loop(dsn_file: Path, cleanup_every: float) -> None:
             await check_settings()
         if loop.time() >= due and await cleanup():
             due = loop.time() + cleanup_every
-        await asyncio.sleep(min(SETTINGS_INTERVAL, cleanup_every))
+        await asyncio.sleep(min(tuning.STORE_SETTINGS.read(), cleanup_every))
 
 
 def run_operator(args: argparse.Namespace) -> int:
@@ -183,6 +165,7 @@ def run_operator(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     from fgentic_governance.kube.client import api_client as build_api_client
 
+    tuning.check()  # every interval from the environment, bounded, before anything starts
     api_client = build_api_client(args.kubeconfig)
     configure(local_homeserver=args.local_homeserver, appservice=args.appservice_namespaces,
               api_client=api_client,
@@ -201,8 +184,7 @@ def run_operator(args: argparse.Namespace) -> int:
         # need, so a shard without the floors' handlers would lift another shard's finalizer.
         from fgentic_governance.controller.handlers import floors  # noqa: F401
 
-    cleanup_every = cleanup_interval(os.environ.get("FGENTIC_STORE_CLEANUP_SECONDS"))
-    sweep.resync_seconds()  # FGENTIC_SCOPE_RESYNC_SECONDS: refused at start-up if unbounded
+    cleanup_every = tuning.STORE_CLEANUP.read()
     tasks: list[asyncio.Task[None]] = []
     who = _identity(args.identity)
 

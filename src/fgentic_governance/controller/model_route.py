@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from fgentic_governance.api.kagent import governed, model_refs
 from fgentic_governance.controller import api as kube
-from fgentic_governance.controller.handlers.sweep import resync_seconds
+from fgentic_governance.controller.tuning import SCOPE_RESYNC
 from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance.controller.model_route")
@@ -52,7 +52,7 @@ class ModelRoutes:
         key = (namespace, name)
         cached = self._judged.get(key)
         # As often as the sweep compares: an Agent's change shows at its next round.
-        if cached is not None and self._clock() - cached[0] < resync_seconds():
+        if cached is not None and self._clock() - cached[0] < SCOPE_RESYNC.read():
             return cached[1]
         try:
             agent = await kube.get_object(**KAGENT, plural="agents", namespace=namespace,

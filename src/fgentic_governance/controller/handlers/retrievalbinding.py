@@ -7,7 +7,6 @@ later one reports `Conflict`, applies nothing and removes what it may have appli
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import kopf
@@ -30,6 +29,7 @@ from fgentic_governance.controller.leadership import gated
 from fgentic_governance.controller.messages import kinds_not_served
 from fgentic_governance.controller.metrics import BINDING_RECONCILES
 from fgentic_governance.controller.retrieval_apply import BindingApplier, KindNotServed
+from fgentic_governance.controller.tuning import BINDING_RESYNC
 from fgentic_governance.reasons import Reason
 from fgentic_governance.retrieval.render.binding import (
     Rendered,
@@ -45,7 +45,7 @@ PLURAL = RETRIEVAL_BINDING.plural
 JWKS_KEY = "jwks.json"
 RETRY_DELAY = 10
 # Reapply on a timer: server-side apply with force resets any field we own that someone edited.
-RESYNC_INTERVAL = float(os.environ.get("FGENTIC_BINDING_RESYNC_SECONDS", "60"))
+RESYNC_INTERVAL = BINDING_RESYNC.read()
 APPLIER = BindingApplier(RESYNC_INTERVAL)
 
 

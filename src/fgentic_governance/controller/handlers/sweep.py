@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
-import math
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,13 +36,11 @@ from fgentic_governance.controller import api as kube
 from fgentic_governance.controller.context import OperatorContext, context
 from fgentic_governance.controller.handlers.common import revision
 from fgentic_governance.controller.metrics import SCOPE_SWEEP_POKES, SCOPE_SWEEPS
+from fgentic_governance.controller.tuning import SCOPE_RESYNC
 from fgentic_governance.memory import MemoryStore, ScopeState, StoreRefusal
 from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance.controller.sweep")
-RESYNC_ENV: Final = "FGENTIC_SCOPE_RESYNC_SECONDS"
-RESYNC_SECONDS: Final = 30.0
-RESYNC_MAX_SECONDS: Final = 3600.0
 PAGE: Final = 1000  # scopes per store round trip
 POKES_AT_ONCE: Final = 4  # annotate calls in flight (the API client's executor is shared)
 POKE: Final = f"{GROUP}/resync-revision"
@@ -56,23 +51,6 @@ leave the value, and so the object, unchanged)."""
 _STORE_WIDE: Final = frozenset({Reason.STORE_UNAVAILABLE.value,
                                 Reason.STORE_SETTINGS_UNSAFE.value,
                                 Reason.STORE_EXTENSION_OUTDATED.value})
-
-
-@functools.cache
-def resync_seconds() -> float:
-    """The sweep interval from FGENTIC_SCOPE_RESYNC_SECONDS (also how long an Agent's model
-    route is cached); one that is not a number of seconds from 1 to an hour is refused."""
-    value = os.environ.get(RESYNC_ENV)
-    if value is None:
-        return RESYNC_SECONDS
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not 1.0 <= seconds <= RESYNC_MAX_SECONDS:  # (NaN fails too)
-        raise SystemExit(f"{RESYNC_ENV} {value}: expected seconds from 1 to "
-                         f"{RESYNC_MAX_SECONDS:.0f}")
-    return seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,13 +222,13 @@ async def run(views: kopf.Index[str, ScopeView]) -> None:
     """The sweep, every FGENTIC_SCOPE_RESYNC_SECONDS while the operator runs (it starts with
     Kopf, i.e. only in the leading replica; every poke goes through the leader gate too)."""
     while True:
-        await asyncio.sleep(resync_seconds())
+        await asyncio.sleep(SCOPE_RESYNC.read())
         try:
             poked = await sweep_once(views)
         except Exception as exc:  # The next round compares again; the type only, never text.
             SCOPE_SWEEPS.labels(result="failed").inc()
             log.warning("scope sweep failed (%s); next round in %.0f s", type(exc).__name__,
-                        resync_seconds())
+                        SCOPE_RESYNC.read())
             continue
         SCOPE_SWEEPS.labels(result="ok").inc()
         if poked:
