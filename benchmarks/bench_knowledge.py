@@ -2,7 +2,7 @@
 per core.
 
     .venv/bin/python -m benchmarks.bench_knowledge [--chunks 10000] [--rounds 300]
-        [--calls 2000] [--clients 8] [--keep]
+        [--calls 2000] [--clients 8] [--reference-src DIR] [--keep]
 
 Starts its own PostgreSQL 18 + pgvector with ``--chunks`` chunks. The vectors are clustered
 (12 topics), and 10 % of the chunks are readable by the caller. It runs the real
@@ -17,6 +17,9 @@ figures and never asserts timings.
    already made. The two are interleaved, one of each per round. The stub's own round trip is
    shown too, because the server spends one per call and it is part of what is added. The
    stub and the client share this process's event loop. Target: at most 2 ms added at p50.
+   With ``--reference-src`` (the ``src`` of another checkout, e.g. ``git worktree add
+   /tmp/before HEAD~1``), a second server process runs that code over the same corpus and
+   stub, and its calls join the same rounds: before and after in one run, on one load.
 2. **A whole session per turn.** kagent's runtime opens one MCP session per turn:
    ``initialize``, ``notifications/initialized``, ``tools/list``, ``tools/call``. The server is
    stateless, so there is no close.
@@ -33,11 +36,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,14 +172,22 @@ async def run(args: argparse.Namespace, work: Path) -> None:
         dsn = await postgres.create_database("bench_knowledge", extensions=("vector",))
         banner(f"loading {args.chunks} chunks")
         queries = await load(dsn, args.chunks)
+        agent = f"{AGENT.namespace}/{AGENT.name}"
         async with QueryEmbeddings() as embeddings, \
                 retrieval_server(work, dsn, embeddings.url,  # type: ignore[attr-defined]
-                                 agent=f"{AGENT.namespace}/{AGENT.name}") as server:
-            await measure(args, dsn, queries, embeddings, server)
+                                 agent=agent) as server, \
+                contextlib.AsyncExitStack() as stack:
+            reference = None
+            if args.reference_src is not None:
+                (work / "reference").mkdir()
+                reference = await stack.enter_async_context(retrieval_server(
+                    work / "reference", dsn, embeddings.url,  # type: ignore[attr-defined]
+                    agent=agent, env={"PYTHONPATH": str(args.reference_src.resolve())}))
+            await measure(args, dsn, queries, embeddings, server, reference=reference)
 
 
 async def measure(args: argparse.Namespace, dsn: str, queries: list[str],
-                  embeddings: QueryEmbeddings, server: Any) -> None:
+                  embeddings: QueryEmbeddings, server: Any, *, reference: Any = None) -> None:
     value = carrier()
     identity = contract.decode_verified_identity([value], now=int(time.time()), agent=AGENT)
     vectors = {q: unit_vector(q) for q in queries}
@@ -189,8 +202,8 @@ async def measure(args: argparse.Namespace, dsn: str, queries: list[str],
         async def direct() -> None:
             await prefilter.search(conn, identity, vectors[query()], 5)
 
-        async def call() -> None:
-            await post(session, server.url, rpc("tools/call", {
+        async def call(url: str = server.url) -> None:
+            await post(session, url, rpc("tools/call", {
                 "name": TOOL, "arguments": {"query": query(), "k": 5}}), headers(value))
 
         async def embed() -> None:
@@ -206,38 +219,21 @@ async def measure(args: argparse.Namespace, dsn: str, queries: list[str],
             await post(session, server.url, rpc("tools/list"), headers(value))
             await call()
 
-        figures: dict[str, list[float]] = {"direct": [], "call": [], "embed": [], "session": []}
         steps = {"direct": direct, "call": call, "embed": embed, "session": whole_session}
+        if reference is not None:
+            steps["before"] = lambda: call(reference.url)
+        figures: dict[str, list[float]] = {name: [] for name in steps}
         for step in steps.values():  # warm every path
             await time_async(step, 5, warmup=5)
         for _ in range(args.rounds):  # interleaved, one of each per round
             for name, step in steps.items():
                 figures[name] += await time_async(step, 1, warmup=0)
-        table = Table("Knowledge-retrieval server, one tool call (k = 5), "
-                      f"{args.chunks} clustered chunks, 10 % visible")
-        table.add("prefilter.search, direct (baseline)", figures["direct"])
-        added = table.add("tools/call through the server", figures["call"],
-                          baseline=figures["direct"])
-        table.add("  of which: the embeddings stub round trip", figures["embed"])
-        table.add("whole session (initialize .. tools/call)", figures["session"],
-                  baseline=figures["direct"])
-        table.print()
-        base = sorted(figures["direct"])[len(figures["direct"]) // 2]
-        print(f"added at p50: {(added.median - base) * 1e3:+.2f} ms (target <= +2 ms)")
+        report(args, figures)
 
-        banner(f"throughput: {args.calls} calls from {args.clients} clients")
-        pending = iter(range(args.calls))
-        before, started = cpu_seconds(server.process.pid), time.perf_counter()
-
-        async def client() -> None:
-            for _ in pending:
-                await call()
-
-        await asyncio.gather(*(client() for _ in range(args.clients)))
-        wall = time.perf_counter() - started
-        used = cpu_seconds(server.process.pid) - before
-        print(f"{args.calls / wall:.0f} calls/s wall; server CPU {used:.2f} s: "
-              f"{args.calls / used:.0f} calls per CPU-second (per core)")
+        for name, served in (("", server), (" (reference)", reference)):
+            if served is not None:
+                banner(f"throughput{name}: {args.calls} calls from {args.clients} clients")
+                await throughput(args, served, lambda url=served.url: call(url))
 
         banner("the MCP layer alone: before and after")
         await mcp_layer(identity, args.rounds)
@@ -246,12 +242,49 @@ async def measure(args: argparse.Namespace, dsn: str, queries: list[str],
         await conn.close()
 
 
+def report(args: argparse.Namespace, figures: dict[str, list[float]]) -> None:
+    table = Table("Knowledge-retrieval server, one tool call (k = 5), "
+                  f"{args.chunks} clustered chunks, 10 % visible")
+    table.add("prefilter.search, direct (baseline)", figures["direct"])
+    added = table.add("tools/call through the server", figures["call"],
+                      baseline=figures["direct"])
+    table.add("  of which: the embeddings stub round trip", figures["embed"])
+    table.add("whole session (initialize .. tools/call)", figures["session"],
+              baseline=figures["direct"])
+    before = (table.add(f"tools/call through the reference server ({args.reference_src})",
+                        figures["before"], baseline=figures["direct"])
+              if "before" in figures else None)
+    table.print()
+    base = sorted(figures["direct"])[len(figures["direct"]) // 2]
+    print(f"added at p50: {(added.median - base) * 1e3:+.2f} ms (target <= +2 ms)")
+    if before is not None:
+        print(f"added at p50 by the reference server: {(before.median - base) * 1e3:+.2f} ms")
+
+
+async def throughput(args: argparse.Namespace, server: Any,
+                     call: Callable[[], Awaitable[None]]) -> None:
+    pending = iter(range(args.calls))
+    before, started = cpu_seconds(server.process.pid), time.perf_counter()
+
+    async def client() -> None:
+        for _ in pending:
+            await call()
+
+    await asyncio.gather(*(client() for _ in range(args.clients)))
+    wall = time.perf_counter() - started
+    used = cpu_seconds(server.process.pid) - before
+    print(f"{args.calls / wall:.0f} calls/s wall; server CPU {used:.2f} s: "
+          f"{args.calls / used:.0f} calls per CPU-second (per core)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--reference-src", type=Path, default=None,
+                        help="the src directory of another checkout to run beside this one")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     for name, low, high in (("chunks", 100, 200_000), ("rounds", 10, 10_000),

@@ -194,9 +194,12 @@ class RunningServer:
 @asynccontextmanager
 async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agent: str = "",
                            tool: str = TOOL, config: Path | None = None,
-                           dimensions: int = DIMENSIONS) -> AsyncIterator[RunningServer]:
+                           dimensions: int = DIMENSIONS,
+                           env: Mapping[str, str | None] | None = None,
+                           ) -> AsyncIterator[RunningServer]:
     """The server process, configured by ``config`` (the file the operator renders from a
-    binding) or else by ``agent`` (NAMESPACE/NAME) and ``tool``."""
+    binding) or else by ``agent`` (NAMESPACE/NAME) and ``tool``; ``env`` as ``spawn_cli``'s
+    (a benchmark runs a previous commit's server with its ``PYTHONPATH``)."""
     dsn_file = workdir / "corpus.dsn"
     dsn_file.write_text(dsn)
     port, metrics_port = free_port(), free_port()
@@ -206,7 +209,8 @@ async def retrieval_server(workdir: Path, dsn: str, embeddings_url: str, *, agen
     process = spawn_cli(["retrieval-server", *binding, "--dimensions", str(dimensions),
                          "--store-dsn-file", str(dsn_file), "--embeddings-url", embeddings_url,
                          "--embeddings-model", "stub-embedding", "--host", "127.0.0.1",
-                         "--port", str(port), "--metrics-port", str(metrics_port)], log)
+                         "--port", str(port), "--metrics-port", str(metrics_port)], log,
+                        env=env)
     try:
         wait_until(lambda: http_ok(f"http://127.0.0.1:{metrics_port}/healthz"), process,
                    what="retrieval-server", log=log, timeout=30)
