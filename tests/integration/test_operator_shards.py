@@ -250,3 +250,68 @@ def test_an_overlapping_shard_is_refused_at_start_up(
     assert first.proc.returncode == 2, first.text()
     other = next(s for s in both if s is not first)
     assert f"overlaps shard {home}/{other.lease} ({s1})" in first.text()
+
+
+FLOORS = "memoryposturefloors"
+
+
+def _floor_meta(api: client.CustomObjectsApi, name: str) -> tuple[str, list[str]] | None:
+    """(resourceVersion, finalizers) of the floor; None once it is gone."""
+    try:
+        meta = get_object(api, FLOORS, "", name)["metadata"]
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return str(meta["resourceVersion"]), list(meta.get("finalizers") or [])
+
+
+def test_a_shard_without_cluster_kinds_leaves_a_floors_finalizer_alone(
+    pg_dsn: str, store: MemoryStore,  # first: the store outlives the shards' processes
+    cluster: tuple[Callable[..., Shard], Callable[[str], str]], k8s_client: client.ApiClient,
+    tmp_path: Path,
+) -> None:
+    """A MemoryPostureFloor's finalizer is the cluster-kinds shard's alone: the other shard
+    neither adds it nor (Kopf strips a finalizer no handler of its process needs) lifts it,
+    which would let a floor go without its fence being cleared."""
+    start, namespace = cluster
+    home: str = start.home  # type: ignore[attr-defined]
+    api = client.CustomObjectsApi(k8s_client)
+    dsn_file = tmp_path / "dsn"
+    dsn_file.write_text(pg_dsn)
+    a1, b1 = namespace("a1"), namespace("b1")
+    b = start("shard-b", "b-0", [b1], "--no-cluster-kinds", dsn_file=dsn_file)
+    until(_leading(k8s_client, home, b), "shard b leading", 60)
+
+    def b_has_caught_up() -> None:
+        """Ordering, not timing: a scope created after the floor's last change is reconciled
+        by shard b (Kopf lists and watches every kind of a process alike)."""
+        name = _pair(api, b1, f"@p{uuid.uuid4().hex[:6]}:fgentic.local")
+        until(lambda: phase("Enabled", "OK")(_status(api, b1, name)), f"{b1}/{name}", 90)
+
+    floor = example("MemoryPostureFloor")
+    name = f"floor-{uuid.uuid4().hex[:6]}"
+    floor["metadata"] = {"name": name}
+    floor["spec"]["target"] = {"level": "Agent", "namespace": a1, "agent": "retired"}
+    created = api.create_cluster_custom_object(GROUP, VERSION, FLOORS, floor)
+    try:
+        b_has_caught_up()
+        # Never added: the floor is exactly as created (no finalizer, no status).
+        assert _floor_meta(api, name) == (created["metadata"]["resourceVersion"], [])
+
+        a = start("shard-a", "a-0", [a1], dsn_file=dsn_file)
+        until(lambda: (get_object(api, FLOORS, "", name).get("status") or {}).get("phase")
+              == "Enforced", "the floor enforced by shard a", 90)
+        enforced = _floor_meta(api, name)
+        assert enforced is not None and enforced[1], "shard a put its finalizer on"
+        b_has_caught_up()
+        # Never lifted: not a write to the floor since shard a's (no strip, no re-add).
+        assert _floor_meta(api, name) == enforced
+
+        api.delete_cluster_custom_object(GROUP, VERSION, FLOORS, name)
+        until(lambda: _floor_meta(api, name) is None, "the floor finalized by shard a", 90)
+        assert "Handler 'clear_floor'" in a.text()
+        assert "_floor'" not in b.text(), "shard b ran a floor's handler"
+    finally:
+        if _floor_meta(api, name) is not None:
+            api.delete_cluster_custom_object(GROUP, VERSION, FLOORS, name)
