@@ -24,7 +24,9 @@ pytestmark = pytest.mark.integration
     ["benchmarks.bench_memory", "--skip-operator", "--erase-rounds", "1", "--inserts", "50"],
     ["benchmarks.bench_memory_api", "--rounds", "1", "--subjects", "2", "--saves", "32",
      "--clients", "2"],
-], ids=["bench_memory", "bench_memory_api"])
+    ["benchmarks.bench_memory_size", "--large", "1000", "--small", "500", "--rounds", "1",
+     "--batch", "2", "--erasures", "1"],
+], ids=["bench_memory", "bench_memory_api", "bench_memory_size"])
 def test_the_memory_benchmarks_run(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, check=False)
