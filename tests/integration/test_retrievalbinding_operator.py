@@ -178,15 +178,27 @@ async def test_quiet_resyncs_list_versions_and_apply_nothing(
 ) -> None:
     """With nothing drifted, a resync round costs the shared metadata LISTs, not 13 applies
     per binding (controller/retrieval_apply.py); the edit test above shows drift is still
-    corrected."""
+    corrected. Nor does it write anything else (issue 39): no status patch, no Event, for a
+    binding that is Ready and for one whose Agent is missing alike."""
+    ready = env.binding("quiet-ready")
+    ready["spec"]["mcpServer"]["namespace"] = env.ns
+    ready["spec"]["agent"]["name"] = "quiet-agent"
+    agent = _agent(env, ["search_knowledge"])
+    agent["metadata"]["name"] = "quiet-agent"
+    api.create_namespaced_custom_object("kagent.dev", "v1alpha2", env.ns, "agents", agent)
+    api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, ready)
     api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, env.binding("quiet"))
-    await _applied(api, env, "quiet")
+    for name in ("quiet-ready", "quiet"):
+        await _applied(api, env, name)
     # Two resync rounds (1 s each) have compared the applied versions; then three more must
     # apply nothing. Counted in LISTs, not seconds, so a slow host only makes it wait longer.
     await _refreshes(control_plane, 2)
     applies = _requests(control_plane, "APPLY")
+    before = await asyncio.to_thread(_at_rest, api, env)
+    assert len(before["bindings"]) == 2 and len(before["rendered"]) == 30
     await _refreshes(control_plane, 3)  # The timers ran and compared versions...
-    assert _requests(control_plane, "APPLY") == applies  # ...and applied nothing.
+    assert _requests(control_plane, "APPLY") == applies  # ...and applied nothing...
+    assert await asyncio.to_thread(_at_rest, api, env) == before  # ...nor wrote anything.
 
 
 async def _refreshes(control_plane: Any, rounds: int, timeout: float = 60.0) -> None:
@@ -344,3 +356,23 @@ async def test_a_binding_is_ready_only_with_its_agent_and_tool(
     said = sorted((e.reason, e.message, e.source.component) for e in events)
     assert ("NotReady", "reason AGENT_NOT_FOUND", "fgentic-governance-operator") in said
     assert ("Ready", "reason OK", "fgentic-governance-operator") in said
+
+
+def _at_rest(api: client.CustomObjectsApi, env: Env) -> dict[str, Any]:
+    """What any write would change: the bindings' and their rendered objects'
+    resourceVersions, and the namespace's Events (uid → count: Kopf posts each Event as a new
+    object; a repeated one is the same object with its count raised)."""
+    bindings = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                for o in api.list_namespaced_custom_object(GROUP, VERSION, env.ns,
+                                                           PLURAL)["items"]}
+    rendered = {}
+    for (api_version, _kind), plural in n.RENDERED_KINDS.items():
+        items = _raw_get(api, f"{api_prefix(api_version)}/{plural}",
+                         labelSelector=n.BINDING_LABEL)["items"]
+        rendered |= {(plural, i["metadata"]["namespace"], i["metadata"]["name"]):
+                     i["metadata"]["resourceVersion"] for i in items  # this test's bindings'
+                     if i["metadata"]["labels"][n.BINDING_LABEL].startswith(f"{env.ns}.")}
+    events = {e.metadata.uid: e.count for e in
+              client.CoreV1Api(api.api_client).list_namespaced_event(env.ns).items}
+    return {"bindings": bindings, "rendered": rendered, "events": events}
+
