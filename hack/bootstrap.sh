@@ -75,5 +75,7 @@ step "the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"
 hack/kagent-runtime.sh >/dev/null
 step "the kagent release users run now (kagent-adk 0.10.4, its own cached venv)"
 hack/kagent-runtime.sh 0.10.4 >/dev/null
+step "Patroni 4.1.5 for the HA store tier (tests/ha; its own cached venv)"
+hack/patroni.sh >/dev/null
 step "ready"
 echo "   bootstrap took $((SECONDS - started)) s"

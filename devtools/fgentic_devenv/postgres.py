@@ -287,6 +287,20 @@ class LocalPostgres:
         return result.returncode == 0
 
 
+def runnable_install(account: pwd.struct_passwd | None) -> Path:
+    """The wheel's install, or (for a system ``account`` that cannot reach it under /root)
+    its root-owned shared copy: the one a server run as that account can execute."""
+    install = wheel_install()
+    if account is not None and not _traversable_by_others(install / "bin"):
+        return _shared_install(install.parent)
+    return install
+
+
+def system_account() -> pwd.struct_passwd | None:
+    """The non-root account servers run as (created on demand), or None when not root."""
+    return _ensure_system_user() if os.geteuid() == 0 else None
+
+
 def _check_name(name: str) -> None:
     if not _DB_NAME.match(name):
         raise ValueError(f"invalid identifier {name!r}: use lowercase letters, digits and _")
@@ -300,4 +314,4 @@ def _cleanup(procs: list[subprocess.Popen[bytes]], dirs: list[Path]) -> None:
 
 
 __all__ = ["DURABILITY", "PG_SYSTEM_USER", "SUPERUSER", "LocalPostgres", "StartupError",
-           "wheel_install"]
+           "runnable_install", "system_account", "wheel_install"]

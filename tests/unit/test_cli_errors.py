@@ -74,6 +74,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "empty-dsn").write_text("\n")
     (root / "not-a-dsn").write_text(f"host=db password={SECRET}\n")
     (root / "bad-port-dsn").write_text(f"postgresql://fgentic:{SECRET}@db:port/none\n")
+    (root / "standby-dsn").write_text(
+        f"postgresql://fgentic:{SECRET}@db-1:5432,db-2:5432/none?target_session_attrs=any\n")
     (root / "token").write_text("t" * 40)
     (root / "empty-tls").mkdir()
     for name, cert, private in (("tls", ca, key), ("mismatched-tls", ca, other)):
@@ -171,6 +173,10 @@ CASES: dict[str, Case] = {
                         "memory status: --store-dsn-file not-a-dsn: not a PostgreSQL URI"),
     "dsn-bad-port": Case((*STATUS, "bad-port-dsn", "--no-kube"),
                          "memory status: --store-dsn-file bad-port-dsn: a port in the URI"),
+    # Every store call goes to the primary (memory/dsn.py): another attribute is refused.
+    "dsn-standby": Case((*STATUS, "standby-dsn", "--no-kube"),
+                        "memory status: --store-dsn-file standby-dsn: target_session_attrs "
+                        "must be read-write"),
     "missing-dsn-detach": Case(("detach", "--store-dsn-file", "absent-dsn"),
                                "detach: --store-dsn-file absent-dsn: no such file"),
     "missing-dsn-corpus": Case(("corpus", "stats", "--store-dsn-file", "absent-dsn"),

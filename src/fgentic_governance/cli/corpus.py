@@ -179,9 +179,10 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
 
     from fgentic_governance.knowledge.codes import KnowledgeError
     from fgentic_governance.knowledge.embeddings import Embedder
+    from fgentic_governance.memory.dsn import read_write
     from fgentic_governance.retrieval.search import corpus
 
-    conn = await asyncpg.connect(inputs.dsn(args.store_dsn_file), timeout=10)
+    conn = await asyncpg.connect(read_write(inputs.dsn(args.store_dsn_file)), timeout=10)
     session = aiohttp.ClientSession()
     try:
         existing = await corpus.table_dimensions(conn)

@@ -109,7 +109,10 @@ def _dsn_problem(text: str) -> str | None:
         number = port.rpartition(":")[2] if ":" in port else ""
         if number and not (number.isdigit() and 0 < int(number) < 65536):
             return "a port in the URI is not a number from 1 to 65535"
-    return None
+    # Imported here: the parser stays light (memory/__init__ loads the driver).
+    from fgentic_governance.memory.dsn import problem
+
+    return problem(text)
 
 
 def kubeconfig(path: Path) -> None:

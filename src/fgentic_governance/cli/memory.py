@@ -89,9 +89,10 @@ async def store_from_file(dsn_file: Path) -> AsyncIterator[MemoryStore]:
     import asyncpg
 
     from fgentic_governance.memory import MemoryStore, bounds
+    from fgentic_governance.memory.dsn import read_write
     from fgentic_governance.memory.errors import guarded
 
-    pool = await guarded(asyncpg.create_pool(inputs.dsn(dsn_file),
+    pool = await guarded(asyncpg.create_pool(read_write(inputs.dsn(dsn_file)),
                                              **bounds.pool_kwargs(min_size=1, max_size=2)))
     try:
         yield MemoryStore(pool)

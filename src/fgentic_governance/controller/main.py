@@ -59,8 +59,10 @@ async def open_store(dsn_file: Path) -> None:
     import asyncpg
 
     from fgentic_governance.memory import MemoryStore, bounds, migrate
+    from fgentic_governance.memory.dsn import read_write
 
-    dsn = dsn_file.read_text().strip()
+    # Every fence, erasure and read-back on the primary (memory/dsn.py, docs/ha.md).
+    dsn = read_write(dsn_file.read_text())
     pool = await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
         min_size=1, max_size=lanes.SCOPE_POOL_SIZE))
     try:

@@ -93,7 +93,13 @@ def reason_for(exc: BaseException) -> Reason | None:
     if isinstance(exc, asyncpg.PostgresError):
         return _reason_for_state(str(getattr(exc, "sqlstate", "") or ""))
     # asyncpg.InterfaceError covers DataError, whose text can quote a bound parameter.
-    if isinstance(exc, asyncpg.InterfaceError | OSError | TimeoutError):
+    # InternalClientError is what the driver raises when the primary dies under it and no
+    # other class fits: a connection reset that finds the protocol mid-operation ("cannot
+    # switch to state"; tests/ha), or TargetServerAttributeNotMatched, every host answered and
+    # none is the primary (a failover's gap). Unavailable, not a bug; the pool drops that
+    # connection. Whether a commit sent just before landed is unknown: the caller retries.
+    if isinstance(exc, asyncpg.InterfaceError | OSError | TimeoutError
+                  | asyncpg.exceptions.InternalClientError):
         return Reason.STORE_UNAVAILABLE
     return None
 

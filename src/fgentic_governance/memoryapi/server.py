@@ -78,6 +78,7 @@ async def start(args: argparse.Namespace, shell: Shell,
 
     from fgentic_governance.memory import bounds
     from fgentic_governance.memory.delegated import DelegatedStore
+    from fgentic_governance.memory.dsn import read_write
     from fgentic_governance.memory.readiness import StoreReadiness
     from fgentic_governance.memoryapi import proxy
     from fgentic_governance.memoryapi.activity import WINDOW_SECONDS, Activity
@@ -95,7 +96,8 @@ async def start(args: argparse.Namespace, shell: Shell,
         identify, identify_address = identity.agent_for, identity.agent_for_address
     kwargs = bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE)
     kwargs["server_settings"] = {**kwargs.get("server_settings", {}), "role": args.store_role}
-    pool = await asyncpg.create_pool(args.store_dsn_file.read_text().strip(), **kwargs)
+    # Every save, lease and charge on the primary (memory/dsn.py, docs/ha.md).
+    pool = await asyncpg.create_pool(read_write(args.store_dsn_file.read_text()), **kwargs)
     shell.on_stop(pool.close)
     # The defaults live with the pass-through (proxy), imported only here: the parser stays light.
     upstream = proxy.Upstreams(args.upstream_connections or proxy.CONNECTIONS,
