@@ -211,6 +211,7 @@ async def load(conn: asyncpg.Connection, metas: list[Any], seed: int, space: Spa
         if loaded == rows and marker == space.marker(seed):
             print(f"reusing the loaded corpus of {rows} rows", flush=True)
             await corpus.create_chunks_table(conn, indexes=False)  # current search functions
+            await _census(conn)  # builds only the bucket indexes that are missing
             return
         await conn.execute("DROP TABLE chunks CASCADE")
     await corpus.create_chunks_table(conn, indexes=False)
@@ -230,9 +231,23 @@ async def load(conn: asyncpg.Connection, metas: list[Any], seed: int, space: Spa
     await conn.execute("SET maintenance_work_mem = '1GB'")
     await conn.execute("SET max_parallel_maintenance_workers = 2")
     await corpus.create_chunk_indexes(conn)
-    await conn.execute("ANALYZE chunks")
+    # VACUUM as autovacuum would after a bulk insert: all-visible pages spare the exact path a
+    # visibility check per candidate row.
+    await conn.execute("VACUUM (ANALYZE) chunks")
+    print(f"indexes + VACUUM (ANALYZE) in {time.perf_counter() - start:.1f} s", flush=True)
+    await _census(conn)
     await conn.execute(f"COMMENT ON TABLE chunks IS '{space.marker(seed)}'")
-    print(f"indexes + ANALYZE in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+async def _census(conn: asyncpg.Connection) -> None:
+    """The ACL key census and the partial HNSW index per large key (corpus.refresh_buckets),
+    as `corpus load` runs it after every load."""
+    start = time.perf_counter()
+    await conn.execute("SET maintenance_work_mem = '1GB'")
+    counts = await corpus.refresh_buckets(conn)
+    print(f"census: {counts['large_keys']} keys over {corpus.EXACT_MAX_ROWS} rows,"
+          f" {counts['bucket_indexes']} bucket indexes, in {time.perf_counter() - start:.1f} s",
+          flush=True)
 
 
 async def prewarm(conn: asyncpg.Connection) -> None:
@@ -342,20 +357,25 @@ def _scan_node(plan: list[str]) -> str:
 
 
 async def _plan(conn: asyncpg.Connection, variant: Variant, q: list[float]) -> str:
-    # The search function's statement under its settings: EXPLAIN cannot see into the call.
-    async with conn.transaction():
-        await conn.execute(corpus.set_local_search_settings())
-        if variant.projection is None:
-            rows = await conn.fetch("EXPLAIN (COSTS OFF) " + _PLAIN, q)
-        else:
-            where = prefilter.predicate(variant.projection, first=3)
-            rows = await conn.fetch("EXPLAIN (COSTS OFF) " + corpus.search_sql(where.sql),
-                                    q, K, *where.args)
-    return _scan_node([row[0] for row in rows])
+    """The unfiltered query's scan node (EXPLAIN); for a search, the path the search function
+    reports it took (its ``path`` column: it plans each call itself, which EXPLAIN cannot see)."""
+    if variant.projection is None:
+        rows = await conn.fetch("EXPLAIN (COSTS OFF) " + _PLAIN, q)
+        return _scan_node([row[0] for row in rows])
+    where = prefilter.predicate(variant.projection)
+    function = corpus.search_function(where.rule)
+    paths = await conn.fetch(f"SELECT DISTINCT path FROM {function}($1, $2, $3, $4)",
+                             q, K, *where.args)
+    return ", ".join(sorted(row["path"] for row in paths)) or "-"
 
 
 _INDEXES: Final = {"chunks_embedding_hnsw": "hnsw", "chunks_acl_groups_gin": "gin(groups)",
                    "chunks_acl_principals_gin": "gin(principals)"}
+
+
+def _index_label(name: str) -> str:
+    return "hnsw(bucket)" if name.startswith(corpus.BUCKET_INDEX_PREFIX) else _INDEXES.get(name,
+                                                                                          name)
 
 
 async def _index_scans(conn: asyncpg.Connection) -> dict[str, int]:
@@ -375,7 +395,7 @@ async def _indexes_used(conn: asyncpg.Connection, variant: Variant,
     for _ in range(calls):
         await _run(conn, variant, embedding)
     after = await _index_scans(conn)
-    used = [f"{_INDEXES.get(name, name)} x{(after[name] - before.get(name, 0)) / calls:g}"
+    used = [f"{_index_label(name)} x{(after[name] - before.get(name, 0)) / calls:g}"
             for name in sorted(after) if after[name] != before.get(name, 0)]
     return ", ".join(used) or "none"
 
@@ -443,7 +463,7 @@ def report(rows: int, plain: Variant, variants: list[Variant]) -> None:
                   target="<= 1.5x")
     table.print()
     print()
-    header = ("variant", "visible", "selectivity", "count()", "plan", "indexes per call",
+    header = ("variant", "visible", "selectivity", "count()", "plan / path", "indexes per call",
               "returned min..max",
               "leaked", "recall@10")
     lines = [(plain.name.split(":")[0], str(rows), "100.0 %", "-", plain.plan, plain.used,
@@ -456,6 +476,15 @@ def report(rows: int, plain: Variant, variants: list[Variant]) -> None:
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     for line in [header, tuple("-" * w for w in widths), *lines]:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+    ratios = []
+    for tier in TIERS:
+        tiered = [Stats.of(v.samples).median / base.median for v in variants
+                  if v.name.endswith(f" {_pct(tier)} %")]
+        ratios.append(f"{_pct(tier)} %: {min(tiered):.2f}-{max(tiered):.2f}x")
+    recalls = [f"{v.name} {_recall(v.recall)}" for v in variants]
+    print(f"\nratio to the unfiltered query (median): {'; '.join(ratios)}"
+          f"\nrecall@{K}: {', '.join(recalls)} (unfiltered: {_recall(plain.recall)})",
+          flush=True)
     leaked = sum(v.leaked for v in variants)
     short = [v.name for v in variants if len(v.visible) >= K and min(v.returned) < K]
     print(f"\nrows leaked: {leaked}; variants returning < {K} rows although >= {K} visible: "

@@ -68,3 +68,18 @@ def test_bench_scale_prints_every_row_of_the_issue_table_from_one_small_run() ->
     assert writes.startswith("while 2 RetrievalBindings converged (")
     assert "at rest 3 s after all Enabled: " in writes
     assert len(re.findall(r"store row updates [\d,]+ of fgentic_memory\.scope", writes)) == 2
+
+
+def test_bench_prefilter_runs_small_with_no_leak_and_every_path() -> None:
+    """The prefilter benchmark, as by hand at 100k (docs/prefilter.md) but on 3,000 rows: the
+    census, the three paths and the leak/fill/recall lines; no timing is asserted."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_prefilter", "--rows", "3000", "--queries", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "rows leaked: 0; variants returning < 10 rows although >= 10 visible: none" in out, out
+    assert re.search(r"ratio to the unfiltered query \(median\): 1 %: .*; 10 %: .*; 50 %: ", out)
+    assert re.search(r"^census: \d+ keys over \d+ rows, \d+ bucket indexes", out, re.M), out
+    table = out.rpartition("variant ")[2]
+    assert " exact " in table and " bucket " in table, table

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fgentic_governance.contract import (
     ContractError,
+    MatrixPrincipal,
     VerifiedIdentity,
     decode_verified_identity,
     encode_identity,
@@ -352,8 +353,7 @@ async def test_search_function_is_bound_to_the_current_clause(
     name = corpus.search_function(corpus.Rule.GROUPS)
     assert name.startswith("fgentic_retrieval.search_groups_")
     source = await conn.fetchval("SELECT pg_get_functiondef($1::regproc)", name)
-    assert "(chunks.acl_groups && search_groups_" in source
-    assert "(chunks.acl_classification = ANY (search_groups_" in source
+    assert corpus.clause(corpus.Rule.GROUPS, first=3) in source  # the ranked statement's
     assert "hnsw.iterative_scan" in source and "relaxed_order" in source
     await conn.execute(f"DROP FUNCTION {name}")
     with pytest.raises(asyncpg.exceptions.UndefinedFunctionError):
@@ -499,6 +499,68 @@ async def test_every_call_is_planned_for_its_own_selectivity(conn: asyncpg.Conne
         assert scans == gin_scans, (projection.identity.groups, before, after)
 
 
+WIKI, DOC = "partner/org-b/wiki", "partner/org-b/doc"
+
+
+async def _planned(conn: asyncpg.Connection, projection: VerifiedIdentity,
+                   query: list[float]) -> tuple[list[int], set[str], dict[str, int]]:
+    """One search function call: the ids, the paths it reports and the index scans it made."""
+    where = prefilter.predicate(projection, now=NOW)
+    before = await _index_scans(conn)
+    rows = await conn.fetch(
+        f"SELECT id, path FROM {corpus.search_function(where.rule)}($1, $2, $3, $4)",
+        prefilter.query_vector(query), 10, *where.args)
+    after = await _index_scans(conn)
+    scans = {name: after[name] - before.get(name, 0) for name in after
+             if after[name] != before.get(name, 0)}
+    return [row["id"] for row in rows], {row["path"] for row in rows}, scans
+
+
+async def test_each_call_is_planned_from_the_acl_census(conn: asyncpg.Connection) -> None:
+    """Below the census threshold the call ranks the GIN-found candidates exactly (no graph
+    walk); a key with a partial HNSW index is walked in its own graph; a key too large for one
+    walks the whole graph. Each path returns the visible rows only, k of them, and the exact
+    path the exact top k."""
+    rng = random.Random(12)
+    rows = {i: acl([A, B] if i % 100 == 0 else [A] if i % 2 == 0 else [C],
+                   [G, WIKI, DOC] if i % 100 == 0 else [WIKI, DOC] if i % 3 == 0 else [DOC])
+            for i in range(1, 3001)}
+    await conn.execute("DROP INDEX chunks_embedding_hnsw")  # rebuilt after the load
+    await insert(conn, [(i, f"chunk {i}", meta) for i, meta in rows.items()], seed=12)
+    await corpus.create_chunk_indexes(conn)
+    await conn.execute("ANALYZE chunks")
+    query = [rng.uniform(-1, 1) for _ in range(DIM)]
+    # No census yet: the planner chooses, as before.
+    assert (await _planned(conn, OA, query))[1] == {corpus.Path.PLANNER}
+    counts = await corpus.refresh_buckets(conn, exact_max_rows=100)
+    # G and B (30 rows each) are small; WIKI (1,020), A and C (1,500 each) get a partial
+    # index each; DOC (every row) is over 0.6 of the rows: no index of its own.
+    assert counts == {"rows": 3000, "large_keys": 4, "bucket_indexes": 3}
+    wiki_index = corpus.bucket_index_name(corpus.Rule.GROUPS, WIKI)
+    alice = matrix([A])
+    alice_index = corpus.bucket_index_name(
+        corpus.Rule.PRINCIPALS, prefilter.principal_key(MatrixPrincipal.model_validate(A)))
+    cases = (
+        (OA, corpus.Path.EXACT, "chunks_acl_groups_gin"),
+        (M, corpus.Path.EXACT, "chunks_acl_principals_gin"),  # B bounds the audience's rows
+        (OA_OTHER, corpus.Path.BUCKET, wiki_index),
+        (alice, corpus.Path.BUCKET, alice_index),
+        (oauth([DOC]), corpus.Path.GRAPH, "chunks_embedding_hnsw"),
+        (oauth([G, WIKI]), corpus.Path.GRAPH, "chunks_embedding_hnsw"),  # a union: no bucket
+    )
+    for projection, path, index in cases:
+        visible = _reference(projection, rows)
+        ids, paths, scans = await _planned(conn, projection, query)
+        assert paths == {path}, (projection.identity, paths)
+        assert scans == {index: 1}, (projection.identity, scans)
+        assert len(ids) == min(10, len(visible)) and set(ids) <= visible
+        if path is corpus.Path.EXACT:
+            exact = await conn.fetch(
+                "SELECT id FROM chunks WHERE id = ANY($2::bigint[])"
+                " ORDER BY embedding <=> $1::real[]::vector LIMIT 10", query, sorted(visible))
+            assert ids == [row["id"] for row in exact]
+
+
 def _clustered(rng: random.Random, centres: Sequence[Sequence[float]]) -> list[float]:
     """A point near one of ``centres``: real embeddings cluster by topic, and a clustered
     corpus is where relaxed_order hands back candidates out of distance order."""
@@ -636,12 +698,19 @@ async def test_predicate_equals_the_reference(
 ) -> None:
     await conn.execute("TRUNCATE chunks")
     await insert(conn, [(i, f"chunk {i}", meta) for i, meta in enumerate(rows, start=1)])
+    # A census with a tiny threshold: keys on more than 3 rows get a partial HNSW index, so
+    # the examples take the exact, bucket and graph paths (each one counted below).
+    await corpus.refresh_buckets(conn, exact_max_rows=3, max_share=1.0)
     by_id = dict(enumerate(rows, start=1))
     visible = [0, 0]  # OAuth, Matrix: steer generation towards rows that are visible
     for projection in projections:
         expected = _reference(projection, by_id)
         kind = projection.identity.kind
         event(f"{kind}: {'some' if expected else 'no'} rows visible")
+        where = prefilter.predicate(projection, now=NOW)
+        event(f"{kind}: path " + await conn.fetchval(
+            f"SELECT path FROM {corpus.FUNCTION_SCHEMA}.search_plan($1, $2)",
+            where.rule.value, where.args[1]))
         visible[kind != "oidc_client"] += len(expected)
         hits = await prefilter.search(conn, projection, [1.0] * DIM, prefilter.MAX_K, now=NOW)
         assert {h.id for h in hits} == expected

@@ -249,6 +249,9 @@ async def _write(conn: asyncpg.Connection, args: argparse.Namespace, *,
     if fresh:
         await corpus.create_chunk_indexes(conn)
     await conn.execute("ANALYZE " + corpus.TABLE)
+    # The ACL key census the search function plans each call from (exact below its
+    # threshold, a bucket's own graph above): it follows every load, as ANALYZE does.
+    await corpus.refresh_buckets(conn)
 
 
 async def _flush(conn: asyncpg.Connection, batch: list[tuple[int, Row]], *,

@@ -34,8 +34,10 @@ has exactly two spaces and equals a row key only when all three parts are equal;
 with spaces can never match one.
 
 The two ACL clauses (:func:`clause`) and the ranked statement (:func:`search_sql`) are defined
-here too, next to the columns they read, and installed as one SQL function per rule (see
-:func:`search_function`) whose SET clauses carry pgvector's iterative-scan settings.
+here too, next to the columns they read, and installed as one search function per rule (see
+:func:`search_function`) whose SET clauses carry pgvector's iterative-scan settings. It plans
+each call from a census of the ACL keys (:func:`refresh_buckets`): exact ranking of the
+GIN-found rows below a threshold, a partial HNSW index per large key above it.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def clause(rule: Rule, *, first: int = 1) -> str:
     return _CLAUSES[rule].format(t=TABLE, c=f"${first}", a=f"${first + 1}")
 
 
-def search_sql(where: str) -> str:
+def search_sql(where: str, *, path: str = "") -> str:
     """The ranked statement: ``$1`` query ``real[]``, ``$2`` k, then ``where``'s parameters.
 
     MATERIALIZED keeps the LIMIT inside, next to the index scan; the outer ORDER BY then fixes
@@ -171,14 +173,16 @@ def search_sql(where: str) -> str:
     sort on the column itself (pgvector documents this; the plan then ends in the HNSW scan's
     relaxed order). Columns are qualified because the search
     function's OUT parameters are named like them. ``where`` must come from :func:`clause`
-    (constants only; every value is bound), hence the S608 waiver.
+    (constants only; every value is bound), hence the S608 waiver. ``path``, when given, is
+    one more output column (SQL text: the search function's ``format`` placeholder).
     """
+    extra = f", {path}" if path else ""
     return (
         f"WITH ranked AS MATERIALIZED (SELECT {TABLE}.id, {TABLE}.content,"  # noqa: S608
         f" {TABLE}.source,"
         f" {TABLE}.embedding <=> $1::real[]::vector AS distance FROM {TABLE}"
         f" WHERE {where} ORDER BY distance LIMIT $2)"
-        " SELECT ranked.id, ranked.content, ranked.source, ranked.distance FROM ranked"
+        f" SELECT ranked.id, ranked.content, ranked.source, ranked.distance{extra} FROM ranked"
         " ORDER BY ranked.distance + 0"
     )
 
@@ -217,27 +221,158 @@ def count_sql(where: str) -> str:
     return f"SELECT count(*) FROM {TABLE} WHERE {where}"  # noqa: S608 (constants only)
 
 
+# -- the per-query plan: which access path a call takes ------------------------------------------
+#
+# The planner's choice between the GIN bitmap + exact sort and the HNSW walk rests on its
+# selectivity estimate, and the walk itself is the slow path at 1-10 %: it visits ~10x the
+# candidates of an unfiltered query to pass k. So the search function plans each call itself,
+# from a census of the ACL keys (``refresh_buckets``, after every load, like ANALYZE):
+#
+# * EXACT: the visible count is bounded by EXACT_MAX_ROWS (a Matrix audience key, or every
+#   OAuth group, holds at most that many rows): the GIN bitmap enumerates the candidates and
+#   every one is ranked exactly; no graph walk, recall 1.0, complete by construction.
+# * BUCKET: a key that every visible row carries (any Matrix audience key; the one OAuth group)
+#   has its own partial HNSW index: the walk runs over that bucket's graph, where nearly every
+#   candidate passes, instead of the whole corpus's.
+# * GRAPH: otherwise the whole HNSW graph with the filter and iterative scans (as before).
+# * PLANNER: no census yet (a corpus from before it, or one never refreshed): the planner's
+#   choice, as before.
+# The census only decides speed: every path applies the same clause inside the same statement
+# and fills k; a stale census can make a call slower, never wrong.
+
+
+class Path(StrEnum):
+    """The access path a search call took (the search function's ``path`` column)."""
+
+    EXACT = "exact"
+    BUCKET = "bucket"
+    GRAPH = "graph"
+    PLANNER = "planner"
+
+
+EXACT_MAX_ROWS: Final = 500
+"""A key holding at most this many rows is ranked exactly (enumerated through GIN)."""
+BUCKET_MAX_SHARE: Final = 0.6
+"""A key on more than this share of the rows gets no partial index: its graph would be
+nearly the whole corpus's, which the GRAPH path already walks."""
+BUCKET_MAX_INDEXES: Final = 32
+"""At most this many partial HNSW indexes (the smallest buckets above EXACT_MAX_ROWS first:
+the walk over the whole graph costs them the most)."""
+BUCKET_INDEX_PREFIX: Final = f"{TABLE}_bucket_"
+
+# One single-key clause per rule, used both as the partial index's predicate and, in the same
+# text, as the extra conjunct that lets the planner prove the call may use that index. It is
+# implied by the rule's clause for every key the call binds (Matrix: each audience key must be
+# on the row; OAuth: only when the call binds exactly that one group), so adding it changes
+# no result.
+_BUCKET_CLAUSES: Final = {
+    Rule.PRINCIPALS: "{t}acl_principals @> ARRAY[%L]::text[]",
+    Rule.GROUPS: "{t}acl_groups && ARRAY[%L]::text[]",
+}
+
+_PLAN: Final = """
+CREATE TABLE IF NOT EXISTS fgentic_retrieval.acl_buckets (
+    rule text NOT NULL,
+    key text NOT NULL,
+    rows bigint NOT NULL,
+    index_name text,
+    PRIMARY KEY (rule, key)
+);
+CREATE TABLE IF NOT EXISTS fgentic_retrieval.acl_census (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    exact_max_rows bigint NOT NULL,
+    total_rows bigint NOT NULL
+);
+
+-- Every key with more than exact_max_rows rows is in acl_buckets (index_name NULL when it has
+-- no partial index); a key that is not holds at most that many. SECURITY DEFINER so the
+-- retrieval server still needs only SELECT on chunks and EXECUTE here.
+CREATE OR REPLACE FUNCTION fgentic_retrieval.search_plan(rule text, acl text[],
+                                                         OUT path text, OUT bucket text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog
+BEGIN ATOMIC
+    SELECT CASE
+               WHEN NOT EXISTS (SELECT FROM fgentic_retrieval.acl_census) THEN 'planner'
+               WHEN s.keys = 0 THEN 'planner'
+               -- the visible rows carry every audience key: one small key bounds them
+               WHEN search_plan.rule = 'principals' AND s.small > 0 THEN 'exact'
+               -- the visible rows carry one of the groups: all of them must be small
+               WHEN search_plan.rule = 'groups' AND s.small = s.keys THEN 'exact'
+               WHEN s.indexed IS NOT NULL
+                    AND (search_plan.rule = 'principals' OR s.keys = 1) THEN 'bucket'
+               ELSE 'graph'
+           END,
+           CASE WHEN search_plan.rule = 'principals' OR s.keys = 1 THEN s.indexed END
+    FROM (SELECT count(*) AS keys, count(*) FILTER (WHERE b.rows IS NULL) AS small,
+                 (array_agg(k.key ORDER BY b.rows, k.key)
+                     FILTER (WHERE b.index_name IS NOT NULL))[1] AS indexed
+          FROM (SELECT DISTINCT u.key FROM unnest(search_plan.acl) AS u(key)) AS k
+          LEFT JOIN fgentic_retrieval.acl_buckets AS b
+              ON b.rule = search_plan.rule AND b.key = k.key) AS s;
+END;
+"""
+
 _SIGNATURES: Final = {
     "search": ("(query real[], k integer, classifications text[], acl text[])",
-               "TABLE (id bigint, content text, source text, distance double precision)"),
+               "TABLE (id bigint, content text, source text, distance double precision,"
+               " path text)"),
     "count": ("(classifications text[], acl text[])", "bigint"),
 }
+
+# Per path, the planner settings the search function sets for its one statement (restored
+# when the call returns: each is also in the function's SET clause).
+_PATH_SETTINGS: Final = {
+    Path.EXACT: ("enable_indexscan", "enable_seqscan"),
+    Path.BUCKET: ("enable_bitmapscan", "enable_seqscan"),
+    Path.GRAPH: ("enable_bitmapscan", "enable_seqscan"),
+}
+_PLANNER_SETTINGS: Final = (("enable_bitmapscan", "on"), ("enable_indexscan", "on"),
+                            ("enable_seqscan", "on"))
+
+
+def _search_body(rule: Rule) -> str:
+    """plpgsql: plan the call (``search_plan``), then run the one ranked statement with the
+    bucket conjunct and the path's planner settings. Every value is bound (USING); the only
+    text formatted in is the bucket key, as a quoted literal (``%L``), so it can match the
+    partial index's predicate."""
+    statement = search_sql(clause(rule, first=3) + "%s", path="%L::text")
+    bucket = _BUCKET_CLAUSES[rule].format(t=f"{TABLE}.")
+    branches = " ".join(
+        f"{'IF' if i == 0 else 'ELSIF'} chosen = '{path.value}' THEN PERFORM "
+        + ", ".join(f"set_config('{name}', 'off', true)" for name in names) + ";"
+        for i, (path, names) in enumerate(_PATH_SETTINGS.items()))
+    return (  # constants only (noqa: S608 below)
+        " DECLARE chosen text; bucket text;"  # noqa: S608
+        " BEGIN"
+        f" SELECT p.path, p.bucket INTO chosen, bucket"
+        f" FROM {FUNCTION_SCHEMA}.search_plan('{rule.value}', acl) AS p;"
+        f" {branches} END IF;"
+        f" RETURN QUERY EXECUTE format($q${statement}$q$,"
+        f" CASE WHEN chosen = 'bucket' THEN format($q$ AND {bucket}$q$, bucket) ELSE '' END,"
+        " chosen) USING query, k, classifications, acl;"
+        " END"
+    )
 
 
 @cache
 def _function_source(purpose: str, rule: Rule) -> str:
     arguments, returns = _SIGNATURES[purpose]
     if purpose == "search":
-        body = search_sql(clause(rule, first=3))
-        settings = " ".join(f"SET {name} = '{value}'" for name, value in SEARCH_SETTINGS)
-    else:  # no ranking, but the same reason to plan each call for its own selectivity
-        body = count_sql(clause(rule, first=1))
-        settings = "SET plan_cache_mode = 'force_custom_plan'"
+        # plpgsql, because the call chooses its statement. Its names resolve at run time, so
+        # the search_path is the one create_chunks_table pins while installing (FROM CURRENT:
+        # the schemas that held chunks and vector then), never the caller's.
+        settings = " ".join(f"SET {name} = '{value}'"
+                            for name, value in (*SEARCH_SETTINGS, *_PLANNER_SETTINGS))
+        return (f"{arguments} RETURNS {returns} LANGUAGE plpgsql STABLE"
+                f" SET search_path FROM CURRENT {settings}"
+                f" AS $fn${_search_body(rule)}$fn$")
+    # no ranking, but the same reason to plan each call for its own selectivity
+    body = count_sql(clause(rule, first=1))
     # BEGIN ATOMIC: the body is parsed and bound at creation, so no caller search_path can
     # redirect `chunks` or an operator. SECURITY INVOKER (the default): the caller's own
     # privileges (and any row-level security) still apply.
-    return (f"{arguments} RETURNS {returns} LANGUAGE sql STABLE {settings}"
-            f" BEGIN ATOMIC {body}; END")
+    return (f"{arguments} RETURNS {returns} LANGUAGE sql STABLE"
+            f" SET plan_cache_mode = 'force_custom_plan' BEGIN ATOMIC {body}; END")
 
 
 @cache
@@ -251,7 +386,7 @@ def _function_name(purpose: str, rule: Rule) -> str:
 
 def search_function(rule: Rule) -> str:
     """``(query real[], k, classifications text[], acl text[])`` -> (id, content, source,
-    distance)."""
+    distance, path)."""
     return _function_name("search", rule)
 
 
@@ -279,7 +414,7 @@ def check_dimensions(dimensions: int) -> int:
 def ddl(*, indexes: bool = True, dimensions: int = EMBEDDING_DIMENSIONS) -> str:
     """The complete DDL (idempotent); ``indexes=False`` for a bulk load before indexing."""
     table = _TABLE % {"dimensions": check_dimensions(dimensions)}
-    return _FUNCTIONS + table + _functions_ddl() + (_INDEXES if indexes else "")
+    return _FUNCTIONS + table + _PLAN + _functions_ddl() + (_INDEXES if indexes else "")
 
 
 def index_ddl() -> str:
@@ -299,6 +434,10 @@ async def create_chunks_table(conn: asyncpg.Connection, *, indexes: bool = True,
         existing = await table_dimensions(conn)
         if existing is not None and existing != dimensions:
             raise ValueError(f"the corpus has {existing} dimensions, not {dimensions}")
+        # The plpgsql search functions keep this search_path (SET ... FROM CURRENT): the
+        # schemas that exist on it now, "$user" resolved, for this transaction only.
+        await conn.execute("SELECT set_config('search_path', string_agg(quote_ident(s), ', '),"
+                           " true) FROM unnest(current_schemas(false)) AS s")
         await conn.execute(ddl(indexes=indexes, dimensions=dimensions))
 
 
@@ -315,9 +454,82 @@ async def create_chunk_indexes(conn: asyncpg.Connection) -> None:
     await conn.execute(_INDEXES)
 
 
+# -- the ACL key census (the search function's plan) ------------------------------------------
+
+_CENSUS: Final = f"""
+SELECT 'groups' AS rule, g AS key, count(*) AS rows
+FROM {TABLE}, unnest(acl_groups) AS g GROUP BY g HAVING count(*) > $1
+UNION ALL
+SELECT 'principals', p, count(*)
+FROM {TABLE}, unnest(acl_principals) AS p GROUP BY p HAVING count(*) > $1
+"""  # noqa: S608 (constants only)
+
+
+def bucket_index_name(rule: Rule, key: str) -> str:
+    """The partial HNSW index of one key: named after a digest of (rule, key), so the name
+    always stands for the same predicate."""
+    digest = hashlib.sha256(f"{rule.value}\0{key}".encode()).hexdigest()[:12]
+    return f"{BUCKET_INDEX_PREFIX}{rule.value}_{digest}"
+
+
+async def refresh_buckets(conn: asyncpg.Connection, *, exact_max_rows: int = EXACT_MAX_ROWS,
+                          max_share: float = BUCKET_MAX_SHARE,
+                          max_indexes: int = BUCKET_MAX_INDEXES) -> dict[str, int]:
+    """Count the rows of every ACL key, give the large ones a partial HNSW index each and
+    record the census the search function plans from. Run it after a load (as ANALYZE);
+    idempotent, and an index that already exists is kept. Returns content-free counts.
+
+    Until a corpus has a census the search function leaves the choice to the planner.
+    Building the partial indexes takes about as long, in all, as HNSW over the rows they
+    hold (they are built without the census lock: searches keep running meanwhile).
+    """
+    total = int(await conn.fetchval(f"SELECT count(*) FROM {TABLE}"))  # noqa: S608
+    large = [(Rule(r["rule"]), r["key"], int(r["rows"]))
+             for r in await conn.fetch(_CENSUS, exact_max_rows)]
+    indexed = sorted((rows, rule, key) for rule, key, rows in large
+                     if rows <= max_share * total)[:max_indexes]
+    names = {(rule, key): bucket_index_name(rule, key) for _, rule, key in indexed}
+    existing = await _bucket_indexes(conn)
+    for stale in sorted(existing - set(names.values())):
+        await _drop_index(conn, stale)
+    for (rule, key), name in names.items():
+        if name not in existing:
+            await conn.execute(await conn.fetchval(
+                f"SELECT format('CREATE INDEX IF NOT EXISTS %I ON {TABLE}"
+                f" USING hnsw (embedding vector_cosine_ops) WHERE "
+                f"{_BUCKET_CLAUSES[rule].format(t='')}', $1::text, $2::text)", name, key))
+    async with conn.transaction():
+        await conn.execute("DELETE FROM fgentic_retrieval.acl_buckets")
+        await conn.executemany(
+            "INSERT INTO fgentic_retrieval.acl_buckets (rule, key, rows, index_name)"
+            " VALUES ($1, $2, $3, $4)",
+            [(rule.value, key, rows, names.get((rule, key))) for rule, key, rows in large])
+        await conn.execute(
+            "INSERT INTO fgentic_retrieval.acl_census (exact_max_rows, total_rows)"
+            " VALUES ($1, $2) ON CONFLICT (one) DO UPDATE SET exact_max_rows ="
+            " excluded.exact_max_rows, total_rows = excluded.total_rows",
+            exact_max_rows, total)
+    if names:
+        await conn.execute(f"ANALYZE {TABLE}")  # the partial indexes' own statistics
+    return {"rows": total, "large_keys": len(large), "bucket_indexes": len(names)}
+
+
 async def drop_chunk_indexes(conn: asyncpg.Connection) -> None:
     """Before a bulk load into an empty corpus: building the indexes after is faster."""
     await conn.execute("DROP INDEX IF EXISTS " + ", ".join(INDEXES))
+    for name in sorted(await _bucket_indexes(conn)):
+        await _drop_index(conn, name)
+
+
+async def _bucket_indexes(conn: asyncpg.Connection) -> set[str]:
+    return {r["indexname"] for r in await conn.fetch(
+        "SELECT indexname FROM pg_indexes WHERE tablename = $1 AND starts_with(indexname, $2)",
+        TABLE, BUCKET_INDEX_PREFIX)}
+
+
+async def _drop_index(conn: asyncpg.Connection, name: str) -> None:
+    await conn.execute(await conn.fetchval("SELECT format('DROP INDEX IF EXISTS %I', $1::text)",
+                                           name))
 
 
 _NUMBER_TYPES: Final = frozenset({int, float})  # exact types: neither bool nor a subclass
@@ -366,13 +578,19 @@ def vector_text(embedding: Sequence[float], dimensions: int = EMBEDDING_DIMENSIO
 
 
 __all__ = [
+    "BUCKET_INDEX_PREFIX",
+    "BUCKET_MAX_INDEXES",
+    "BUCKET_MAX_SHARE",
     "DIMENSIONS",
     "EMBEDDING_DIMENSIONS",
+    "EXACT_MAX_ROWS",
     "FUNCTION_SCHEMA",
     "INDEXES",
     "SEARCH_SETTINGS",
     "TABLE",
+    "Path",
     "Rule",
+    "bucket_index_name",
     "check_dimensions",
     "clause",
     "count_function",
@@ -383,6 +601,7 @@ __all__ = [
     "drop_chunk_indexes",
     "index_ddl",
     "is_vector",
+    "refresh_buckets",
     "search_function",
     "search_sql",
     "set_local_search_settings",

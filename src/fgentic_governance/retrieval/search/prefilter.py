@@ -21,7 +21,8 @@ The predicate, for ``$c`` = the projection's allowed_classifications:
 :func:`search` and :func:`count` call the rule's installed SQL functions (``corpus.py``): the
 same clause, bound at creation time, inside ``corpus.search_sql`` / ``corpus.count_sql``; the
 search function carries pgvector's iterative-scan settings so a selective predicate still fills
-``k``. One round trip each, and the settings hold for that call only.
+``k``, and chooses its access path per call from the ACL key census (``corpus.Path``). One round
+trip each, and the settings hold for that call only.
 """
 
 from __future__ import annotations
