@@ -20,11 +20,12 @@ from fgentic_governance import faults
 from fgentic_governance.api.memory import Posture, ScopePhase
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Verdict
-from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRefusal
+from fgentic_governance.memory import Access, MemoryStore, Operation, ScopeRecord, StoreRefusal
+from fgentic_governance.memory.cost import CostGate
 from fgentic_governance.reasons import Reason
 from tests.support.ha import HaStore, first_success
 from tests.support.kagent import eventually
-from tests.support.store import enabled, scope_record
+from tests.support.store import CONTEXT, enabled, scope_record
 
 pytestmark = pytest.mark.integration
 
@@ -36,10 +37,11 @@ GENERATION = "SELECT consent_generation FROM fgentic_memory.scope WHERE scope_ke
 OUTAGE = {Reason.STORE_UNAVAILABLE}
 
 
-async def _scope(store: MemoryStore, name: str, entries: int) -> tuple[ScopeRecord, Access]:
+async def _scope(store: MemoryStore, name: str, entries: int,
+                 **fields: object) -> tuple[ScopeRecord, Access]:
     # An Agent of its own: one subject binds one scope per Agent.
     agent = f"{name}-{uuid.uuid4().hex[:8]}"
-    record = scope_record(f"team-a/{agent}", agent_name=agent)
+    record = scope_record(f"team-a/{agent}", agent_name=agent, **fields)
     access = await enabled(store, record)
     for index in range(entries):
         await store.save(access, f"ha fact {index}")
@@ -204,3 +206,64 @@ async def test_save_in_flight_under_the_old_generation_never_lands_after_verifie
     assert final not in OUTAGE | {Reason.OK}, "the late save was never refused"
     assert all(at < verified_at for at, reason in answers if reason is Reason.OK)
     assert (await ha.on_primary(COUNT_ROWS, record.scope_key))[0][0] == 0
+
+
+CEILING = 40
+
+
+async def test_cost_admission_and_leases_across_a_failover(ha: HaStore) -> None:
+    admitted = 0
+    refusals: list[Reason] = []
+    opened: set[str] = set()
+    closed: set[str] = set()
+    to_close: list[str] = []
+    async with ha.store() as store, ha.pool() as pool:
+        _, access = await _scope(store, "cost", 0, hourly_operation_ceiling=CEILING)
+        gate = CostGate(pool)
+        failover: Failover | None = None
+        first_turn: float | None = None
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            if failover is None and admitted >= 10:
+                failover = ha.kill_primary()
+            try:
+                # A turn: close what an earlier turn could not, open a lease, charge, close.
+                for lease_id in list(to_close):
+                    await store.close_lease(access.scope_key, lease_id)
+                    to_close.remove(lease_id)
+                    closed.add(lease_id)
+                lease = await store.open_lease(access, 60, context_id=CONTEXT)
+                opened.add(lease.id)
+                to_close.append(lease.id)
+                await gate.admit(access, {Operation.EMBEDDING: 1})
+                admitted += 1
+                if failover is not None and first_turn is None:
+                    first_turn = time.monotonic() - failover.at
+                    print(f"\n[ha] lease + cost admission: first successful turn "
+                          f"{first_turn:.1f} s after the kill of {failover.killed.name}")
+            except StoreRefusal as refusal:
+                refusals.append(refusal.reason)
+                if refusal.reason is Reason.COST_CEILING_REACHED:
+                    break
+                await asyncio.sleep(0.2)
+        assert failover is not None
+        for lease_id in list(to_close):  # the primary is back: close the last one
+            await store.close_lease(access.scope_key, lease_id)
+            closed.add(lease_id)
+    charged = (await ha.on_primary(
+        "SELECT coalesce(sum(units), 0) FROM fgentic_memory.op_ledger WHERE scope_key = $1",
+        access.scope_key))[0][0]
+    leases = {str(row["lease_id"]): row["closed_at"] for row in await ha.on_primary(
+        "SELECT lease_id, closed_at FROM fgentic_memory.delegation_lease WHERE scope_key = $1",
+        access.scope_key)}
+    print(f"\n[ha] cost: {admitted} admitted of a ceiling of {CEILING}, {charged} charged on "
+          f"the new primary; {len(opened)} leases opened; refusals "
+          f"{sorted({r.value: refusals.count(r) for r in refusals}.items())}")
+    assert refusals[-1] is Reason.COST_CEILING_REACHED, "the ceiling was never reached"
+    assert set(refusals[:-1]) <= OUTAGE
+    # No acknowledged charge lost, none counted twice past the ceiling: what the new primary
+    # holds covers every admission answered, and the ceiling still stopped the scope at 40.
+    assert admitted <= charged <= CEILING
+    # Every lease answered open is on the new primary, and every one answered closed is closed.
+    assert opened <= set(leases)
+    assert all(leases[lease_id] is not None for lease_id in closed)

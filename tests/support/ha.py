@@ -20,7 +20,8 @@ import pytest
 
 from fgentic_devenv.ha import Failover, HaPostgres, Member
 from fgentic_governance.cli.memory import store_from_file
-from fgentic_governance.memory import MemoryStore, StoreRefusal
+from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds
+from fgentic_governance.memory.dsn import read_write
 from tests.support.kagent import eventually
 from tests.support.store import migrated_pool
 
@@ -50,6 +51,17 @@ class HaStore:
         """Our fenced store from the DSN file, built as the ``memory`` CLI builds it."""
         async with store_from_file(self.dsn_file) as store:
             yield store
+
+    @asynccontextmanager
+    async def pool(self) -> AsyncIterator[asyncpg.Pool]:
+        """An owner pool built as the operator's and the control API's are: the read-write
+        rule on the DSN file, the operator's bounds."""
+        pool = await asyncpg.create_pool(read_write(self.dsn_file.read_text()),
+                                         **bounds.pool_kwargs(min_size=1, max_size=2))
+        try:
+            yield pool
+        finally:
+            await pool.close()
 
     async def on_primary(self, query: str, *args: object) -> list[asyncpg.Record]:
         """Rows read on the member Patroni names leader, over a direct connection to it (no
