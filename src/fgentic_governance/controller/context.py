@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,9 +68,15 @@ def owns_cluster_kinds(**_: Any) -> bool:
     return _CONTEXT.cluster_kinds
 
 
-_LOCKS: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+_LOCKS: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
 
 def scope_lock(scope_key: str) -> asyncio.Lock:
-    """One lock per scope: flows on the same scope never interleave in this process."""
-    return _LOCKS[scope_key]
+    """One lock per scope: flows on the same scope never interleave in this process.
+
+    Kept only while a flow holds or awaits it (weakly referenced): a lock per scope kept for
+    ever was one more object per scope the operator ever saw (issue 39, memory)."""
+    lock = _LOCKS.get(scope_key)
+    if lock is None:
+        lock = _LOCKS[scope_key] = asyncio.Lock()
+    return lock

@@ -3,6 +3,7 @@ content-free status. The flow itself lives in `consent.flow`."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -40,10 +41,12 @@ POKE = f"{GROUP}/consent-revision"
 @kopf.index(GROUP, VERSION, CONSENT_RECORD.plural)
 def consents_by_scope(
     namespace: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
-) -> dict[tuple[str, str], tuple[str, str, dict[str, Any]]]:
-    """(namespace, scope) → (creationTimestamp, name, spec) of each record."""
+) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(namespace, scope) → (creationTimestamp, name, spec as compact JSON) of each record: one
+    string per record, not the watched body's dicts kept alive for as long as it exists."""
     key = (namespace, str(spec.get("scopeRef", {}).get("name", "")))
-    return {key: (str(meta.get("creationTimestamp", "")), str(meta.get("name")), dict(spec))}
+    return {key: (str(meta.get("creationTimestamp", "")), str(meta.get("name")),
+                  json.dumps(dict(spec), separators=(",", ":")))}
 
 
 @kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)
@@ -64,8 +67,8 @@ async def _reconcile(
     previous = status.get("conditions")
     scope = parse(MemoryScopeSpec, spec)
     records = sorted(consents_by_scope.get((namespace, name), []))
-    verdict, standing = _verdict(scope, [parse(ConsentRecordSpec, r[2]) for r in records],
-                                 offboarding_principals)
+    consents = [parse(ConsentRecordSpec, json.loads(r[2])) for r in records]
+    verdict, standing = _verdict(scope, consents, offboarding_principals)
     ctx = context()
     if scope is None:
         _commit(patch, status, _status(generation, previous, ScopePhase.DISABLED,
