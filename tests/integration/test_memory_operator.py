@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,15 @@ from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, StoreRef
 from fgentic_governance.reasons import Reason
 from tests.support import processes
 from tests.support.appservice import flag, puppet
-from tests.support.kube import GROUP, VERSION, get_object, phase, until_status
+from tests.support.kube import (
+    GROUP,
+    VERSION,
+    get_object,
+    phase,
+    refusing,
+    until_refused,
+    until_status,
+)
 from tests.support.objects import example
 from tests.support.store import migrated_pool
 
@@ -555,3 +563,106 @@ async def test_a_deleted_consent_record_withdraws_and_erases_without_a_resync(
     assert status["entryCount"] == 0 and status["lastErasure"]
     state = await store.scope_state(f"{NS}/{name}")
     assert not state.enabled and state.entry_count == 0
+
+
+REFUSED = "test.fgentic.dev/refused"  # the label the test's admission policies select
+
+
+def _labelled(name: str, agent: str = "docs-agent") -> dict[str, Any]:
+    obj = _scope(name, agent={"namespace": "fgentic-demo", "name": agent})
+    obj["metadata"]["labels"] = {REFUSED: "true"}
+    return obj
+
+
+def _enabled_events(k8s_client: client.ApiClient, name: str) -> int:
+    events = client.CoreV1Api(k8s_client).list_namespaced_event(
+        NS, field_selector=f"involvedObject.name={name},reason=Enabled").items
+    return len(events)
+
+
+async def _granted(store: MemoryStore, name: str) -> bool:
+    """The scope is enabled in the store (False while it is not there yet)."""
+    try:
+        return (await store.scope_state(f"{NS}/{name}")).enabled
+    except StoreRefusal as refusal:
+        assert refusal.reason is Reason.SCOPE_MISSING
+        return False
+
+
+async def test_a_phase_change_is_announced_only_once_its_status_is_written(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore,
+    k8s_client: client.ApiClient,
+) -> None:
+    """Issue 39: the Event belongs to the transition actually recorded. While the API server
+    refuses the scope's status writes the store grants it, yet no `Enabled` Event is posted;
+    once the write goes through, exactly one is (before: one posted with the refused write,
+    another with the one that went through)."""
+    _create(api, "memoryscopes", _labelled("probe-status", "probe-agent"))
+    name = "status-refused"
+    with refusing(k8s_client, resource="memoryscopes/status", label=REFUSED, allow="false"):
+        await until_refused(lambda: api.patch_namespaced_custom_object_status(
+            GROUP, VERSION, NS, "memoryscopes", "probe-status", {"status": {"entryCount": 0}}))
+        _create(api, "memoryscopes", _labelled(name))
+        _create(api, "consentrecords", _consent(name))
+        deadline = time.monotonic() + 30
+        while not await _granted(store, name):
+            assert time.monotonic() < deadline, "the scope was never granted in the store"
+            await asyncio.sleep(0.2)
+        scope = get_object(api, "memoryscopes", NS, name)
+        assert "phase" not in (scope.get("status") or {})  # the refused write left no trace
+        assert _enabled_events(k8s_client, name) == 0
+    await until_refused(lambda: api.patch_namespaced_custom_object_status(
+        GROUP, VERSION, NS, "memoryscopes", "probe-status", {"status": {"entryCount": 0}}),
+        refused=False)
+    api.patch_namespaced_custom_object(GROUP, VERSION, NS, "memoryscopes", name, {
+        "metadata": {"annotations": {f"{GROUP}/consent-revision": uuid.uuid4().hex}}})
+    await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"), timeout=60)
+    deadline = time.monotonic() + 20
+    while _enabled_events(k8s_client, name) < 1:
+        assert time.monotonic() < deadline, "no Enabled event once the status was written"
+        await asyncio.sleep(0.3)
+    assert _enabled_events(k8s_client, name) == 1
+
+
+CONSENT_POKE = f"{GROUP}/consent-revision"
+# A change of the consent poke's annotation is refused; any other update of the scope is not.
+POKE_REFUSED = (f"!has(object.metadata.annotations) || !('{CONSENT_POKE}' in "
+                f"object.metadata.annotations) || (has(oldObject.metadata.annotations) && "
+                f"'{CONSENT_POKE}' in oldObject.metadata.annotations && "
+                f"oldObject.metadata.annotations['{CONSENT_POKE}'] == "
+                f"object.metadata.annotations['{CONSENT_POKE}'])")
+
+
+async def test_a_consent_poke_refused_by_the_api_is_sent_again(
+    operator: Operator, api: client.CustomObjectsApi, k8s_client: client.ApiClient,
+) -> None:
+    """Issue 39: the ConsentRecord's poke of its scope fails (the API server refuses it) after
+    the record's status was written. The scope still learns of the consent once the API
+    accepts pokes again (before: the retry saw the status written and skipped the poke, and
+    the sweep, finding the store unchanged, never looked: the scope stayed CONSENT_MISSING)."""
+    def poke(scope: str) -> Callable[[], object]:
+        return lambda: api.patch_namespaced_custom_object(
+            GROUP, VERSION, NS, "memoryscopes", scope,
+            {"metadata": {"annotations": {CONSENT_POKE: uuid.uuid4().hex}}})
+
+    _create(api, "memoryscopes", _labelled("probe-poke", "probe-agent"))
+    name = "poke-refused"
+    _create(api, "memoryscopes", _labelled(name))
+    await until_status(api, "memoryscopes", NS, name, phase("Disabled", "CONSENT_MISSING"))
+    with refusing(k8s_client, resource="memoryscopes", label=REFUSED, allow=POKE_REFUSED):
+        await until_refused(poke("probe-poke"))
+        consent = _create(api, "consentrecords", _consent(name))
+
+        def retried(record: dict[str, Any]) -> bool:  # Kopf's progress: a retry is scheduled
+            notes = (record.get("metadata") or {}).get("annotations") or {}
+            return any(key.startswith("kopf.zalando.org/") and '"retries"' in value
+                       for key, value in notes.items())
+
+        deadline = time.monotonic() + 30
+        while not retried(get_object(api, "consentrecords", NS, consent["metadata"]["name"])):
+            assert time.monotonic() < deadline, "the consent's poke was never refused"
+            await asyncio.sleep(0.2)
+        status = get_object(api, "memoryscopes", NS, name)["status"]
+        assert (status["phase"], status["reasonCode"]) == ("Disabled", "CONSENT_MISSING")
+    await until_refused(poke("probe-poke"), refused=False)
+    await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"), timeout=60)

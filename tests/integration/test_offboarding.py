@@ -19,10 +19,11 @@ from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.cli.offboard import object_name
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from tests.support import processes
-from tests.support.kube import GROUP, VERSION, until_status
+from tests.support.kube import GROUP, VERSION, phase, replay, until_status
 from tests.support.objects import consent_obj, scope_obj
 
 pytestmark = pytest.mark.integration
+OFFBOARDING_POKE = f"{GROUP}/offboarding-revision"
 # Unique per run: offboarding enumerates every scope of the principal cluster-wide (CRs and
 # store), so a shared name would also find the scopes other test modules create.
 ALICE = f"@alice-{uuid.uuid4().hex[:8]}:fgentic.local"
@@ -152,6 +153,41 @@ async def test_scope_status_follows_the_offboarding_at_once_not_at_resync(
     finally:
         name = object_name(Principal(mxid=carol, origin_kind=OriginKind.NATIVE_LOCAL))
         env["cp"].kubectl("delete", "principaloffboarding", name, "--ignore-not-found")
+
+
+async def test_no_scope_is_poked_before_the_offboarding_is_ready(
+    env: dict[str, Any], store: MemoryStore
+) -> None:
+    """Issue 39: what the guarantee needs (disabled, enumerated, erased, verified, receipts
+    recorded) comes first and ReadyForDeactivation is written at once; the pokes that have the
+    scopes' status follow come after it. Read from the API server's own order of writes (a
+    replay of both kinds' changes; one etcd numbers every write of the cluster in order)."""
+    dave = f"@dave-{uuid.uuid4().hex[:8]}:fgentic.local"
+    names = [f"dave-{i}" for i in range(3)]
+    for i, name in enumerate(names):
+        await _enabled_scope(env, store, name, dave, f"agent-{i}", 1)
+    since = env["api"].list_namespaced_custom_object(
+        GROUP, VERSION, env["ns"], "memoryscopes")["metadata"]["resourceVersion"]
+    try:
+        result = await asyncio.to_thread(_offboard, env, dave)
+        assert "ReadyForDeactivation: 3 scope(s) erased" in result.stdout, result.stdout
+        for name in names:  # every scope poked and reconciled: all pokes are in the replay
+            await until_status(env["api"], "memoryscopes", env["ns"], name,
+                               phase("Disabled", "OFFBOARDING_IN_PROGRESS"))
+        offboarding = object_name(Principal(mxid=dave, origin_kind=OriginKind.NATIVE_LOCAL))
+        ready = next(int(o["metadata"]["resourceVersion"]) for o in replay(
+            env["api"].list_cluster_custom_object, GROUP, VERSION, "principaloffboardings",
+            since=since, field_selector=f"metadata.name={offboarding}")
+            if (o.get("status") or {}).get("phase") == "ReadyForDeactivation")
+        pokes = {o["metadata"]["name"]: int(o["metadata"]["resourceVersion"]) for o in reversed(
+            replay(env["api"].list_namespaced_custom_object, GROUP, VERSION, env["ns"],
+                   "memoryscopes", since=since))
+            if OFFBOARDING_POKE in (o["metadata"].get("annotations") or {})}
+        assert sorted(pokes) == names  # each scope's first poke (the replay is reversed)
+        assert all(version > ready for version in pokes.values()), (ready, pokes)
+    finally:
+        env["cp"].kubectl("delete", "principaloffboarding", object_name(
+            Principal(mxid=dave, origin_kind=OriginKind.NATIVE_LOCAL)), "--ignore-not-found")
 
 
 async def test_restart_mid_offboarding_resumes(env: dict[str, Any], store: MemoryStore) -> None:

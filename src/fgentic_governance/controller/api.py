@@ -44,9 +44,20 @@ async def annotate(*, group: str, version: str, plural: str, namespace: str, nam
 
 
 async def patch_status(*, group: str, version: str, plural: str, namespace: str, name: str,
-                       status: dict[str, Any]) -> None:
-    await _call(_api().patch_namespaced_custom_object_status, group, version, namespace,
-                plural, name, {"status": status})
+                       status: dict[str, Any]) -> str | None:
+    """Merge ``status`` in; the object's resourceVersion after it (unchanged when the API
+    server found nothing to change), None when the object is gone."""
+    written = await _call(_api().patch_namespaced_custom_object_status, group, version,
+                          namespace, plural, name, {"status": status})
+    return None if written is None else str(written.get("metadata", {}).get("resourceVersion"))
+
+
+async def patch_cluster_status(*, group: str, version: str, plural: str, name: str,
+                               status: dict[str, Any], erasure: bool = False) -> bool:
+    """A cluster-scoped object's status (a PrincipalOffboarding's); False when the object is
+    gone. ``erasure``: sent on the erasure lane's threads, never behind scope reconciles."""
+    return await _call(_api().patch_cluster_custom_object_status, group, version, plural,
+                       name, {"status": status}, erasure=erasure) is not None
 
 
 async def get_object(*, group: str, version: str, plural: str, namespace: str,
@@ -69,14 +80,16 @@ def _write(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return fn(*args, **kwargs)
 
 
-async def _call(fn: Any, *args: Any, erasure: bool = False) -> None:
+async def _call(fn: Any, *args: Any, erasure: bool = False) -> Any:
+    """The call's answer, or None when the object is gone."""
     executor = lanes.erasure_executor() if erasure else None  # None: the loop's default
     try:
-        await asyncio.get_running_loop().run_in_executor(
+        return await asyncio.get_running_loop().run_in_executor(
             executor, contextvars.copy_context().run, functools.partial(_write, fn, *args))
     except ApiException as exc:
         if exc.status != 404:  # A vanished object needs nothing more.
             raise kopf.TemporaryError(f"api {exc.status}", delay=5) from None
+        return None
 
 
 # -- server-side apply of rendered objects (RetrievalBinding) ---------------------------------

@@ -8,7 +8,10 @@ flapped Enabled → Failed → Enabled, every flap a status write and an Event.
 
 The erasure lane: PrincipalOffboarding and the delete finalizer use a pool of their own
 (``context().erasure_store``) and a thread executor of their own for API calls, so a person's
-erasure never queues behind thousands of scope reconciles.
+erasure never queues behind thousands of scope reconciles. Their store work runs on an event
+loop of its own, in its own thread (``on_erasure_lane``): each of the flow's few dozen round
+trips resumes at once, not after a full turn of an operator loop crowded by a creation burst
+(measured: an offboarding 35x its direct flow during a 1,000-scope burst).
 """
 
 from __future__ import annotations
@@ -17,15 +20,17 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Final
+from typing import Any, Final, TypeVar
 
 import kopf
 
 from fgentic_governance.controller.metrics import RECONCILE_SLOT_TIMEOUTS
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SCOPE_POOL_SIZE: Final = int(os.environ.get("FGENTIC_RECONCILE_SLOTS", "8"))
 """Connections of the reconcile lane's store pool, and as many reconcile slots."""
@@ -35,23 +40,56 @@ ERASURE_THREADS: Final = 4
 SLOT_WAIT_SECONDS: Final = 300.0
 """Bounded: past it the reconcile is retried later by Kopf, writing nothing meanwhile."""
 
+LOOP_STOP_SECONDS: Final = 5.0
+
 _slots: asyncio.Semaphore | None = None
 _erasure_executor: ThreadPoolExecutor | None = None
+_erasure_loop: asyncio.AbstractEventLoop | None = None
+_erasure_thread: threading.Thread | None = None
 
 
 def open_lanes() -> None:
-    """Fresh slots and executor for this run of the event loop (called at start-up)."""
+    """Fresh slots, executor and erasure loop for this run of the event loop (start-up)."""
     global _slots  # noqa: PLW0603  (one per operator process)
     _slots = asyncio.Semaphore(SCOPE_POOL_SIZE)
     close_lanes()
     erasure_executor()
+    erasure_loop()
 
 
 def close_lanes() -> None:
-    global _erasure_executor  # noqa: PLW0603
+    """Stop the erasure lane's executor and loop (close its pool on it first)."""
+    global _erasure_executor, _erasure_loop, _erasure_thread  # noqa: PLW0603
     if _erasure_executor is not None:
         _erasure_executor.shutdown(wait=False, cancel_futures=True)
         _erasure_executor = None
+    if _erasure_loop is not None and _erasure_thread is not None:
+        _erasure_loop.call_soon_threadsafe(_erasure_loop.stop)
+        _erasure_thread.join(LOOP_STOP_SECONDS)  # bounded; a daemon thread past it
+        if not _erasure_thread.is_alive():
+            _erasure_loop.close()
+        _erasure_loop = _erasure_thread = None
+
+
+def erasure_loop() -> asyncio.AbstractEventLoop:
+    """The erasure lane's event loop, running in a thread of its own."""
+    global _erasure_loop, _erasure_thread  # noqa: PLW0603
+    if _erasure_loop is None:
+        _erasure_loop = asyncio.new_event_loop()
+        _erasure_thread = threading.Thread(target=_erasure_loop.run_forever,
+                                           name="fgentic-erasure-loop", daemon=True)
+        _erasure_thread.start()
+    return _erasure_loop
+
+
+async def on_erasure_lane(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` on the erasure lane's loop and await its result here. Everything ``work``
+    touches must belong to that loop (the erasure pool does) or be thread-safe; cancelling
+    the caller cancels ``work``."""
+    loop = erasure_loop()
+    if loop is asyncio.get_running_loop():  # already on it
+        return await work
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, loop))
 
 
 def erasure_executor() -> ThreadPoolExecutor:

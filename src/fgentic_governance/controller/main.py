@@ -69,9 +69,9 @@ async def open_store(dsn_file: Path) -> None:
     try:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
             version = await migrate(conn)
-        # The erasure lane's own connections: an offboarding never waits for the scope pool.
-        erasure_pool = await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
-            min_size=1, max_size=lanes.ERASURE_POOL_SIZE))
+        # The erasure lane's own connections, on its own loop: an offboarding never waits for
+        # the scope pool, nor for turns of this loop.
+        erasure_pool = await lanes.on_erasure_lane(_pool(dsn, lanes.ERASURE_POOL_SIZE))
     except BaseException:
         await pool.close()
         raise
@@ -79,6 +79,16 @@ async def open_store(dsn_file: Path) -> None:
               store_schema_version=version, store_pool=pool, erasure_pool=erasure_pool)
     await check_settings()
     log.info("content store ready at schema version %d", version)
+
+
+async def _pool(dsn: str, size: int) -> Any:
+    """A pool on the running loop (asyncpg's pools belong to the loop that made them)."""
+    import asyncpg
+
+    from fgentic_governance.memory import bounds
+
+    return await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
+        min_size=1, max_size=size))
 
 
 async def _leading(_conn: Any) -> None:
@@ -204,10 +214,11 @@ def run_operator(args: argparse.Namespace) -> int:
     async def _cleanup(**_: Any) -> None:
         for task in tasks:
             task.cancel()
+        if context().store_pool is not None:
+            await context().store_pool.close()
+        if context().erasure_pool is not None:  # on the loop it belongs to
+            await lanes.on_erasure_lane(context().erasure_pool.close())
         lanes.close_lanes()
-        for pool in (context().store_pool, context().erasure_pool):
-            if pool is not None:
-                await pool.close()
 
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)

@@ -81,11 +81,16 @@ def handled(status: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
     return status.get("observedGeneration") == meta.get("generation")
 
 
+def differs(current: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """Whether one of ``fields`` differs from the current status."""
+    return any(current.get(key) != value for key, value in fields.items())
+
+
 def update_status(patch: Any, current: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
     """Put ``fields`` in the status patch only if one differs from the current status: a
     resync that finds everything as recorded then writes nothing (the API server would
     decode, validate and compare a no-op PATCH all the same). Returns whether it did."""
-    if all(current.get(key) == value for key, value in fields.items()):
+    if not differs(current, fields):
         return False
     patch.status.update(fields)
     return True

@@ -20,13 +20,13 @@ from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
     backoff,
     condition,
+    differs,
     handled,
     merge_conditions,
     now,
     parse,
     ready,
     revision,
-    update_status,
 )
 from fgentic_governance.controller.leadership import gated
 from fgentic_governance.controller.metrics import SCOPE_STATUS_WRITES, SCOPE_TRANSITIONS
@@ -60,7 +60,7 @@ async def reconcile_scope(*, retry: int = 0, **kwargs: Any) -> None:
 
 async def _reconcile(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    body: kopf.Body, patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
+    body: kopf.Body, consents_by_scope: kopf.Index[Any, Any],
     offboarding_principals: kopf.Index[Any, Any], retry: int = 0, **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
@@ -71,9 +71,8 @@ async def _reconcile(
     verdict, standing = _verdict(scope, consents, offboarding_principals)
     ctx = context()
     if scope is None:
-        _commit(patch, status, _status(generation, previous, ScopePhase.DISABLED,
-                                       verdict.reason))
-        _announce(body, status, ScopePhase.DISABLED, verdict.reason)
+        await _commit(body, status, _status(generation, previous, ScopePhase.DISABLED,
+                                            verdict.reason))
         return
     route = None if ctx.model_routes is None else await ctx.model_routes.reason(
         scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
@@ -82,9 +81,8 @@ async def _reconcile(
         # there: report a failure, not a disabled scope. A store unfit to grant (its settings
         # could log content) grants nothing, but a withdrawal still erases (below).
         problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
-        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, problem,
-                                       model_route=route))
-        _announce(body, status, ScopePhase.FAILED, problem)
+        await _commit(body, status, _status(generation, previous, ScopePhase.FAILED, problem,
+                                            model_route=route))
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
@@ -92,12 +90,10 @@ async def _reconcile(
             outcome = await flow.reconcile(ctx.store, record, verdict,
                                            _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
-        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason,
-                                       model_route=route))
-        _announce(body, status, ScopePhase.FAILED, refusal.reason)
+        await _commit(body, status, _status(generation, previous, ScopePhase.FAILED,
+                                            refusal.reason, model_route=route))
         raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
-    _commit(patch, status, _outcome_status(generation, previous, outcome, route, standing))
-    _announce(body, status, outcome.phase, outcome.reason)
+    await _commit(body, status, _outcome_status(generation, previous, outcome, route, standing))
     if outcome.erasure is not None and outcome.last_erasure is not None:
         receipt = outcome.erasure
         kopf.event(body, type="Normal" if receipt.verified else "Warning",
@@ -116,7 +112,7 @@ async def erase_on_delete(
     *, namespace: str, name: str, spec: kopf.Spec, retry: int = 0, **_: Any
 ) -> None:
     """The finalizer: the CR goes away only after its memory is erased and verified. On the
-    erasure lane: no reconcile slot, the erasure pool (``controller.lanes``)."""
+    erasure lane: no reconcile slot, the erasure pool on its own loop (``controller.lanes``)."""
     store = context().erasure_store
     scope = parse(MemoryScopeSpec, spec)
     if store is None or scope is None:
@@ -124,7 +120,7 @@ async def erase_on_delete(
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
         async with scope_lock(record.scope_key):
-            outcome = await flow.erase_for_deletion(store, record)
+            outcome = await lanes.on_erasure_lane(flow.erase_for_deletion(store, record))
     except StoreRefusal as refusal:
         raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
     if outcome.phase is ScopePhase.FAILED:
@@ -149,12 +145,12 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: Reason) -> None:
+def _announce(body: kopf.Body, status: kopf.Status, phase: str, reason: str) -> None:
     """One Kubernetes event per phase change; the message is the reason code only."""
-    if status.get("phase") == phase.value and status.get("reasonCode") == reason.value:
+    if status.get("phase") == phase and status.get("reasonCode") == reason:
         return
-    kopf.event(body, type="Warning" if phase is ScopePhase.FAILED else "Normal",
-               reason=phase.value, message=f"reason {reason.value}")
+    kopf.event(body, type="Warning" if phase == ScopePhase.FAILED.value else "Normal",
+               reason=phase, message=f"reason {reason}")
 
 
 def _status(
@@ -221,9 +217,21 @@ def _outcome_status(
     return fields
 
 
-def _commit(patch: kopf.Patch, status: kopf.Status, fields: dict[str, Any]) -> None:
-    written = update_status(patch, status, fields)
-    SCOPE_STATUS_WRITES.labels(result="written" if written else "unchanged").inc()
+async def _commit(body: kopf.Body, status: kopf.Status, fields: dict[str, Any]) -> None:
+    """Write the status if a field differs, and announce a phase change only once the API
+    server has applied that write: written here rather than through Kopf's patch after the
+    handler, whose outcome a handler never learns (an Event used to announce a transition whose
+    write then failed, or changed nothing on a stale body). A failed write raises a Kopf retry."""
+    applied = False
+    if differs(status, fields):
+        version = await kube.patch_status(
+            group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
+            namespace=str(body.metadata.namespace), name=str(body.metadata.name),
+            status=fields)
+        applied = version is not None and version != body.metadata.get("resourceVersion")
+    SCOPE_STATUS_WRITES.labels(result="written" if applied else "unchanged").inc()
+    if applied:
+        _announce(body, status, fields["phase"], fields["reasonCode"])
 
 
 async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
@@ -244,9 +252,10 @@ async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
     previous = (record.get("status") or {}).get("conditions")
     generation = int((record.get("metadata") or {}).get("generation", 0))
     conditions = merge_conditions(previous, ready(applied, outcome.reason, generation, previous))
-    await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
-                            namespace=namespace, name=consent,
-                            status={"receipt": receipt, "conditions": conditions})
+    if await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
+                               namespace=namespace, name=consent,
+                               status={"receipt": receipt, "conditions": conditions}) is None:
+        return  # The record is gone: no receipt was recorded, so none is announced.
     kopf.event(record, type="Normal" if applied else "Warning",
                reason="Applied" if applied else "Refused",
                message=f"receipt generation {outcome.generation} reason {outcome.reason.value}")
@@ -258,19 +267,23 @@ async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
 @gated
 async def reconcile_consent(*, retry: int = 0, **kwargs: Any) -> None:
     async with lanes.reconcile_slot(backoff(retry)):  # Bounded with the scopes' work.
-        await _validate_consent(**kwargs)
+        await _validate_consent(retry=retry, **kwargs)
 
 
 async def _validate_consent(
     *, namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status,
-    **_: Any,
+    retry: int = 0, **_: Any,
 ) -> None:
     """Validate the record and poke its scope so the scope re-evaluates its gates.
 
     A record whose status already shows this generation handled was poked for by an earlier
     run: after a restart Kopf indexes every record before any scope handler runs, so each scope
     sees it without a poke (1,000 consents would otherwise cost 1,000 PATCHes and as many scope
-    reconciliations per restart).
+    reconciliations per restart). A retry pokes whatever the status says: the earlier run
+    wrote the status, then its poke failed (an API error), and nothing else would have the
+    scope look at the record (its store facts are unchanged, so the sweep finds nothing).
+    Kopf retries until the poke is accepted; giving up could leave a withdrawn consent's scope
+    Enabled.
     """
     generation = int(meta.get("generation", 0))
     record = parse(ConsentRecordSpec, spec)
@@ -283,7 +296,7 @@ async def _validate_consent(
                                                        previous)]
     fields = {"observedGeneration": generation,
               "conditions": merge_conditions(previous, *updates)}
-    poke = record is not None and not handled(status, meta)
+    poke = record is not None and (retry > 0 or not handled(status, meta))
     # Written before the poke, not through Kopf's patch after the handler: the scope may write
     # the receipt (and Ready) first, and a later patch of the whole list would drop it.
     if any(status.get(key) != value for key, value in fields.items()):

@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.common import GROUP, VERSION, Principal
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
 from fgentic_governance.controller import api as kube
@@ -21,8 +21,8 @@ from fgentic_governance.controller.handlers.common import (
     revision,
 )
 from fgentic_governance.controller.leadership import gated
-from fgentic_governance.memory import StoreRefusal
-from fgentic_governance.offboarding.flow import offboard
+from fgentic_governance.memory import MemoryStore, StoreRefusal
+from fgentic_governance.offboarding.flow import ScopeOutcome, offboard
 from fgentic_governance.reasons import Reason
 
 RETRY_DELAY = 10
@@ -50,7 +50,8 @@ def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], b
 @gated
 async def reconcile_offboarding(
     *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    patch: kopf.Patch, scopes_by_subject: kopf.Index[Any, Any], **_: Any,
+    name: str, patch: kopf.Patch, scopes_by_subject: kopf.Index[Any, Any], retry: int = 0,
+    **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
     previous = status.get("conditions")
@@ -58,37 +59,67 @@ async def reconcile_offboarding(
     if request is None:
         _fail(patch, Reason.INVALID_SPEC, body=body, status=status, generation=generation)
         return
+    principal = request.principal
+    from_crs = list(scopes_by_subject.get((principal.mxid, principal.origin_kind.value), []))
     if status.get("phase") == OffboardingPhase.READY.value:
-        return  # Done and verified; a rerun would only mint new receipt ids.
+        # Done and verified; a rerun would only mint new receipt ids. A retry is an earlier
+        # run whose pokes failed after Ready was written: poke again (a restart leaves them to
+        # the scope sweep, which finds the erased scopes' status behind their store rows).
+        if retry:
+            await poke_scopes(from_crs)
+        return
     store = context().erasure_store  # The erasure lane: never behind scope reconciles.
     if store is None:
         _fail(patch, Reason.STORE_UNAVAILABLE, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=RETRY_DELAY)
-    principal = request.principal
-    from_crs = list(scopes_by_subject.get((principal.mxid, principal.origin_kind.value), []))
     try:
         async with scope_lock(f"offboarding:{principal.mxid}"):
-            outcomes = await offboard(store, principal, from_crs)
+            outcomes, written = await lanes.on_erasure_lane(_erase_then_ready(
+                store, principal, from_crs, name=name, generation=generation,
+                previous=previous))
     except StoreRefusal as refusal:
         _fail(patch, refusal.reason, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
-    await poke_scopes(from_crs)
     failed = [o for o in outcomes if not o.verified]
-    patch.status["scopesFound"] = len(outcomes)
-    patch.status["scopesErased"] = len(outcomes) - len(failed)
-    patch.status["scopesFailed"] = len(failed)
-    patch.status["results"] = [o.wire() for o in outcomes]
     if failed:
+        patch.status.update(_counts(outcomes))
         _fail(patch, failed[0].reason, body=body, status=status, generation=generation)
         raise kopf.TemporaryError(failed[0].reason.value, delay=RETRY_DELAY)
-    patch.status["phase"] = OffboardingPhase.READY.value
-    patch.status["reasonCode"] = Reason.OK.value
-    patch.status["observedGeneration"] = generation
-    patch.status["conditions"] = merge_conditions(
-        previous, condition("ReadyForDeactivation", True, Reason.OK, generation, previous),
-        ready(True, Reason.OK, generation, previous))
+    if not written:
+        return  # Deleted meanwhile: nothing to announce; its deletion pokes the scopes.
     kopf.event(body, type="Normal", reason=OffboardingPhase.READY.value,
                message=f"scopes erased {len(outcomes)} reason {Reason.OK.value}")
+    await poke_scopes(from_crs)  # A failure retries this handler, which pokes again (above).
+
+
+async def _erase_then_ready(
+    store: MemoryStore, principal: Principal, from_crs: list[str], *, name: str,
+    generation: int, previous: list[dict[str, Any]] | None,
+) -> tuple[list[ScopeOutcome], bool]:
+    """On the erasure lane's loop: the guarantee (every scope disabled, enumerated, erased and
+    verified, one receipt each) and, once it holds, ReadyForDeactivation written at once on
+    the lane's own threads, not through Kopf's patch after the handler (which shares the
+    session and the loop with every scope's writes). Whether Ready was written (False: the
+    guarantee does not hold yet, or the offboarding is gone)."""
+    outcomes = await offboard(store, principal, from_crs)
+    if not all(o.verified for o in outcomes):
+        return outcomes, False
+    written = await kube.patch_cluster_status(
+        group=GROUP, version=VERSION, plural=PRINCIPAL_OFFBOARDING.plural, name=name,
+        erasure=True, status={
+            **_counts(outcomes), "phase": OffboardingPhase.READY.value,
+            "reasonCode": Reason.OK.value, "observedGeneration": generation,
+            "conditions": merge_conditions(
+                previous, condition("ReadyForDeactivation", True, Reason.OK, generation,
+                                    previous),
+                ready(True, Reason.OK, generation, previous))})
+    return outcomes, written
+
+
+def _counts(outcomes: list[ScopeOutcome]) -> dict[str, Any]:
+    failed = sum(not o.verified for o in outcomes)
+    return {"scopesFound": len(outcomes), "scopesErased": len(outcomes) - failed,
+            "scopesFailed": failed, "results": [o.wire() for o in outcomes]}
 
 
 async def poke_scopes(keys: list[str]) -> None:
