@@ -12,7 +12,9 @@ Corpus: ``--rows`` chunks in the ``retrieval/search/corpus.py`` table, seeded 76
 vectors (``--corpus clustered``, the default: a Gaussian mixture of 100 topics, as real
 embeddings cluster; ``uniform``: every coordinate uniform in [-1, 1), HNSW's worst case; see
 ``Space``), loaded with binary COPY, then HNSW (cosine, pgvector defaults)
-+ the GIN indexes + ANALYZE, then prewarmed (heap, vectors and one walk of the whole graph),
++ the GIN indexes + VACUUM (ANALYZE) + the ACL key census with its partial HNSW indexes
+(``corpus.refresh_buckets``, as ``corpus load`` runs it), then prewarmed (heap, vectors and one
+walk of the whole graph),
 so the figures compare work, not this VM's disk. Each row draws u ~ U(0, 1) and is admitted
 for tier t (1 %, 10 %, 50 %) when u < t / 0.9, so about t of all rows are visible once the
 10 % of rows with an inadmissible classification (restricted, secret, regulated, missing,
@@ -28,10 +30,15 @@ variants rotates every round, and a first round warms up): the plain unfiltered 
 embedding <=> q LIMIT 10`` (the baseline) and ``prefilter.search`` at each tier for a Matrix
 projection (two-entry audience: one bridged, one native reader) and an OAuth projection (one
 partner group). Per variant: rows visible (reference oracle), ``count()`` versus the oracle, the
-plan's scan node (EXPLAIN of the function's statement), the index scans per call of the real
+path the search function reports it took (exact, bucket, graph or planner; EXPLAIN of the plain
+query's scan node for the baseline), the index scans per call of the real
 search path (pg_stat_user_indexes over eight calls), min/max rows returned, rows leaked (every
 returned id re-checked with ``acl_reference.admits`` against the generated metadata; must be 0)
-and recall@10 against an exact (index-free) run of the same predicate.
+and recall@10 against an exact (index-free) run of the same predicate. Then one line of the
+ratios to the unfiltered query per tier and one of recall@10 per variant.
+
+``--rows`` sets the size (1,000,000 for issue 40's run by hand: docs/performance.md gives the
+command; CI runs it at 3,000 rows, tests/integration/test_benchmarks_run.py).
 """
 
 from __future__ import annotations
