@@ -66,8 +66,11 @@ def test_bench_scale_prints_every_row_of_the_issue_table_from_one_small_run() ->
     assert "during the creation burst" in cells[ISSUE_39_ROWS[5]]
     writes = cells[ISSUE_39_ROWS[6]]
     assert writes.startswith("while 2 RetrievalBindings converged (")
-    assert "at rest 3 s after all Enabled: " in writes
-    assert len(re.findall(r"store row updates [\d,]+ of fgentic_memory\.scope", writes)) == 2
+    # (the windows last --settle plus the probes' own seconds: not asserted)
+    assert re.search(r"; at rest \d+ s after all Enabled: ", writes), writes
+    assert re.search(r"; at rest \d+ s after all bindings Applied: ", writes), writes
+    # store rows written in each window, by xmin (exact, not pg_stat's late counters)
+    assert len(re.findall(r"store rows written [\d,]+ of fgentic_memory\.scope", writes)) == 3
 
 
 def test_bench_prefilter_runs_small_with_no_leak_and_every_path() -> None:
