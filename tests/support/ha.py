@@ -1,29 +1,26 @@
-"""The highly available store in tests (tests/ha): one etcd + three Patroni members per module
-(fgentic_devenv/ha.py), reused across kills, healed before each test, and the store of ours
-built on it exactly as our processes build theirs: from a DSN file naming every member
-without a target session attribute (cli/memory.py's ``store_from_file``, which applies the
-read-write rule of memory/dsn.py)."""
+"""The highly available store in tests (tests/ha; its fixtures are in tests/ha/conftest.py): one
+etcd + three Patroni members per module (fgentic_devenv/ha.py), reused across kills, healed
+before each test, and the store of ours built on it exactly as our processes build theirs:
+from a DSN file naming every member without a target session attribute (cli/memory.py's
+``store_from_file``, which applies the read-write rule of memory/dsn.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import asyncpg
-import pytest
 
 from fgentic_devenv.ha import Failover, HaPostgres, Member
 from fgentic_governance.cli.memory import store_from_file
 from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds
 from fgentic_governance.memory.dsn import read_write
-from tests.support.kagent import eventually
-from tests.support.store import migrated_pool
 
 T = TypeVar("T")
 DATABASE = "fgentic_ha"
@@ -97,49 +94,10 @@ async def first_success(call: Callable[[], Awaitable[T]], failover: Failover, wh
         return result
 
 
-def _has_database(cluster: HaPostgres, member: Member) -> bool:
+def has_database(cluster: HaPostgres, member: Member) -> bool:
     """Whether ``member`` (any role) lists the test database yet."""
     found = subprocess.run(
         [str(cluster.bin_dir / "psql"), "-XAtq", "-d", cluster.member_dsn(member),
          "-c", f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
         capture_output=True, text=True, check=False, timeout=10)
     return found.stdout.strip() == "1"
-
-
-@pytest.fixture(scope="module")
-def ha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HaPostgres]:
-    """One cluster per module: starting one costs about 15 s, a kill and heal about 35 s."""
-    with HaPostgres(tmp_path_factory.mktemp("ha")) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="module")
-async def ha_database(ha_cluster: HaPostgres, tmp_path_factory: pytest.TempPathFactory
-                      ) -> Path:
-    """The memory database, migrated, and a DSN file naming every member (no attribute)."""
-    admin = await asyncpg.connect(ha_cluster.dsn(), timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    finally:
-        await admin.close()
-    # asyncpg tries the hosts in order and stops at a member that has not replayed the
-    # database yet ("does not exist"): wait until every member has it.
-    await eventually(lambda: all(_has_database(ha_cluster, m) for m in ha_cluster.members),
-                     what="the database on every member", timeout=30)
-    conn = await asyncpg.connect(ha_cluster.dsn(DATABASE), timeout=10)
-    try:
-        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    finally:
-        await conn.close()
-    pool = await migrated_pool(ha_cluster.dsn(DATABASE), max_size=1)
-    await pool.close()
-    dsn_file = tmp_path_factory.mktemp("ha-dsn") / "dsn"
-    dsn_file.write_text(ha_cluster.hosts_dsn(DATABASE) + "\n")
-    return dsn_file
-
-
-@pytest.fixture
-async def ha(ha_cluster: HaPostgres, ha_database: Path) -> HaStore:
-    """The module's cluster, healed (three members, a sync standby streaming) for this test."""
-    await asyncio.to_thread(ha_cluster.heal)
-    return HaStore(ha_cluster, ha_database)
