@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from fgentic_governance.admission.render import webhook_configuration
 from tests.support import processes
 from tests.support.cluster import wait_for
+from tests.support.kube import replay
 from tests.support.objects import api_message, example
 
 pytestmark = pytest.mark.integration
@@ -172,14 +173,8 @@ def _verify(leaf_pem: bytes, bundle_pem: bytes) -> None:
 
 
 def _events(list_call: Any, *args: Any, name: str, since: str) -> list[Any]:
-    """Every change of object ``name`` after resourceVersion ``since`` (a watch from there
-    replays them, then ends after two quiet seconds)."""
-    from kubernetes import watch
-
-    stream = watch.Watch().stream(list_call, *args, field_selector=f"metadata.name={name}",
-                                  resource_version=since, timeout_seconds=2,
-                                  _request_timeout=30)
-    return [event["object"] for event in stream]
+    """Every change of object ``name`` after resourceVersion ``since``."""
+    return replay(list_call, *args, since=since, field_selector=f"metadata.name={name}")
 
 
 def _handshake(port: int, bundle: bytes, host: str) -> bool:
