@@ -22,7 +22,7 @@ async def test_migrate_is_versioned_and_idempotent(pg_dsn: str) -> None:
             await require_current(conn)
         assert info.value.reason is Reason.STORE_SCHEMA_MISMATCH
 
-        assert await migrate(conn) == SCHEMA_VERSION == len(migrations()) == 23
+        assert await migrate(conn) == SCHEMA_VERSION == len(migrations()) == 24
         objects = await conn.fetchval(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = 'fgentic_memory'")
