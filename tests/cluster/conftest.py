@@ -13,12 +13,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fgentic_devenv.binaries import upstream_dir
 from fgentic_devenv.node import BRIDGE_ADDRESS, POD_CIDR, LocalCluster, leftovers
+from fgentic_devenv.paths import repo_root
 from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
 from tests.support import install_doc
-from tests.support.cluster import NAMESPACE, Release, apply, built_image, merge_values
+from tests.support.cluster import (
+    NAMESPACE,
+    Release,
+    apply,
+    built_image,
+    kubectl_apply,
+    merge_values,
+)
 from tests.support.store import migrated_pool
 
 LOCAL_HOMESERVER = "fgentic.local"
@@ -146,3 +155,16 @@ def release(cluster: LocalCluster, cluster_postgres: LocalPostgres, image: tuple
     installed = Release(cluster, values)
     installed.install()
     yield installed
+
+
+DEMO_NAMESPACE_MANIFEST = repo_root() / "examples" / "00-namespace.yaml"
+
+
+@pytest.fixture(scope="package")
+def demo_namespace(release: Release) -> str:
+    """The examples' namespace (fgentic-demo), made as examples/00-namespace.yaml makes it,
+    for every file that needs it: each runs alone (`kubectl apply`, so whichever asks first
+    makes it and the others find it)."""
+    result = kubectl_apply(release.cluster, DEMO_NAMESPACE_MANIFEST)
+    assert result.returncode == 0, result.stderr
+    return str(yaml.safe_load(DEMO_NAMESPACE_MANIFEST.read_text())["metadata"]["name"])

@@ -72,10 +72,11 @@ def test_every_component_runs_ready_non_root_on_a_read_only_root(
         assert pod["spec"]["securityContext"]["runAsUser"] == 65532
 
 
-def test_examples_are_admitted_and_the_denied_example_is_refused(release: Release) -> None:
+def test_examples_are_admitted_and_the_denied_example_is_refused(
+        release: Release, demo_namespace: str) -> None:
+    assert demo_namespace == NS  # the examples' namespace (00-namespace.yaml), made for us
     cluster = release.cluster
-    for name in ("00-namespace.yaml", "10-agent.yaml", "20-memoryscope.yaml",
-                 "30-retrievalbinding.yaml"):
+    for name in ("10-agent.yaml", "20-memoryscope.yaml", "30-retrievalbinding.yaml"):
         result = kubectl_apply(cluster, EXAMPLES / name)
         assert result.returncode == 0, (name, result.stderr)
     denied = kubectl_apply(cluster, EXAMPLES / "denied" / "agent-propagates-authorization.yaml")

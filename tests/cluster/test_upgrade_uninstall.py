@@ -36,7 +36,6 @@ from tests.support.cluster import (
 from tests.support.image import CHART
 from tests.support.store import migrated_pool
 
-NS = "fgentic-demo"
 USER_TLS = "fg-webhook-user-tls"
 
 
@@ -94,7 +93,7 @@ def _as_an_earlier_release_left_it(release: Release, tmp_path: Path) -> None:
 
 
 def test_upgrade_from_the_crds_dir_layout_upgrades_the_crds(
-        release: Release, tmp_path: Path) -> None:
+        release: Release, demo_namespace: str, tmp_path: Path) -> None:
     """Issue 37 §8: the CRDs are templates, so `helm upgrade` upgrades them; a release of the
     earlier layout takes docs/install.md's one-time step (as written) and no manual apply."""
     cluster = release.cluster
@@ -124,8 +123,9 @@ def test_upgrade_from_the_crds_dir_layout_upgrades_the_crds(
             [p for p in release.pods(c) if ready(p)]) == n, f"{component} ready after upgrade")
     # The upgraded operator still reconciles: a new scope with consent becomes Enabled.
     cluster.kubectl("apply", "-f", "-", input="\n---\n".join(
-        json.dumps(o) for o in scope_and_consent(NS, "erin-docs-agent", "erin")))
-    wait_for(lambda: phase_is(cluster, "erin-docs-agent", "Enabled", ns=NS), "erin Enabled")
+        json.dumps(o) for o in scope_and_consent(demo_namespace, "erin-docs-agent", "erin")))
+    wait_for(lambda: phase_is(cluster, "erin-docs-agent", "Enabled", ns=demo_namespace),
+             "erin Enabled")
 
 
 def _user_tls_secret(release: Release) -> str:
@@ -143,11 +143,11 @@ def _user_tls_secret(release: Release) -> str:
     return base64.b64encode(ca.cert_pem).decode()
 
 
-def _an_agent_is_admitted(release: Release, mode: str) -> None:
+def _an_agent_is_admitted(release: Release, mode: str, namespace: str) -> None:
     """The API server reaches the webhook and it admits an Agent (a server-side dry run:
     every webhook runs, nothing is stored); retried while the old replicas drain."""
     agent = yaml.safe_load((repo_root() / "examples" / "10-agent.yaml").read_text())
-    agent["metadata"]["name"] = f"tls-{mode.lower()}"
+    agent["metadata"].update(name=f"tls-{mode.lower()}", namespace=namespace)
     wait_for(lambda: kubectl_result(release.cluster, "create", "--dry-run=server", "-f", "-",
                                     input=json.dumps(agent)).returncode == 0,
              f"an Agent admitted in TLS mode {mode}", timeout=60)
@@ -156,7 +156,8 @@ def _an_agent_is_admitted(release: Release, mode: str) -> None:
              f"2 ready webhook pods in TLS mode {mode}")
 
 
-def test_the_webhook_tls_mode_can_follow_any_other(release: Release) -> None:
+def test_the_webhook_tls_mode_can_follow_any_other(release: Release,
+                                                  demo_namespace: str) -> None:
     """Issue 37 §8: bootstrap → secret → generate → bootstrap, each a plain `helm upgrade`.
     Before, the generate mode's Secret had the name the bootstrap webhook writes (Helm
     refused to adopt it) and Helm's server-side apply of a caBundle the webhook had written
@@ -172,19 +173,23 @@ def test_the_webhook_tls_mode_can_follow_any_other(release: Release) -> None:
         bundle = config["webhooks"][0]["clientConfig"]["caBundle"]
         if mode == "secret":
             assert bundle == ca_bundle
-        _an_agent_is_admitted(release, mode)
+        _an_agent_is_admitted(release, mode, demo_namespace)
     release.kubectl("delete", "secret", "-n", release.namespace, USER_TLS,
                     f"{release.name}-webhook-tls-generated", "--ignore-not-found")
 
 
 def test_uninstall_fences_memory_and_leaves_nothing_stuck(
-        release: Release, host_dsn: str) -> None:
+        release: Release, demo_namespace: str, host_dsn: str) -> None:
     cluster = release.cluster
     scopes = json.loads(cluster.kubectl("get", "memoryscopes", "-A", "-o", "json"))["items"]
     assert any("governance.fgentic.dev/finalizer" in (o["metadata"].get("finalizers") or [])
                for o in scopes)
     # The example binding's objects, in its proxy and retrieval namespaces (issue 37 §2: 14 of
     # them outlived the uninstall), and what the processes made at run time, labelled as ours.
+    # (Applied here too, unchanged if test_install.py applied it: this file runs alone.)
+    applied = kubectl_result(cluster, "apply", "-f",
+                             str(repo_root() / "examples" / "30-retrievalbinding.yaml"))
+    assert applied.returncode == 0, applied.stderr
     wait_for(lambda: _rendered_namespaces(cluster) >= {"agentgateway-system",
                                                        "fgentic-retrieval"},
              "the example binding's objects")
@@ -219,8 +224,9 @@ def test_uninstall_fences_memory_and_leaves_nothing_stuck(
                  "clusterroles", "clusterrolebindings"):
         names = cluster.kubectl("get", kind, "-o", "name")
         assert f"/{release.name}-" not in names and f"/{release.name}\n" not in names, names
-    cluster.kubectl("delete", "namespace", NS, "--wait=true", "--timeout=90s", timeout=120)
-    assert "not found" in kubectl_result(cluster, "get", "namespace", NS).stderr
+    cluster.kubectl("delete", "namespace", demo_namespace, "--wait=true", "--timeout=90s",
+                    timeout=120)
+    assert "not found" in kubectl_result(cluster, "get", "namespace", demo_namespace).stderr
 
 
 OURS = f"{MANAGED_BY[0]}={MANAGED_BY[1]}"
