@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +25,8 @@ from fgentic_governance.consent.gates import Verdict
 from fgentic_governance.memory import Access, MemoryStore, Operation, ScopeRecord, StoreRefusal
 from fgentic_governance.memory.cost import CostGate
 from fgentic_governance.reasons import Reason
-from tests.support.ha import HaStore, first_success
+from tests.support import processes
+from tests.support.ha import DATABASE, HaStore, first_success
 from tests.support.kagent import eventually
 from tests.support.store import CONTEXT, enabled, scope_record
 
@@ -267,3 +270,39 @@ async def test_cost_admission_and_leases_across_a_failover(ha: HaStore) -> None:
     # Every lease answered open is on the new primary, and every one answered closed is closed.
     assert opened <= set(leases)
     assert all(leases[lease_id] is not None for lease_id in closed)
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+            return bool(answer.status == 200)
+    except OSError:  # 503 (HTTPError) while the store is unavailable, or refused
+        return False
+
+
+async def test_memory_api_process_recovers_after_a_failover(ha: HaStore, kubeconfig: Path,
+                                                            tmp_path: Path) -> None:
+    # The real memory-api process, given the DSN file naming every member (no attribute).
+    proc, port = processes.spawn_memory_api(kubeconfig, ha.dsn_file, "http://127.0.0.1:9",
+                                            tmp_path / "memory-api.log")
+    try:
+        await asyncio.to_thread(processes.until, lambda: _ready(port), "memory API ready", 60)
+        failover = ha.kill_primary()
+        # Readiness probes the store (one bounded call): in the gap it must say "not ready"
+        # (no member is the primary), not hang and not be answered by a standby.
+        await asyncio.to_thread(processes.until, lambda: not _ready(port),
+                                "memory API not ready in the gap", 10)
+        await ha.wait_new_leader(failover)
+        await asyncio.to_thread(processes.until, lambda: _ready(port),
+                                "memory API ready on the new primary", 90)
+        print(f"\n[ha] memory-api process: first successful store call (readiness) "
+              f"{time.monotonic() - failover.at:.1f} s after the kill of {failover.killed.name}")
+        # Its pool's connections are on the new primary, as the read-write rule demands.
+        on_new = (await ha.on_primary(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1"
+            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+            DATABASE))[0][0]
+        assert proc.poll() is None
+    finally:
+        processes.stop(proc)
+    assert on_new >= 1
