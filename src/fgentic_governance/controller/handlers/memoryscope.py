@@ -20,13 +20,13 @@ from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
     backoff,
     condition,
-    differs,
     handled,
     merge_conditions,
     now,
     parse,
     ready,
     revision,
+    update_status,
 )
 from fgentic_governance.controller.leadership import gated
 from fgentic_governance.controller.metrics import SCOPE_STATUS_WRITES, SCOPE_TRANSITIONS
@@ -60,7 +60,7 @@ async def reconcile_scope(*, retry: int = 0, **kwargs: Any) -> None:
 
 async def _reconcile(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    body: kopf.Body, consents_by_scope: kopf.Index[Any, Any],
+    body: kopf.Body, patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
     offboarding_principals: kopf.Index[Any, Any], retry: int = 0, **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
@@ -71,8 +71,9 @@ async def _reconcile(
     verdict, standing = _verdict(scope, consents, offboarding_principals)
     ctx = context()
     if scope is None:
-        await _commit(body, status, _status(generation, previous, ScopePhase.DISABLED,
-                                            verdict.reason))
+        _commit(patch, status, _status(generation, previous, ScopePhase.DISABLED,
+                                       verdict.reason))
+        _announce(body, status, ScopePhase.DISABLED, verdict.reason)
         return
     route = None if ctx.model_routes is None else await ctx.model_routes.reason(
         scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
@@ -81,8 +82,9 @@ async def _reconcile(
         # there: report a failure, not a disabled scope. A store unfit to grant (its settings
         # could log content) grants nothing, but a withdrawal still erases (below).
         problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
-        await _commit(body, status, _status(generation, previous, ScopePhase.FAILED, problem,
-                                            model_route=route))
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, problem,
+                                       model_route=route))
+        _announce(body, status, ScopePhase.FAILED, problem)
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
@@ -90,10 +92,12 @@ async def _reconcile(
             outcome = await flow.reconcile(ctx.store, record, verdict,
                                            _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
-        await _commit(body, status, _status(generation, previous, ScopePhase.FAILED,
-                                            refusal.reason, model_route=route))
+        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason,
+                                       model_route=route))
+        _announce(body, status, ScopePhase.FAILED, refusal.reason)
         raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
-    await _commit(body, status, _outcome_status(generation, previous, outcome, route, standing))
+    _commit(patch, status, _outcome_status(generation, previous, outcome, route, standing))
+    _announce(body, status, outcome.phase, outcome.reason)
     if outcome.erasure is not None and outcome.last_erasure is not None:
         receipt = outcome.erasure
         kopf.event(body, type="Normal" if receipt.verified else "Warning",
@@ -145,12 +149,12 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-def _announce(body: kopf.Body, status: kopf.Status, phase: str, reason: str) -> None:
+def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: Reason) -> None:
     """One Kubernetes event per phase change; the message is the reason code only."""
-    if status.get("phase") == phase and status.get("reasonCode") == reason:
+    if status.get("phase") == phase.value and status.get("reasonCode") == reason.value:
         return
-    kopf.event(body, type="Warning" if phase == ScopePhase.FAILED.value else "Normal",
-               reason=phase, message=f"reason {reason}")
+    kopf.event(body, type="Warning" if phase is ScopePhase.FAILED else "Normal",
+               reason=phase.value, message=f"reason {reason.value}")
 
 
 def _status(
@@ -217,21 +221,9 @@ def _outcome_status(
     return fields
 
 
-async def _commit(body: kopf.Body, status: kopf.Status, fields: dict[str, Any]) -> None:
-    """Write the status if a field differs, and announce a phase change only once the API
-    server has applied that write: written here rather than through Kopf's patch after the
-    handler, whose outcome a handler never learns (an Event used to announce a transition whose
-    write then failed, or changed nothing on a stale body). A failed write raises a Kopf retry."""
-    applied = False
-    if differs(status, fields):
-        version = await kube.patch_status(
-            group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
-            namespace=str(body.metadata.namespace), name=str(body.metadata.name),
-            status=fields)
-        applied = version is not None and version != body.metadata.get("resourceVersion")
-    SCOPE_STATUS_WRITES.labels(result="written" if applied else "unchanged").inc()
-    if applied:
-        _announce(body, status, fields["phase"], fields["reasonCode"])
+def _commit(patch: kopf.Patch, status: kopf.Status, fields: dict[str, Any]) -> None:
+    written = update_status(patch, status, fields)
+    SCOPE_STATUS_WRITES.labels(result="written" if written else "unchanged").inc()
 
 
 async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
