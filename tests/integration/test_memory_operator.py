@@ -574,6 +574,56 @@ def _labelled(name: str, agent: str = "docs-agent") -> dict[str, Any]:
     return obj
 
 
+def _enabled_events(k8s_client: client.ApiClient, name: str) -> int:
+    events = client.CoreV1Api(k8s_client).list_namespaced_event(
+        NS, field_selector=f"involvedObject.name={name},reason=Enabled").items
+    return len(events)
+
+
+async def _granted(store: MemoryStore, name: str) -> bool:
+    """The scope is enabled in the store (False while it is not there yet)."""
+    try:
+        return (await store.scope_state(f"{NS}/{name}")).enabled
+    except StoreRefusal as refusal:
+        assert refusal.reason is Reason.SCOPE_MISSING
+        return False
+
+
+async def test_a_phase_change_is_announced_only_once_its_status_is_written(
+    operator: Operator, api: client.CustomObjectsApi, store: MemoryStore,
+    k8s_client: client.ApiClient,
+) -> None:
+    """Issue 39: the Event belongs to the transition actually recorded. While the API server
+    refuses the scope's status writes the store grants it, yet no `Enabled` Event is posted;
+    once the write goes through, exactly one is (before: one posted with the refused write,
+    another with the one that went through)."""
+    _create(api, "memoryscopes", _labelled("probe-status", "probe-agent"))
+    name = "status-refused"
+    with refusing(k8s_client, resource="memoryscopes/status", label=REFUSED, allow="false"):
+        await until_refused(lambda: api.patch_namespaced_custom_object_status(
+            GROUP, VERSION, NS, "memoryscopes", "probe-status", {"status": {"entryCount": 0}}))
+        _create(api, "memoryscopes", _labelled(name))
+        _create(api, "consentrecords", _consent(name))
+        deadline = time.monotonic() + 30
+        while not await _granted(store, name):
+            assert time.monotonic() < deadline, "the scope was never granted in the store"
+            await asyncio.sleep(0.2)
+        scope = get_object(api, "memoryscopes", NS, name)
+        assert "phase" not in (scope.get("status") or {})  # the refused write left no trace
+        assert _enabled_events(k8s_client, name) == 0
+    await until_refused(lambda: api.patch_namespaced_custom_object_status(
+        GROUP, VERSION, NS, "memoryscopes", "probe-status", {"status": {"entryCount": 0}}),
+        refused=False)
+    api.patch_namespaced_custom_object(GROUP, VERSION, NS, "memoryscopes", name, {
+        "metadata": {"annotations": {f"{GROUP}/consent-revision": uuid.uuid4().hex}}})
+    await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"), timeout=60)
+    deadline = time.monotonic() + 20
+    while _enabled_events(k8s_client, name) < 1:
+        assert time.monotonic() < deadline, "no Enabled event once the status was written"
+        await asyncio.sleep(0.3)
+    assert _enabled_events(k8s_client, name) == 1
+
+
 CONSENT_POKE = f"{GROUP}/consent-revision"
 # A change of the consent poke's annotation is refused; any other update of the scope is not.
 POKE_REFUSED = (f"!has(object.metadata.annotations) || !('{CONSENT_POKE}' in "

@@ -149,12 +149,35 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+_UNANNOUNCED: dict[str, tuple[str, str]] = {}
+"""uid → (phase, reason) of a transition whose status write is not seen on the watch yet."""
+
+
 def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: Reason) -> None:
-    """One Kubernetes event per phase change; the message is the reason code only."""
+    """One Kubernetes event per phase change; the message is the reason code only. Posted once
+    the status write is seen applied (``announce_written``), not here: Kopf applies the patch
+    after the handler, and a write refused, failed or lost posts nothing."""
     if status.get("phase") == phase.value and status.get("reasonCode") == reason.value:
         return
-    kopf.event(body, type="Warning" if phase is ScopePhase.FAILED else "Normal",
-               reason=phase.value, message=f"reason {reason.value}")
+    _UNANNOUNCED[str(body.metadata.uid)] = (phase.value, reason.value)
+
+
+@kopf.on.event(GROUP, VERSION, MEMORY_SCOPE.plural, id="announce-written",
+               when=lambda body, **_: str(body.metadata.uid) in _UNANNOUNCED)
+def announce_written(*, event: kopf.RawEvent, body: kopf.Body, status: kopf.Status,
+                     **_: Any) -> None:
+    """The Event of a transition, once the watch shows its status written (the API server
+    applied it); a deleted scope's pending one is dropped."""
+    uid = str(body.metadata.uid)
+    if event.get("type") == "DELETED":
+        _UNANNOUNCED.pop(uid, None)
+        return
+    phase, reason = _UNANNOUNCED.get(uid, ("", ""))
+    if (status.get("phase"), status.get("reasonCode")) != (phase, reason):
+        return  # not written yet (or a later transition replaced it)
+    del _UNANNOUNCED[uid]
+    kopf.event(body, type="Warning" if phase == ScopePhase.FAILED.value else "Normal",
+               reason=phase, message=f"reason {reason}")
 
 
 def _status(
