@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fgentic_governance.api.memory import ErasureResult
 from fgentic_governance.memory import ErasureReceipt, StoreRefusal
 from fgentic_governance.memory.floors import Floor
+from fgentic_governance.offboarding.flow import ScopeOutcome
 from fgentic_governance.reasons import Reason
 
 
@@ -29,20 +29,14 @@ class PurgeStore(Protocol):
 
 
 @dataclass(frozen=True)
-class ScopeReceipt:
-    scope_key: str
-    verified: bool
-    reason: Reason
-    receipt_id: str = ""
+class ScopeReceipt(ScopeOutcome):
+    """An offboarding's outcome for one scope, with the erasure's generation and count."""
+
     generation: int = 0
     deleted: int = 0
 
     def wire(self) -> dict[str, Any]:
-        namespace, name = self.scope_key.split("/", 1)
-        return {"namespace": namespace, "scope": name,
-                "result": (ErasureResult.VERIFIED if self.verified else ErasureResult.FAILED).value,
-                "reasonCode": self.reason.value, "receiptId": self.receipt_id,
-                "generation": self.generation, "deleted": self.deleted}
+        return {**super().wire(), "generation": self.generation, "deleted": self.deleted}
 
 
 async def purge(
