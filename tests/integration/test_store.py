@@ -214,6 +214,24 @@ async def test_binding_and_retention_are_immutable(store: MemoryStore) -> None:
     assert (await store.ensure_scope(scope_record(entry_cap=10))).entry_cap == 10
 
 
+async def test_a_reconcile_of_an_unchanged_scope_writes_no_row(store: MemoryStore,
+                                                             pool: Any) -> None:
+    """The operator re-reconciles scopes whose spec did not change (pokes, restarts): the row
+    keeps its version (xmin) until a column of the spec really changes."""
+    async def version() -> str:
+        return str(await pool.fetchval(
+            "SELECT xmin::text FROM fgentic_memory.scope WHERE scope_key = $1",
+            scope_record().scope_key))
+
+    await store.ensure_scope(scope_record())
+    first = await version()
+    for _ in range(3):
+        await store.ensure_scope(scope_record())
+    assert await version() == first
+    assert (await store.ensure_scope(scope_record(entry_cap=10))).entry_cap == 10
+    assert await version() != first
+
+
 async def test_federated_origin_cannot_be_enabled(store: MemoryStore) -> None:
     record = scope_record(origin_kind="remote-federated", subject_mxid="@carol:partner.example")
     await store.ensure_scope(record)
