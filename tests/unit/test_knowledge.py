@@ -17,27 +17,12 @@ from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason, 
 from fgentic_governance.knowledge.embeddings import vector_of
 from fgentic_governance.knowledge.service import KnowledgeSearch
 from fgentic_governance.retrieval.search.prefilter import Hit
-from tests.support.projector import AGENT, NOW, room_context
+from tests.support.mcp_requests import VERSION, carrier, rpc_body
+from tests.support.projector import AGENT, NOW
 
-VERSION = "2025-11-25"
-
-
-def carrier(*, agent: AgentRef = AGENT, iat: int = NOW) -> str:
-    return contract.encode_identity(contract.stamp_matrix(room_context(), agent=agent, iat=iat))
-
-
-def rpc(method: str, params: Any = None, request_id: Any = 1) -> bytes:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if request_id is not None:
-        message["id"] = request_id
-    if params is not None:
-        message["params"] = params
-    return json.dumps(message).encode()
-
-
-INIT = rpc("initialize", {"protocolVersion": VERSION, "capabilities": {},
+INIT = rpc_body("initialize", {"protocolVersion": VERSION, "capabilities": {},
                           "clientInfo": {"name": "t", "version": "1"}})
-CALL = rpc("tools/call", {"name": "search_knowledge", "arguments": {"query": "retention"}})
+CALL = rpc_body("tools/call", {"name": "search_knowledge", "arguments": {"query": "retention"}})
 
 
 def admit(body: bytes, *, carriers: list[str] | None = None,
@@ -57,7 +42,7 @@ def refused(decision: guard.Admitted | guard.Refusal) -> object:
 
 @pytest.mark.parametrize("method", sorted(guard.METHODS - {"initialize"}))
 def test_every_method_of_the_table_is_admitted_with_the_version_header(method: str) -> None:
-    decision = admit(rpc(method, {} if method != "tools/call" else {"name": "x"}))
+    decision = admit(rpc_body(method, {} if method != "tools/call" else {"name": "x"}))
     assert isinstance(decision, guard.Admitted)
     assert decision.method == method
     assert decision.identity.identity.agent == AGENT
@@ -70,7 +55,7 @@ def test_initialize_is_admitted_offering_exactly_2025_11_25_without_the_header()
 
 @pytest.mark.parametrize("offered", ["2025-06-18", "2026-07-28", "2024-11-05", None, 20251125])
 def test_initialize_offering_anything_else_is_refused(offered: object) -> None:
-    body = rpc("initialize", {"protocolVersion": offered, "capabilities": {},
+    body = rpc_body("initialize", {"protocolVersion": offered, "capabilities": {},
                               "clientInfo": {"name": "t", "version": "1"}})
     assert refused(admit(body, versions=[])) is KnowledgeReason.PROTOCOL_VERSION_REFUSED
 
@@ -92,7 +77,7 @@ def test_later_requests_carry_exactly_the_negotiated_revision(versions: list[str
                                     "server/discover", "tasks/list", "sampling/createMessage",
                                     "Tools/call", ""])
 def test_every_other_method_is_refused(method: str) -> None:
-    assert refused(admit(rpc(method, {}))) is KnowledgeReason.METHOD_REFUSED
+    assert refused(admit(rpc_body(method, {}))) is KnowledgeReason.METHOD_REFUSED
 
 
 @pytest.mark.parametrize("body", [
@@ -123,17 +108,17 @@ def test_every_request_needs_exactly_one_valid_carrier_for_the_binding_agent(
              "other-agent": [carrier(agent=AgentRef(namespace="fgentic-demo", name="other"))],
              "expired": [carrier(iat=NOW - 601)]}
     values = named[carriers] if isinstance(carriers, str) else carriers
-    for body in (INIT, CALL, rpc("tools/list")):
+    for body in (INIT, CALL, rpc_body("tools/list")):
         decision = admit(body, carriers=values, versions=[] if body is INIT else None)
         assert refused(decision) is code
         assert http_status(code) == 403
 
 
 @pytest.mark.parametrize("body", [
-    rpc("tools/call", "the query text itself"),
-    rpc("tools/list", [1, 2]),
-    rpc("tools/call", {"name": 7, "arguments": {"query": "x"}}),
-    rpc("tools/call", {"name": "search_knowledge", "arguments": "the query text itself"}),
+    rpc_body("tools/call", "the query text itself"),
+    rpc_body("tools/list", [1, 2]),
+    rpc_body("tools/call", {"name": 7, "arguments": {"query": "x"}}),
+    rpc_body("tools/call", {"name": "search_knowledge", "arguments": "the query text itself"}),
 ], ids=["params-string", "params-array", "name-number", "arguments-string"])
 def test_params_the_sdk_would_echo_are_malformed_here(body: bytes) -> None:
     """The SDK answers these with a validation error that quotes the input: never sent on."""
@@ -143,7 +128,7 @@ def test_params_the_sdk_would_echo_are_malformed_here(body: bytes) -> None:
 
 
 def test_a_refusal_keeps_the_request_id_and_no_input() -> None:
-    decision = admit(rpc("resources/list", {"uri": "secret-sentinel"}, request_id="r-7"))
+    decision = admit(rpc_body("resources/list", {"uri": "secret-sentinel"}, request_id="r-7"))
     assert isinstance(decision, guard.Refusal)
     assert decision.request_id == "r-7"
     assert str(decision.error) == "METHOD_REFUSED"

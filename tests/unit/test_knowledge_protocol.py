@@ -16,16 +16,15 @@ from aiohttp import ClientSession, ClientTimeout, DummyCookieJar
 from mcp.server import streamable_http
 
 from fgentic_devenv import free_port
-from fgentic_governance import contract
 from fgentic_governance.contract import AgentRef, VerifiedIdentity
 from fgentic_governance.knowledge import http, protocol, tool
 from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval.search.prefilter import Hit
 from fgentic_governance.serving import http as serving
+from tests.support.mcp_requests import VERSION, carrier, rpc_body
 from tests.support.mcp_transport import SdkProtocol
-from tests.support.projector import AGENT, NOW, room_context
+from tests.support.projector import AGENT, NOW
 
-VERSION = "2025-11-25"
 TOOL = "search_knowledge"
 PATH = "/mcp"
 OTHER = AgentRef(namespace=AGENT.namespace, name="another-agent")
@@ -44,25 +43,12 @@ class Search:
                             for i in range(1, query.k + 1)])
 
 
-def carrier(*, agent: AgentRef = AGENT, iat: int = NOW) -> str:
-    return contract.encode_identity(contract.stamp_matrix(room_context(), agent=agent, iat=iat))
-
-
-def rpc(method: str, params: Any = None, request_id: Any = 1) -> bytes:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if request_id is not None:
-        message["id"] = request_id
-    if params is not None:
-        message["params"] = params
-    return json.dumps(message).encode()
-
-
 INIT_PARAMS = {"protocolVersion": VERSION, "capabilities": {},
                "clientInfo": {"name": "t", "version": "1"}}
 
 
 def call(arguments: Any, name: str = TOOL, request_id: Any = 1) -> bytes:
-    return rpc("tools/call", {"name": name, "arguments": arguments}, request_id)
+    return rpc_body("tools/call", {"name": name, "arguments": arguments}, request_id)
 
 
 @dataclass(frozen=True)
@@ -78,32 +64,32 @@ class Shape:
 
 SHAPES: dict[str, Shape] = {
     # the session kagent's runtime opens per turn
-    "initialize": Shape(rpc("initialize", INIT_PARAMS), version=None),
-    "initialize, header too": Shape(rpc("initialize", INIT_PARAMS)),
-    "initialize, capabilities and _meta": Shape(rpc("initialize", {
+    "initialize": Shape(rpc_body("initialize", INIT_PARAMS), version=None),
+    "initialize, header too": Shape(rpc_body("initialize", INIT_PARAMS)),
+    "initialize, capabilities and _meta": Shape(rpc_body("initialize", {
         **INIT_PARAMS, "capabilities": {"roots": {"listChanged": True}, "sampling": {}},
         "_meta": {"progressToken": "p"}}), version=None),
-    "initialize without clientInfo": Shape(rpc("initialize", {
+    "initialize without clientInfo": Shape(rpc_body("initialize", {
         "protocolVersion": VERSION, "capabilities": {}}), version=None),
-    "initialize without capabilities": Shape(rpc("initialize", {
+    "initialize without capabilities": Shape(rpc_body("initialize", {
         "protocolVersion": VERSION, "clientInfo": {"name": "t", "version": "1"}}), version=None),
-    "initialize without params": Shape(rpc("initialize"), version=None),
-    "initialize offering 2025-06-18": Shape(rpc("initialize", {
+    "initialize without params": Shape(rpc_body("initialize"), version=None),
+    "initialize offering 2025-06-18": Shape(rpc_body("initialize", {
         **INIT_PARAMS, "protocolVersion": "2025-06-18"}), version=None),
-    "initialized": Shape(rpc("notifications/initialized", request_id=None)),
-    "initialized with params": Shape(rpc("notifications/initialized", {"_meta": {}}, None)),
-    "initialized with an id": Shape(rpc("notifications/initialized")),
+    "initialized": Shape(rpc_body("notifications/initialized", request_id=None)),
+    "initialized with params": Shape(rpc_body("notifications/initialized", {"_meta": {}}, None)),
+    "initialized with an id": Shape(rpc_body("notifications/initialized")),
     "initialized with params not an object": Shape(
-        rpc("notifications/initialized", [1], None)),
-    "tools/list": Shape(rpc("tools/list")),
-    "tools/list, empty params": Shape(rpc("tools/list", {})),
-    "tools/list, cursor": Shape(rpc("tools/list", {"cursor": "abc"})),
-    "tools/list, cursor not a string": Shape(rpc("tools/list", {"cursor": 5})),
-    "tools/list, _meta": Shape(rpc("tools/list", {"_meta": {"progressToken": 7}})),
-    "tools/list as a notification": Shape(rpc("tools/list", request_id=None)),
-    "ping": Shape(rpc("ping")),
-    "ping, empty params": Shape(rpc("ping", {})),
-    "ping as a notification": Shape(rpc("ping", request_id=None)),
+        rpc_body("notifications/initialized", [1], None)),
+    "tools/list": Shape(rpc_body("tools/list")),
+    "tools/list, empty params": Shape(rpc_body("tools/list", {})),
+    "tools/list, cursor": Shape(rpc_body("tools/list", {"cursor": "abc"})),
+    "tools/list, cursor not a string": Shape(rpc_body("tools/list", {"cursor": 5})),
+    "tools/list, _meta": Shape(rpc_body("tools/list", {"_meta": {"progressToken": 7}})),
+    "tools/list as a notification": Shape(rpc_body("tools/list", request_id=None)),
+    "ping": Shape(rpc_body("ping")),
+    "ping, empty params": Shape(rpc_body("ping", {})),
+    "ping as a notification": Shape(rpc_body("ping", request_id=None)),
     # tool calls: found, refused by the tool, and ids of every kind
     "tools/call": Shape(call({"query": "retention"})),
     "tools/call, k 1": Shape(call({"query": "retention", "k": 1})),
@@ -117,9 +103,9 @@ SHAPES: dict[str, Shape] = {
     "tools/call, float id": Shape(call({"query": "q"}, request_id=1.5)),
     "tools/call, null id": Shape(b'{"jsonrpc":"2.0","id":null,"method":"tools/call",'
                                  b'"params":{"name":"search_knowledge","arguments":{}}}'),
-    "tools/call, _meta": Shape(rpc("tools/call", {"name": TOOL, "arguments": {"query": "q"},
+    "tools/call, _meta": Shape(rpc_body("tools/call", {"name": TOOL, "arguments": {"query": "q"},
                                                   "_meta": {"progressToken": "t"}})),
-    "tools/call, no arguments": Shape(rpc("tools/call", {"name": TOOL})),
+    "tools/call, no arguments": Shape(rpc_body("tools/call", {"name": TOOL})),
     "tools/call, unknown tool": Shape(call({"query": "q"}, name="other")),
     "tools/call, extra argument": Shape(call({"query": "q", "x": 1})),
     "tools/call, k 0": Shape(call({"query": "q", "k": 0})),
@@ -130,66 +116,66 @@ SHAPES: dict[str, Shape] = {
     "tools/call, empty query": Shape(call({"query": ""})),
     "tools/call, query too large": Shape(call({"query": "x" * 513})),
     "tools/call, embeddings down": Shape(call({"query": "fail"})),
-    "tools/call, name not a string": Shape(rpc("tools/call", {"name": 5, "arguments": {}})),
+    "tools/call, name not a string": Shape(rpc_body("tools/call", {"name": 5, "arguments": {}})),
     "tools/call, arguments a list": Shape(call([1])),
-    "tools/call, no params": Shape(rpc("tools/call")),
+    "tools/call, no params": Shape(rpc_body("tools/call")),
     "tools/call as a notification": Shape(call({"query": "q"}, request_id=None)),
     # what the guard refuses before any protocol work
     "not JSON": Shape(b"{not json"),
     "empty body": Shape(b""),
-    "trailing data": Shape(rpc("ping") + b" x"),
+    "trailing data": Shape(rpc_body("ping") + b" x"),
     "NaN": Shape(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":NaN}}'),
     "duplicate keys": Shape(b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}'),
-    "a batch": Shape(b"[" + rpc("ping") + b"," + rpc("tools/list", request_id=2) + b"]"),
+    "a batch": Shape(b"[" + rpc_body("ping") + b"," + rpc_body("tools/list", request_id=2) + b"]"),
     "an empty batch": Shape(b"[]"),
     "jsonrpc 1.0": Shape(b'{"jsonrpc":"1.0","id":1,"method":"ping"}'),
     "no jsonrpc": Shape(b'{"id":1,"method":"ping"}'),
     "no method": Shape(b'{"jsonrpc":"2.0","id":1}'),
     "a response": Shape(b'{"jsonrpc":"2.0","id":1,"result":{}}'),
     "extra member": Shape(b'{"jsonrpc":"2.0","id":1,"method":"ping","extra":true}'),
-    "unknown method": Shape(rpc("resources/list")),
-    "completion": Shape(rpc("completion/complete", {"ref": {}, "argument": {}})),
-    "logging": Shape(rpc("logging/setLevel", {"level": "debug"})),
-    "server/discover": Shape(rpc("server/discover", {})),
-    "params a list": Shape(rpc("tools/list", [1, 2])),
-    "params a string": Shape(rpc("ping", "x")),
-    "no identity": Shape(rpc("tools/list"), carriers=()),
-    "two identities": Shape(rpc("tools/list"), carriers=(carrier(), carrier())),
-    "identity not a carrier": Shape(rpc("tools/list"), carriers=("not-a-carrier",)),
-    "identity of another agent": Shape(rpc("tools/list"), carriers=(carrier(agent=OTHER),)),
-    "identity expired": Shape(rpc("tools/list"), carriers=(carrier(iat=NOW - 3600),)),
-    "no version header": Shape(rpc("tools/list"), version=None),
-    "another version header": Shape(rpc("tools/list"), version="2025-06-18"),
-    "a 2026 version header": Shape(rpc("tools/list"), version="2026-07-28"),
+    "unknown method": Shape(rpc_body("resources/list")),
+    "completion": Shape(rpc_body("completion/complete", {"ref": {}, "argument": {}})),
+    "logging": Shape(rpc_body("logging/setLevel", {"level": "debug"})),
+    "server/discover": Shape(rpc_body("server/discover", {})),
+    "params a list": Shape(rpc_body("tools/list", [1, 2])),
+    "params a string": Shape(rpc_body("ping", "x")),
+    "no identity": Shape(rpc_body("tools/list"), carriers=()),
+    "two identities": Shape(rpc_body("tools/list"), carriers=(carrier(), carrier())),
+    "identity not a carrier": Shape(rpc_body("tools/list"), carriers=("not-a-carrier",)),
+    "identity of another agent": Shape(rpc_body("tools/list"), carriers=(carrier(agent=OTHER),)),
+    "identity expired": Shape(rpc_body("tools/list"), carriers=(carrier(iat=NOW - 3600),)),
+    "no version header": Shape(rpc_body("tools/list"), version=None),
+    "another version header": Shape(rpc_body("tools/list"), version="2025-06-18"),
+    "a 2026 version header": Shape(rpc_body("tools/list"), version="2026-07-28"),
     "GET": Shape(method="GET", content_type=None, accept="text/event-stream"),
     "DELETE": Shape(method="DELETE", content_type=None),
-    "PUT": Shape(rpc("ping"), method="PUT"),
-    "another path": Shape(rpc("ping"), path="/other"),
-    "a query string": Shape(rpc("ping"), path=PATH + "?session=1"),
-    "a body over the bound": Shape(b" " * (http.MAX_BODY_BYTES + 1) + rpc("ping")),
+    "PUT": Shape(rpc_body("ping"), method="PUT"),
+    "another path": Shape(rpc_body("ping"), path="/other"),
+    "a query string": Shape(rpc_body("ping"), path=PATH + "?session=1"),
+    "a body over the bound": Shape(b" " * (http.MAX_BODY_BYTES + 1) + rpc_body("ping")),
     # what the SDK's transport checks: Accept and Content-Type
-    "Accept missing": Shape(rpc("tools/list"), accept=None),
-    "Accept text/html": Shape(rpc("tools/list"), accept="text/html"),
-    "Accept only SSE": Shape(rpc("tools/list"), accept="text/event-stream"),
-    "Accept only JSON": Shape(rpc("tools/list"), accept="application/json"),
-    "Accept */*": Shape(rpc("tools/list"), accept="*/*"),
-    "Accept application/*": Shape(rpc("tools/list"), accept="application/*"),
-    "Accept with q": Shape(rpc("tools/list"), accept="text/plain;q=0.5, Application/JSON;q=1"),
-    "Accept missing, notification": Shape(rpc("notifications/initialized", request_id=None),
+    "Accept missing": Shape(rpc_body("tools/list"), accept=None),
+    "Accept text/html": Shape(rpc_body("tools/list"), accept="text/html"),
+    "Accept only SSE": Shape(rpc_body("tools/list"), accept="text/event-stream"),
+    "Accept only JSON": Shape(rpc_body("tools/list"), accept="application/json"),
+    "Accept */*": Shape(rpc_body("tools/list"), accept="*/*"),
+    "Accept application/*": Shape(rpc_body("tools/list"), accept="application/*"),
+    "Accept with q": Shape(rpc_body("tools/list"), accept="text/plain;q=0.5, Application/JSON;q=1"),
+    "Accept missing, notification": Shape(rpc_body("notifications/initialized", request_id=None),
                                           accept=None),
-    "Accept missing, initialize": Shape(rpc("initialize", INIT_PARAMS), version=None,
+    "Accept missing, initialize": Shape(rpc_body("initialize", INIT_PARAMS), version=None,
                                         accept=None),
-    "Content-Type missing": Shape(rpc("tools/list"), content_type=None),
-    "Content-Type text/plain": Shape(rpc("tools/list"), content_type="text/plain"),
-    "Content-Type with charset": Shape(rpc("tools/list"),
+    "Content-Type missing": Shape(rpc_body("tools/list"), content_type=None),
+    "Content-Type text/plain": Shape(rpc_body("tools/list"), content_type="text/plain"),
+    "Content-Type with charset": Shape(rpc_body("tools/list"),
                                        content_type="application/json; charset=utf-8"),
-    "Content-Type upper case": Shape(rpc("tools/list"), content_type="APPLICATION/JSON"),
-    "Content-Type json-patch": Shape(rpc("tools/list"),
+    "Content-Type upper case": Shape(rpc_body("tools/list"), content_type="APPLICATION/JSON"),
+    "Content-Type json-patch": Shape(rpc_body("tools/list"),
                                      content_type="application/json-patch+json"),
-    "Content-Type two types": Shape(rpc("tools/list"),
+    "Content-Type two types": Shape(rpc_body("tools/list"),
                                     content_type="text/plain, application/json"),
     "Content-Type missing, notification": Shape(
-        rpc("notifications/initialized", request_id=None), content_type=None),
+        rpc_body("notifications/initialized", request_id=None), content_type=None),
 }
 
 
