@@ -10,10 +10,14 @@ the primary. Each test prints each client's time from the kill to its first succ
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -22,15 +26,27 @@ from fgentic_governance import faults
 from fgentic_governance.api.memory import Posture, ScopePhase
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Verdict
+from fgentic_governance.knowledge.codes import KnowledgeReason
 from fgentic_governance.memory import Access, MemoryStore, Operation, ScopeRecord, StoreRefusal
 from fgentic_governance.memory.cost import CostGate
 from fgentic_governance.reasons import Reason
 from tests.support import processes
-from tests.support.ha import DATABASE, HaStore, first_success
+from tests.support.ha import DATABASE, FIRST_SUCCESS_SECONDS, HaStore, first_success
 from tests.support.kagent import eventually
+from tests.support.knowledge import (
+    TOOL,
+    Chunk,
+    QueryEmbeddings,
+    RunningServer,
+    load_corpus,
+    retrieval_server,
+)
+from tests.support.mcp_requests import VERSION, carrier, rpc_body
+from tests.support.projector import AGENT, ALICE
 from tests.support.store import CONTEXT, enabled, scope_record
 
 pytestmark = pytest.mark.integration
+T = TypeVar("T")
 
 WITHDRAWN = Verdict(Posture.FULLY_DISABLED, Reason.CONSENT_WITHDRAWN)
 ENTRIES = 4
@@ -142,6 +158,11 @@ async def test_burst_of_saves_across_a_failover(ha: HaStore) -> None:
                 try:
                     await store.save(access, content)
                 except StoreRefusal as refusal:
+                    if refusal.reason is Reason.ENTRY_CAP_REACHED:
+                        # The scope is full (100, the schema's most): a fast host gets there
+                        # after the gap; the burst has done its work.
+                        stop.set()
+                        return
                     refused[content] = refusal.reason
                     await asyncio.sleep(0.2)
                 else:
@@ -156,8 +177,8 @@ async def test_burst_of_saves_across_a_failover(ha: HaStore) -> None:
             await first_success(lambda: store.save(access, "burst probe"), failover,
                                 "fenced save (memory store)")
             after = len(acked)
-            await eventually(lambda: len(acked) >= after + 20, what="20 saves after",
-                             timeout=60)
+            await eventually(lambda: len(acked) >= after + 20 or stop.is_set(),
+                             what="20 saves after (or the scope full)", timeout=60)
         finally:
             stop.set()
             await asyncio.gather(*writers)
@@ -306,3 +327,96 @@ async def test_memory_api_process_recovers_after_a_failover(ha: HaStore, kubecon
     finally:
         processes.stop(proc)
     assert on_new >= 1
+
+
+# -- the control API and the retrieval server: one kill, both processes observe it ----------
+
+TOKEN = "ha-control-api-token-" + "x" * 24
+ALICE_KEY = {"kind": "matrix", "principal": ALICE}
+CHUNKS = [Chunk(1, "ha retention policy", "docs/retention.md",
+                {"classification": "public", "allowed_principals": [ALICE_KEY]}),
+          Chunk(2, "ha gateway key rotation", "docs/keys.md",
+                {"classification": "public", "allowed_principals": [ALICE_KEY]})]
+
+
+def _spawn_control_api(ha: HaStore, kubeconfig: Path, work: Path
+                       ) -> tuple[subprocess.Popen[bytes], int]:
+    """The real control API, given the DSN file naming every member (no attribute)."""
+    token_file = work / "bridge-token"
+    token_file.write_text(TOKEN)
+    port = processes.free_port()
+    proc = processes.spawn_and_wait(
+        ["control-api", "--store-dsn-file", str(ha.dsn_file), "--token-file", str(token_file),
+         "--local-homeserver", "fgentic.local", "--bot-mxid", "@fgentic-bot:fgentic.local",
+         "--ghost-template", "@agent-{namespace}-{name}:{server}",
+         "--kubeconfig", str(kubeconfig), "--namespace", "default",
+         "--host", "127.0.0.1", "--port", str(port)], work / "control-api.log", port)
+    return proc, port
+
+
+def _search(server: RunningServer) -> list[str] | str:
+    """One bounded tool call as alice: the chunk ids found, or the refusal's code."""
+    body = rpc_body("tools/call", {"name": TOOL,
+                                   "arguments": {"query": CHUNKS[0].text, "k": 2}})
+    request = urllib.request.Request(server.url, data=body, headers={
+        "accept": "application/json, text/event-stream", "content-type": "application/json",
+        "mcp-protocol-version": VERSION, "x-fgentic-identity": carrier(iat=int(time.time()))})
+    with urllib.request.urlopen(request, timeout=15) as answer:
+        result = json.loads(answer.read())["result"]
+    if result.get("isError"):
+        return str(result["content"][0]["text"])
+    return [str(chunk["chunk_id"]) for chunk in result["structuredContent"]["chunks"]]
+
+
+def _refused(server: RunningServer) -> str | None:
+    found = _search(server)
+    return found if isinstance(found, str) else None
+
+
+def _found(server: RunningServer) -> list[str] | None:
+    found = _search(server)
+    return found if isinstance(found, list) and found else None
+
+
+def _first_success(check: Callable[[], T], failover: Failover, who: str) -> T:
+    found = processes.until(check, f"{who} served on the new primary", FIRST_SUCCESS_SECONDS)
+    print(f"\n[ha] {who}: first successful store call "
+          f"{time.monotonic() - failover.at:.1f} s after the kill of {failover.killed.name}")
+    return found
+
+
+async def test_control_api_and_retrieval_server_recover_after_a_failover(
+        ha: HaStore, kubeconfig: Path, tmp_path: Path) -> None:
+    # A corpus in the same database, loaded on the primary before the kill (the standbys
+    # replay it synchronously).
+    await load_corpus(ha.cluster.dsn(DATABASE), CHUNKS)
+    control, control_port = _spawn_control_api(ha, kubeconfig, tmp_path)
+    embeddings = QueryEmbeddings()
+    try:
+        async with embeddings, retrieval_server(
+                tmp_path, ha.dsn_file.read_text(), embeddings.url,
+                agent=f"{AGENT.namespace}/{AGENT.name}") as server:
+            await asyncio.to_thread(processes.until, lambda: _ready(control_port),
+                                    "control API ready", 60)
+            assert await asyncio.to_thread(_found, server) == ["1", "2"]
+            failover = ha.kill_primary()
+            # One kill, both processes: in the gap no member is the primary, so each must
+            # refuse with a closed code, never answer from a standby (before memory/dsn.py
+            # their pools reconnected to the first member that accepted: a replica).
+            await asyncio.to_thread(processes.until, lambda: not _ready(control_port),
+                                    "control API not ready in the gap", 10)
+            refusal = await asyncio.to_thread(processes.until, lambda: _refused(server),
+                                              "retrieval refused in the gap", 10)
+            await ha.wait_new_leader(failover)
+            # Polled side by side, so each process's own time to first success is printed.
+            _, found = await asyncio.gather(
+                asyncio.to_thread(_first_success, lambda: _ready(control_port), failover,
+                                  "control-api process (readiness)"),
+                asyncio.to_thread(_first_success, lambda: _found(server), failover,
+                                  "retrieval-server process (search)"))
+            assert server.process.poll() is None
+        assert control.poll() is None
+    finally:
+        processes.stop(control)
+    assert refusal == KnowledgeReason.STORE_UNAVAILABLE.value
+    assert found == ["1", "2"]
