@@ -69,6 +69,9 @@ async def open_store(dsn_file: Path) -> None:
     try:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
             version = await migrate(conn)
+        # The store and its fitness in one step: published first and checked after, a
+        # reconcile in between saw no problem and granted on an outdated pgvector (CI, 98dfd91).
+        problem = await _store_problem(pool)
         # The erasure lane's own connections, on its own loop: an offboarding never waits for
         # the scope pool, nor for turns of this loop.
         erasure_pool = await lanes.on_erasure_lane(_pool(dsn, lanes.ERASURE_POOL_SIZE))
@@ -76,8 +79,8 @@ async def open_store(dsn_file: Path) -> None:
         await pool.close()
         raise
     configure(store=MemoryStore(pool), erasure_store=MemoryStore(erasure_pool),
-              store_schema_version=version, store_pool=pool, erasure_pool=erasure_pool)
-    await check_settings()
+              store_schema_version=version, store_pool=pool, erasure_pool=erasure_pool,
+              store_problem=problem)
     log.info("content store ready at schema version %d", version)
 
 
@@ -100,10 +103,13 @@ async def _leading(_conn: Any) -> None:
 async def check_settings() -> None:
     """Publish whether the store's pinned settings hold and its pgvector is recent enough
     (StoreReady; nothing granted if not)."""
+    configure(store_problem=await _store_problem(context().store_pool))
+
+
+async def _store_problem(pool: Any) -> Reason | None:
+    """Why the store may grant nothing: unsafe pinned settings or an outdated pgvector."""
     from fgentic_governance.memory import bounds, extension
     from fgentic_governance.memory.errors import guarded
-
-    pool = context().store_pool
 
     async def unsafe() -> tuple[list[str], str | None]:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
@@ -116,8 +122,8 @@ async def check_settings() -> None:
     if outdated:  # The version rebuilt from its numbers, never the server's text.
         log.error("content store pgvector %s is older than %s", extension.spelt(pgvector),
                   extension.MIN_PGVECTOR_TEXT)
-    configure(store_problem=Reason.STORE_SETTINGS_UNSAFE if names
-              else Reason.STORE_EXTENSION_OUTDATED if outdated else None)
+    return (Reason.STORE_SETTINGS_UNSAFE if names
+            else Reason.STORE_EXTENSION_OUTDATED if outdated else None)
 
 
 async def cleanup() -> bool:
