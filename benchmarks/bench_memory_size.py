@@ -68,7 +68,7 @@ from benchmarks.common import (
 from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance.memory import Access, MemoryStore, Operation, ScopeRecord, bounds, migrate
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact, check_fact
-from fgentic_governance.memory.model import Sighting
+from fgentic_governance.memory.model import EMBEDDING_DIMENSIONS, Sighting
 from fgentic_governance.memoryapi.server import DELEGATE_ROLE, POOL_SIZE
 from fgentic_governance.memoryapi.service import TOOL_SAVE
 from tests.support.store_size import (
@@ -83,7 +83,6 @@ from tests.support.store_size import (
 NS: Final = "bench-size"
 AGENT: Final = "helper"
 STORE_AGENT: Final = f"{NS}/{AGENT}"
-DIM: Final = 768
 PER_SCOPE: Final = 100
 """Rows per scope of the bulk load: the entry cap (sql/0001), so a scope is full."""
 SAVE_FILL: Final = 50
@@ -122,7 +121,7 @@ def _caller(record: ScopeRecord) -> Caller:
 
 
 def _unit(rng: random.Random) -> list[float]:
-    raw = [rng.uniform(-1.0, 1.0) for _ in range(DIM)]
+    raw = [rng.uniform(-1.0, 1.0) for _ in range(EMBEDDING_DIMENSIONS)]
     norm = math.sqrt(sum(v * v for v in raw))
     return [v / norm for v in raw]
 

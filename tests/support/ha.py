@@ -19,8 +19,7 @@ import asyncpg
 
 from fgentic_devenv.ha import Failover, HaPostgres, Member
 from fgentic_governance.cli.memory import store_from_file
-from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds
-from fgentic_governance.memory.dsn import read_write
+from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds, dsn
 
 T = TypeVar("T")
 DATABASE = "fgentic_ha"
@@ -53,7 +52,7 @@ class HaStore:
     async def pool(self) -> AsyncIterator[asyncpg.Pool]:
         """An owner pool built as the operator's and the control API's are: the read-write
         rule on the DSN file, the operator's bounds."""
-        pool = await asyncpg.create_pool(read_write(self.dsn_file.read_text()),
+        pool = await asyncpg.create_pool(dsn.from_file(self.dsn_file),
                                          **bounds.pool_kwargs(min_size=1, max_size=2))
         try:
             yield pool

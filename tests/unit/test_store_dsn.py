@@ -3,10 +3,12 @@ are a content-free STORE_UNAVAILABLE (memory/errors.py); the failover itself: te
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import asyncpg
 import pytest
 
-from fgentic_governance.memory.dsn import StoreDsnError, read_write
+from fgentic_governance.memory.dsn import StoreDsnError, from_file, read_write
 from fgentic_governance.memory.errors import reason_for
 from fgentic_governance.reasons import Reason
 
@@ -21,6 +23,16 @@ HOSTS = "postgresql://u:secret@10.0.0.1:5432,10.0.0.2:5432,10.0.0.3:5432/memory"
 ])
 def test_every_store_dsn_goes_to_the_primary(dsn: str, expected: str) -> None:
     assert read_write(dsn) == expected
+
+
+def test_a_mounted_dsn_file_is_read_for_the_primary(tmp_path: Path) -> None:
+    """Every process reads its Secret's file the same way (memory/dsn.from_file)."""
+    mounted = tmp_path / "dsn"
+    mounted.write_text(HOSTS + "\n")
+    assert from_file(mounted) == HOSTS + "?target_session_attrs=read-write"
+    mounted.write_text(HOSTS + "?target_session_attrs=any")
+    with pytest.raises(StoreDsnError):
+        from_file(mounted)
 
 
 @pytest.mark.parametrize("value", ["any", "primary", "standby", "read-only", "prefer-standby",

@@ -59,9 +59,8 @@ async def start(args: argparse.Namespace, shell: Shell,
     from fgentic_governance.control.room import RoomPolicy
     from fgentic_governance.control.service import ControlService
     from fgentic_governance.kube.client import api_client
-    from fgentic_governance.memory import MemoryStore, bounds
+    from fgentic_governance.memory import MemoryStore, bounds, dsn
     from fgentic_governance.memory.confirmations import StoreLedger
-    from fgentic_governance.memory.dsn import read_write
     from fgentic_governance.memory.readiness import StoreReadiness
 
     policy = RoomPolicy(args.local_homeserver, args.bot_mxid, args.ghost_template,
@@ -71,7 +70,7 @@ async def start(args: argparse.Namespace, shell: Shell,
         kubeconfig = str(args.kubeconfig) if args.kubeconfig else None
         directory = KubeDirectory(api_client(kubeconfig), args.namespace or ())
     # Every erasure and its read-back on the primary (memory/dsn.py, docs/ha.md).
-    pool = await asyncpg.create_pool(read_write(args.store_dsn_file.read_text()),
+    pool = await asyncpg.create_pool(dsn.from_file(args.store_dsn_file),
                                      **bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE))
     shell.on_stop(pool.close)
     # Erasures may wait on their fence (bounds.POOL); they never take the whole pool, so

@@ -60,10 +60,10 @@ async def open_store(dsn_file: Path) -> None:
     import asyncpg
 
     from fgentic_governance.memory import MemoryStore, bounds, migrate
-    from fgentic_governance.memory.dsn import read_write
+    from fgentic_governance.memory.dsn import from_file
 
     # Every fence, erasure and read-back on the primary (memory/dsn.py, docs/ha.md).
-    dsn = read_write(dsn_file.read_text())
+    dsn = from_file(dsn_file)
     pool = await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
         min_size=1, max_size=lanes.SCOPE_POOL_SIZE))
     try:

@@ -75,14 +75,14 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     from fgentic_governance.knowledge.protocol import Protocol, build_server
     from fgentic_governance.knowledge.readiness import Readiness
     from fgentic_governance.knowledge.service import KnowledgeSearch
-    from fgentic_governance.memory.dsn import read_write
+    from fgentic_governance.memory import dsn
     from fgentic_governance.serving import http as serving
 
     namespace, name, tool, path = _binding(args)
     agent = AgentRef(namespace=namespace, name=name)
     key = args.embeddings_key_file.read_text().strip() if args.embeddings_key_file else ""
     # The primary, as every store pool (memory/dsn.py): ACLs revoked there are revoked here.
-    pool = await asyncpg.create_pool(read_write(args.store_dsn_file.read_text()), min_size=0,
+    pool = await asyncpg.create_pool(dsn.from_file(args.store_dsn_file), min_size=0,
                                      max_size=POOL_SIZE, command_timeout=5.0,
                                      reset=keep_session)
     shell.on_stop(pool.close)

@@ -12,6 +12,7 @@ The message names the parameter only, never the DSN (it may carry a password).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -49,4 +50,9 @@ def read_write(dsn: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, (ATTRIBUTE, READ_WRITE)])))
 
 
-__all__ = ["ATTRIBUTE", "READ_WRITE", "StoreDsnError", "problem", "read_write"]
+def from_file(path: Path) -> str:
+    """The read-write DSN a mounted Secret holds: every process's one way to read its store."""
+    return read_write(path.read_text())
+
+
+__all__ = ["ATTRIBUTE", "READ_WRITE", "StoreDsnError", "from_file", "problem", "read_write"]

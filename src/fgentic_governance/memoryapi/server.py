@@ -76,9 +76,8 @@ async def start(args: argparse.Namespace, shell: Shell,
     session, then the store pool."""
     import asyncpg
 
-    from fgentic_governance.memory import bounds
+    from fgentic_governance.memory import bounds, dsn
     from fgentic_governance.memory.delegated import DelegatedStore
-    from fgentic_governance.memory.dsn import read_write
     from fgentic_governance.memory.readiness import StoreReadiness
     from fgentic_governance.memoryapi import proxy
     from fgentic_governance.memoryapi.activity import WINDOW_SECONDS, Activity
@@ -97,7 +96,7 @@ async def start(args: argparse.Namespace, shell: Shell,
     kwargs = bounds.pool_kwargs(min_size=0, max_size=POOL_SIZE)
     kwargs["server_settings"] = {**kwargs.get("server_settings", {}), "role": args.store_role}
     # Every save, lease and charge on the primary (memory/dsn.py, docs/ha.md).
-    pool = await asyncpg.create_pool(read_write(args.store_dsn_file.read_text()), **kwargs)
+    pool = await asyncpg.create_pool(dsn.from_file(args.store_dsn_file), **kwargs)
     shell.on_stop(pool.close)
     # The defaults live with the pass-through (proxy), imported only here: the parser stays light.
     upstream = proxy.Upstreams(args.upstream_connections or proxy.CONNECTIONS,
