@@ -5,9 +5,9 @@
 # caps mcp<2 and kagent-adk does not resolve without pins (0.9.11: upstream's lock,
 # ../shared/upstream/kagent-v0.9.11/runtime/RUNTIME.md; 0.10.4: hack/kagent-runtime/, no
 # upstream lock exists). Keyed by the constraints it installs (one file per version, so one
-# venv per version); built in place, marked .complete last, so a half-built venv is removed
-# and rebuilt. Prints the venv path as its last line.
+# venv per version; hack/lib/cached-venv.sh). Prints the venv path as its last line.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cached-venv.sh"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 version="${1:-0.9.11}"
 case "$version" in
@@ -16,24 +16,15 @@ case "$version" in
   *) echo "unknown kagent runtime version $version" >&2; exit 2 ;;
 esac
 [[ -f $constraints ]] || { echo "missing $constraints" >&2; exit 1; }
-key="$(sha256sum "$constraints" | cut -c1-16)"
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/fgentic-governance/kagent-runtime"
-venv="$cache/$key"
 
-mkdir -p "$cache"
-exec 9>"$cache/.lock"
-flock -w 900 9 || { echo "timed out waiting for another build ($cache/.lock)" >&2; exit 1; }
-
-if [[ ! -f $venv/.complete ]]; then
-  echo "== kagent runtime $version venv at $venv (about 80 s)" >&2
-  rm -rf "$venv"
-  python3.11 -m venv "$venv"
-  "$venv/bin/pip" install -q -c "$constraints" \
+venv_install() {
+  "$1/bin/pip" install -q -c "$constraints" \
     "kagent-adk==$version" "kagent-core==$version" "kagent-skills==$version" \
     "agentsts-adk==$version" "agentsts-core==$version" \
-    opentelemetry-instrumentation-fastapi==0.59b0 opentelemetry-instrumentation-httpx==0.59b0 >&2
-  # A resolve that installs but cannot import (e.g. a2a-sdk 1.x) must not be marked complete.
-  LOG_LEVEL=ERROR "$venv/bin/python" -W ignore -c "import kagent.adk.cli" >&2
-  touch "$venv/.complete"
-fi
-echo "$venv"
+    opentelemetry-instrumentation-fastapi==0.59b0 opentelemetry-instrumentation-httpx==0.59b0
+}
+# A resolve that installs but cannot import (e.g. a2a-sdk 1.x) must not be marked complete.
+venv_check() { LOG_LEVEL=ERROR "$1/bin/python" -W ignore -c "import kagent.adk.cli"; }
+
+cached_venv kagent-runtime "$(sha256sum "$constraints" | cut -c1-16)" python3.11 \
+  "kagent runtime $version (about 80 s)"
