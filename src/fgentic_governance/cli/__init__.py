@@ -160,22 +160,17 @@ def _add_memory_commands(sub: Any) -> None:
     det.set_defaults(func=_detach)
 
 
-def _add_lease_flags(parser: argparse.ArgumentParser, flag: str, role: str) -> None:
-    """The Lease that elects one replica (kube/lease.py) and this replica's name in it."""
-    parser.add_argument(flag, default="",
-                        help=f"NAMESPACE/NAME of the coordination.k8s.io Lease that elects the "
-                             f"one replica {role} (empty: this process does; required with "
-                             f"several replicas)")
-    parser.add_argument("--identity", default="",
-                        help="this replica's name in the Lease (default: the host name, plus a "
-                             "random suffix for the operator)")
-
-
-def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of subcommands)
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fgentic-governance", description=__doc__)
     parser.add_argument("--version", action="version", version=f"fgentic-governance {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_crds, _add_operator, _add_webhook, _add_render, _add_test, _add_offboard,
+                _add_projector, _add_memory_commands):
+        add(sub)
+    return parser
 
+
+def _add_crds(sub: Any) -> None:
     crds = sub.add_parser("crds", help="generate crds/ and schemas/ from the models, or --check")
     crds.add_argument("--check", action="store_true", help="fail if committed YAML differs")
     crds.add_argument("--output", action="append", metavar="DIR",
@@ -185,66 +180,24 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                            "none with --output)")
     crds.set_defaults(func=_crds)
 
+
+def _add_operator(sub: Any) -> None:
+    from fgentic_governance.controller import options
+
     op = sub.add_parser("operator", help="run the reconcilers")
-    _add_runtime_flags(op)
-    _add_lease_flags(op, "--leader-lease", "running the handlers; the others wait as standbys")
-    op.add_argument("--cluster-kinds", action=argparse.BooleanOptionalAction, default=True,
-                    help="handle the cluster-scoped kinds (PrincipalOffboarding, "
-                         "MemoryPostureFloor); with several shards (--namespace sets, one "
-                         "--leader-lease each) exactly one does, the others pass "
-                         "--no-cluster-kinds (docs/scale.md)")
-    op.add_argument("--memory-model-url", default="",
-                    help="the governed model route (<memory API>/v1): each MemoryScope's "
-                         "ModelRouteGoverned condition says whether its Agent's ModelConfigs "
-                         "use it (empty: none configured, the condition is False)")
+    options.add_arguments(op)
     op.set_defaults(func=_operator)
 
+
+def _add_webhook(sub: Any) -> None:
+    from fgentic_governance.admission import options
+
     wh = sub.add_parser("webhook", help="run the validating admission webhook server")
-    _add_runtime_flags(wh)
-    wh.add_argument("--tls-dir", type=Path, required=True,
-                    help="directory with tls.crt, tls.key and ca.crt")
-    add_serving_flags(wh, port=9443)
-    wh.add_argument("--health-port", type=int, default=8080,
-                    help="plain HTTP: /healthz, /readyz, /metrics")
-    wh.add_argument("--audit-interval", type=float, default=60.0,
-                    help="seconds between audits of existing Agents (0 disables)")
-    _add_lease_flags(wh, "--audit-lease", "writing audit events and PolicyReports")
-    wh.add_argument("--warn-rule", action="append", metavar="CODE",
-                    help="admit with a warning instead of denying for this rule (repeatable; "
-                         "only MEMORY_TTL_MISSING and MEMORY_TTL_EXCEEDS_RETENTION, whose bound "
-                         "the store also holds)")
-    wh.add_argument("--enforcement", choices=["deny", "audit"], default="deny",
-                    help="audit: no rule denies, every one admits with a warning and the "
-                         "audit's PolicyReports, for a roll-out on a running cluster; the "
-                         "memory rules then do not hold at admission (docs/install.md)")
-    wh.add_argument("--tls-reload-seconds", type=float, default=10.0,
-                    help="how often to check the certificate files for renewal")
-    wh.add_argument("--client-ca-file", type=Path, default=None,
-                    help="require a client certificate issued by this CA on the review port "
-                         "(the API server's, from its --admission-control-config-file "
-                         "kubeconfig); default: any client")
-    wh.add_argument("--memory-api-url", default="",
-                    help="the governed memory API that memory-enabled Agents' Pods must use as "
-                         "KAGENT_URL (docs/memory.md §11); empty: memory-enabled Agents are "
-                         "refused")
-    wh.add_argument("--memory-model-url", default="",
-                    help="the governed model route (the memory API's /v1): every "
-                         "ModelConfig a memory-enabled Agent's model work uses must be "
-                         "OpenAI-compatible with this base URL (MEMORY_MODEL_UNGOVERNED); "
-                         "empty: not checked")
-    wh.add_argument("--memory-api-ready-url", default="",
-                    help="where the webhook asks the memory API's /readyz (default: the "
-                         "memory API URL)")
-    boot = wh.add_argument_group("TLS bootstrap (cert-manager style; otherwise mount a Secret)")
-    boot.add_argument("--bootstrap-secret", help="Secret holding the generated CA and pair")
-    boot.add_argument("--bootstrap-namespace", default="fgentic-system")
-    boot.add_argument("--bootstrap-service", default="fgentic-governance-webhook")
-    boot.add_argument("--bootstrap-webhook-config", default="fgentic-governance",
-                      help="ValidatingWebhookConfiguration whose caBundle is injected")
-    boot.add_argument("--bootstrap-host", action="append",
-                      help="extra DNS name or IP for the serving certificate (repeatable)")
+    options.add_arguments(wh)
     wh.set_defaults(func=_webhook)
 
+
+def _add_render(sub: Any) -> None:
     render = sub.add_parser("render", help="render manifests offline, for GitOps")
     targets = render.add_subparsers(dest="target", required=True)
     vwc = targets.add_parser("webhook-config", help="the ValidatingWebhookConfiguration")
@@ -278,6 +231,8 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     mr.add_argument("--burst", type=int, default=10, help="requests at once")
     render.set_defaults(func=_render)
 
+
+def _add_test(sub: Any) -> None:
     from fgentic_governance.cli import policytest
 
     test = sub.add_parser("test", help="the webhook's verdict on suites and manifests offline, "
@@ -285,6 +240,8 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
     policytest.add_arguments(test)
     test.set_defaults(func=_test)
 
+
+def _add_offboard(sub: Any) -> None:
     off = sub.add_parser("offboard", help="request erasure of every memory scope of a principal")
     off.add_argument("mxid", help="complete MXID of the deactivated user")
     off.add_argument("--origin-kind", default="native-local")
@@ -293,13 +250,8 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one flat table of su
                      help="seconds to wait for ReadyForDeactivation (0: do not wait)")
     off.set_defaults(func=_offboard)
 
-    _add_projector(sub)
 
-    _add_memory_commands(sub)
-    return parser
-
-
-def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_projector(sub: Any) -> None:
     proj = sub.add_parser("projector",
                           help="run the retrieval identity projector (agentgateway ext-authz)")
     proj.add_argument("--config", type=Path, required=True,
@@ -316,19 +268,6 @@ def _add_projector(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
     corpus.add_arguments(sub.add_parser(
         "corpus", help="the knowledge corpus: load chunks from JSON Lines, content-free stats"))
-
-
-def _add_runtime_flags(parser: argparse.ArgumentParser) -> None:
-    from fgentic_governance.api import appservice  # one flag, the same in every process
-
-    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster or ~/.kube/config")
-    parser.add_argument("--namespace", action="append", help="watch only these namespaces")
-    parser.add_argument("--store-dsn-file", type=Path,
-                        help="file holding the PostgreSQL DSN (mounted from a Secret)")
-    parser.add_argument("--local-homeserver", default="",
-                        help="server name of the local homeserver (federation boundary)")
-    appservice.add_flag(parser)
-    parser.add_argument("--metrics-port", type=int, default=0)
 
 
 def version() -> str:

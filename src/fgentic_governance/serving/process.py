@@ -10,7 +10,8 @@ way: nothing is served yet), serves until one arrives, tears down and returns 0.
 raises is torn down the same way and its exception propagates.
 
 :func:`add_serving_flags` declares the flags every server shares (``--host``, ``--port``,
-``--metrics-port``). Importing this module is light (no aiohttp): the CLI parser uses it.
+``--metrics-port``); :func:`add_runtime_flags` and :func:`add_lease_flags` those the operator
+and the webhook share. Importing this module is light (no aiohttp): the CLI parser uses it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -45,6 +47,33 @@ def add_serving_flags(parser: argparse.ArgumentParser, *, port: int,
     parser.add_argument("--port", type=int, default=port)
     if metrics:
         parser.add_argument("--metrics-port", type=int, default=0)
+
+
+def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    """The operator's and the webhook's way to the cluster and the store: ``--kubeconfig``,
+    ``--namespace``, ``--store-dsn-file``, ``--local-homeserver``, the appservice registry and
+    ``--metrics-port``."""
+    from fgentic_governance.api import appservice  # one flag, the same in every process
+
+    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster or ~/.kube/config")
+    parser.add_argument("--namespace", action="append", help="watch only these namespaces")
+    parser.add_argument("--store-dsn-file", type=Path,
+                        help="file holding the PostgreSQL DSN (mounted from a Secret)")
+    parser.add_argument("--local-homeserver", default="",
+                        help="server name of the local homeserver (federation boundary)")
+    appservice.add_flag(parser)
+    parser.add_argument("--metrics-port", type=int, default=0)
+
+
+def add_lease_flags(parser: argparse.ArgumentParser, flag: str, role: str) -> None:
+    """The Lease that elects one replica (kube/lease.py) and this replica's name in it."""
+    parser.add_argument(flag, default="",
+                        help=f"NAMESPACE/NAME of the coordination.k8s.io Lease that elects the "
+                             f"one replica {role} (empty: this process does; required with "
+                             f"several replicas)")
+    parser.add_argument("--identity", default="",
+                        help="this replica's name in the Lease (default: the host name, plus a "
+                             "random suffix for the operator)")
 
 
 def start_logging() -> None:
