@@ -69,7 +69,7 @@ if [[ ! -f "$stamp" ]]; then
 fi
 
 step "pgvector 0.8.6, portable build (cached), and the embedded PostgreSQL's self-test"
-.venv/bin/python -m fgentic_devenv.pgvector --self-test
+.venv/bin/fgentic-dev pgvector --self-test
 
 step "the real kagent runtime (kagent-adk 0.9.11, its own cached venv)"
 hack/kagent-runtime.sh >/dev/null

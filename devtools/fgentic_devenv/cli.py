@@ -9,6 +9,8 @@ previous run left is stopped, its API server objects dropped: the database is ne
 ``fgentic-dev fence`` renders the store's fence after migration (roles, privileges, tables,
 views, functions) to docs/store-fence.md; ``--check`` fails when the committed page drifts.
 ``fgentic-dev chart-schema`` writes the chart's values.schema.json from values.yaml.
+``fgentic-dev pgvector --self-test`` installs the portable pgvector into the embedded PostgreSQL
+and proves it on this CPU (hack/bootstrap.sh).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     vap = sub.add_parser("chart-policy", help="generate the chart's ValidatingAdmissionPolicies "
                                               "from the policy's CEL rules, or --check them")
     vap.add_argument("--check", action="store_true", help="fail if the committed one differs")
+    pgvector = sub.add_parser("pgvector", help="install the portable pgvector (built once, "
+                                               "cached) into the embedded PostgreSQL")
+    pgvector.add_argument("--self-test", action="store_true",
+                          help="then start the server and run one vector insert, an HNSW build "
+                               "and a <=> query")
     return parser
 
 
@@ -58,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fgentic_devenv import chartpolicy
 
         return chartpolicy.run(check=args.check)
+    if args.command == "pgvector":
+        from fgentic_devenv import selftest
+
+        return selftest.run(test=args.self_test)
     from fgentic_devenv.up import run_dev, run_down
 
     return int(run_down(args) if args.command == "down" else run_dev(args))

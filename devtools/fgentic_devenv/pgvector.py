@@ -21,13 +21,11 @@ older version), and a stamp beside the library holding the version and its SHA-2
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -176,27 +174,3 @@ def install(pginstall: Path) -> Path:
         (extension_dir(pginstall) / STAMP).write_text(_stamp_text(library) + "\n")
     return library
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m fgentic_devenv.pgvector [--self-test]`` (hack/bootstrap.sh)."""
-    from fgentic_devenv.postgres import wheel_install
-    from fgentic_devenv.selftest import self_test
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--self-test", action="store_true",
-                        help="then start the server and run one vector insert, an HNSW build "
-                             "and a <=> query")
-    args = parser.parse_args(argv)
-    try:
-        library = install(wheel_install())
-        print(f"pgvector {VERSION} (portable build) at {library}")
-        if args.self_test:
-            print(self_test())
-    except StartupError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

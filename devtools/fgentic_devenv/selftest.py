@@ -3,19 +3,21 @@ a ``<=>`` query.
 
 hack/bootstrap.sh runs it on every machine, because a pgvector built for other CPUs passes
 every test on the machine it was built on and crashes elsewhere; when the server dies, the
-error says in one sentence what happened and where to look.
+error says in one sentence what happened and where to look. ``fgentic-dev pgvector
+[--self-test]`` (:func:`run`) installs the portable build, then runs it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Final
 
 from fgentic_devenv import StartupError, pgvector
-from fgentic_devenv.postgres import LocalPostgres
+from fgentic_devenv.postgres import LocalPostgres, wheel_install
 
 DIMENSIONS: Final = 768
 ROWS: Final = 500
@@ -79,3 +81,17 @@ def self_test(timeout: float = 120.0) -> str:
     return (f"PostgreSQL self-test passed: {ROWS} vectors of {DIMENSIONS} dimensions, an HNSW "
             f"index and a <=> query on pgvector {pgvector.VERSION} in "
             f"{time.monotonic() - started:.1f}s")
+
+
+def run(*, test: bool) -> int:
+    """``fgentic-dev pgvector [--self-test]`` (hack/bootstrap.sh): the portable pgvector installed
+    into the wheel's PostgreSQL, then, with ``test``, :func:`self_test`."""
+    try:
+        library = pgvector.install(wheel_install())
+        print(f"pgvector {pgvector.VERSION} (portable build) at {library}")
+        if test:
+            print(self_test())
+    except StartupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0

@@ -5,16 +5,23 @@ from __future__ import annotations
 import asyncio
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 
 if TYPE_CHECKING:  # Types only: the handlers import this module early and often.
     from kubernetes.client import ApiClient
 
-    from fgentic_governance.controller.model_route import ModelRoutes
     from fgentic_governance.memory import MemoryStore
     from fgentic_governance.reasons import Reason
+
+
+class RouteJudge(Protocol):
+    """What the scope handlers ask of ``controller.model_route.ModelRoutes``. A protocol, not
+    that class: it reads Agents through ``controller.api``, which reads this module, so naming
+    it here closed an import circle (.importlinter, controller-layers)."""
+
+    async def reason(self, namespace: str, name: str, route: str) -> Reason | None: ...
 
 
 @dataclass
@@ -42,7 +49,7 @@ class OperatorContext:
     ExpiryCleanup condition); None until the first run."""
     memory_model_url: str = ""
     """The governed model route (the memory API's /v1); empty: none is configured."""
-    model_routes: ModelRoutes | None = None
+    model_routes: RouteJudge | None = None
     """Judges each scope's ModelRouteGoverned condition (set at start-up)."""
     cluster_kinds: bool = True
     """This shard handles the cluster-scoped kinds (--cluster-kinds; kube/shards.py): exactly
