@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -168,10 +169,11 @@ class HaPostgres:
         """The PostgreSQL binaries the members run (psql among them)."""
         return self._bin
 
-    def hosts_dsn(self, dbname: str = "postgres") -> str:
-        """Every member, in one URI, without a target session attribute (libpq's default
-        ``any``: whichever member answers first, a replica included)."""
-        hosts = ",".join(f"127.0.0.1:{m.port}" for m in self.members)
+    def hosts_dsn(self, dbname: str = "postgres", order: Sequence[Member] = ()) -> str:
+        """Every member (in ``order`` if given), in one URI, without a target session
+        attribute (libpq's default ``any``: whichever member answers first, a replica
+        included)."""
+        hosts = ",".join(f"127.0.0.1:{m.port}" for m in order or self.members)
         return f"postgresql://{SUPERUSER}:{SUPERUSER_PASSWORD}@{hosts}/{dbname}"
 
     def member_dsn(self, member: Member, dbname: str = "postgres") -> str:
@@ -197,6 +199,14 @@ class HaPostgres:
             except (OSError, ValueError):
                 continue
         return []
+
+    def in_role(self, role: str) -> Member:
+        """The member Patroni reports in ``role`` (leader, sync_standby or replica) now."""
+        names = [m["name"] for m in self.cluster() if m.get("role") == role]
+        found = [m for m in self.members if m.name in names]
+        if len(found) != 1:
+            raise StartupError(f"{len(found)} members in role {role}: {self.cluster()}")
+        return found[0]
 
     def leader(self) -> Member | None:
         names = [m["name"] for m in self.cluster()

@@ -17,11 +17,14 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import asyncpg
 import pytest
+from kubernetes.client import ApiClient
 
-from fgentic_devenv.ha import Failover
+from fgentic_devenv.controlplane import LocalControlPlane
+from fgentic_devenv.ha import Failover, Member
 from fgentic_governance import faults
 from fgentic_governance.api.memory import Posture, ScopePhase
 from fgentic_governance.consent import flow
@@ -31,7 +34,15 @@ from fgentic_governance.memory import Access, MemoryStore, Operation, ScopeRecor
 from fgentic_governance.memory.cost import CostGate
 from fgentic_governance.reasons import Reason
 from tests.support import processes
-from tests.support.ha import DATABASE, FIRST_SUCCESS_SECONDS, HaStore, first_success
+from tests.support.faults import (
+    Cluster,
+    Operator,
+    enabled_scope,
+    new_namespace,
+    new_principal,
+    record_of,
+)
+from tests.support.ha import DATABASE, FIRST_SUCCESS_SECONDS, HaStore, first_success, psql
 from tests.support.kagent import eventually
 from tests.support.knowledge import (
     TOOL,
@@ -42,6 +53,7 @@ from tests.support.knowledge import (
     retrieval_server,
 )
 from tests.support.mcp_requests import VERSION, carrier, rpc_body
+from tests.support.objects import scope_obj
 from tests.support.projector import AGENT, ALICE
 from tests.support.store import CONTEXT, enabled, scope_record
 
@@ -420,3 +432,156 @@ async def test_control_api_and_retrieval_server_recover_after_a_failover(
         processes.stop(control)
     assert refusal == KnowledgeReason.STORE_UNAVAILABLE.value
     assert found == ["1", "2"]
+
+
+# -- the operator process: an offboarding killed mid-erasure ----------------------------------
+
+SCOPES = 3
+FACTS = 3
+HOLD_ROWS = ("SELECT count(*) FROM (SELECT 1 FROM fgentic_memory.memory WHERE scope_key = $1"
+             " FOR UPDATE) held")
+PERSON_ROWS = ("SELECT count(*) FROM fgentic_memory.memory m JOIN fgentic_memory.scope s"
+               " USING (scope_key) WHERE s.subject_mxid = $1")
+PERSON_SCOPES = ("SELECT count(*), bool_or(enabled) FROM fgentic_memory.scope"
+                 " WHERE subject_mxid = $1")
+CLIENTS = ("SELECT count(*) FROM pg_stat_activity WHERE datname = $1"
+           " AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+CLEANED = "fgentic_store_cleanup_last_success_timestamp_seconds"
+READY = "ReadyForDeactivation"
+
+
+def _deleting_behind(ha: HaStore, leader: Member, holder: int) -> bool:
+    """Whether an erasure's DELETE waits on the rows ``holder`` (a backend pid) locked."""
+    return psql(ha.cluster, leader, (
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE"
+        f" 'DELETE FROM fgentic_memory.memory%' AND {holder} = ANY(pg_blocking_pids(pid))"),
+        DATABASE) not in {"", "0"}
+
+
+def _cleaned_after(port: int, since: float) -> float:
+    """The operator's last successful expiry cleanup (a store call; unix time) if after
+    ``since``, else 0."""
+    at = processes.metric(port, CLEANED) or 0.0
+    return at if at > since else 0.0
+
+
+def _results(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {f"{r['namespace']}/{r['scope']}": (r["result"], r["reasonCode"])
+            for r in status.get("results") or []}
+
+
+async def test_operator_offboarding_killed_mid_erasure(
+        ha: HaStore, control_plane: LocalControlPlane, k8s_client: ApiClient,
+        tmp_path: Path) -> None:
+    """The real operator (a DSN naming every member, no attribute) offboards a person whose
+    three MemoryScopes hold facts, and the primary dies in the middle of the erasure.
+
+    The kill lands deterministically: before the offboarding is created, a test connection on
+    the leader locks the rows of the second scope in the flow's order (FOR UPDATE), so the
+    flow erases and verifies the first scope, then its DELETE of the second waits on that lock
+    (seen in pg_stat_activity: a DELETE blocked by the test's pid), and the leader is killed
+    then, well inside the operator's lock_timeout (8 s; a miss would only show a
+    STORE_LOCK_TIMEOUT and a retry that blocks again). The kill also ends the lock. A count of
+    scopes would race the flow; a fault point cannot stop a child process, only kill it.
+
+    The DSN names the leader, then the replica, then the synchronous standby: a pool that may
+    land on a standby lands, at its first reconnect after the kill, on the replica, which
+    Patroni never promotes (strict synchronous mode). Without target_session_attrs=read-write
+    the operator's writes then fail there (INTERNAL_ERROR, read-only) after the failover too:
+    the offboarding never completes and its cleanup never succeeds again.
+    """
+    leader, standby, replica = (ha.cluster.in_role(role)
+                                for role in ("leader", "sync_standby", "replica"))
+    ns, person = new_namespace("ha-offboard"), new_principal()
+    control_plane.ensure_namespace(ns)
+    operator = Operator(control_plane.kubeconfig,
+                        ha.cluster.hosts_dsn(DATABASE, (leader, replica, standby)), tmp_path,
+                        namespace=ns)
+    port = processes.free_port()
+    operator.args += ["--metrics-port", str(port)]
+    # No scope sweep (only the offboarding touches the scopes' rows); the expiry cleanup every
+    # second: the process's first successful store call after the kill is stamped by it.
+    operator.start(resync=3600, env={"FGENTIC_STORE_CLEANUP_SECONDS": "1",
+                                     "FGENTIC_STORE_SETTINGS_SECONDS": "1"})
+    cluster = Cluster(k8s_client)
+    scopes = [scope_obj(ns, f"erase-{i}", person, f"agent-{i}") for i in range(SCOPES)]
+    seen: list[dict[str, Any]] = []
+    ready_at: list[float] = []
+
+    def ready(status: dict[str, Any]) -> bool:
+        seen.append(status)
+        if status.get("phase") == READY:
+            ready_at.append(time.monotonic())
+        return bool(ready_at)
+
+    name = ""
+    watch: asyncio.Task[dict[str, Any]] | None = None
+    try:
+        async with ha.store() as store:
+            for scope in scopes:
+                await enabled_scope(cluster, store, scope, person, FACTS)
+        keys = sorted(record_of(scope).scope_key for scope in scopes)  # the flow's order
+        lock = await asyncpg.connect(ha.cluster.member_dsn(leader, DATABASE), timeout=10)
+        try:
+            # The database's default idle bound (sql/0006) would end this transaction.
+            await lock.execute("SET idle_in_transaction_session_timeout = 0")
+            holder = int(await lock.fetchval("SELECT pg_backend_pid()"))
+            await lock.execute("BEGIN")
+            assert await lock.fetchval(HOLD_ROWS, keys[1]) == FACTS
+            name = cluster.offboard(person)
+            watch = asyncio.create_task(cluster.until_offboarded(name, ready, timeout=180))
+            await asyncio.to_thread(processes.until,
+                                    lambda: _deleting_behind(ha, leader, holder),
+                                    "the erasure's DELETE waiting on the held rows", 60)
+            # Mid-erasure: the first scope is erased (and verified), the second not yet.
+            assert [(await ha.on_primary(COUNT_ROWS, key))[0][0] for key in keys[:2]] == [
+                0, FACTS]
+            failover = ha.kill_primary()
+        finally:
+            lock.terminate()
+        killed = time.time() - (time.monotonic() - failover.at)
+        await ha.wait_new_leader(failover)
+        cleaned = await asyncio.to_thread(processes.until, lambda: _cleaned_after(port, killed),
+                                          "the operator's first successful store call",
+                                          FIRST_SUCCESS_SECONDS)
+        print(f"\n[ha] operator process (expiry cleanup): first successful store call "
+              f"{cleaned - killed:.1f} s after the kill of {failover.killed.name}")
+        final = await watch
+        print(f"[ha] operator process: offboarding {READY} "
+              f"{ready_at[0] - failover.at:.1f} s after the kill")
+        on_new = (await ha.on_primary(CLIENTS, DATABASE))[0][0]
+        assert operator.proc is not None and operator.proc.poll() is None
+    finally:
+        if watch is not None:
+            watch.cancel()
+        operator.stop()
+        if name:
+            cluster.delete_offboarding(name)
+    operator.assert_content_free()
+    # In the gap: Failed with the closed code, the held scope never Verified.
+    gap = [status for status in seen if status.get("phase") == "Failed"]
+    assert gap, "the offboarding never reported the outage"
+    assert {status.get("reasonCode") for status in gap} == {Reason.STORE_UNAVAILABLE.value}
+    failed = {result for status in gap for result in _results(status).values()
+              if result[0] != "Verified"}
+    assert failed == {("Failed", Reason.STORE_UNAVAILABLE.value)}
+    assert all(_results(status)[keys[1]][0] == "Failed" for status in gap if _results(status))
+    # After the failover: Ready, every receipt minted by a run after the kill (none of the
+    # gap's ids) and Verified by a read-back the new primary confirms: nothing of the person
+    # left there, every scope disabled. Every Verified receipt ever shown is checked too.
+    assert (final["scopesFound"], final["scopesErased"], final["scopesFailed"]) == (
+        SCOPES, SCOPES, 0)
+    assert set(_results(final).values()) == {("Verified", Reason.OK.value)}
+    assert sorted(_results(final)) == keys
+    gap_ids = {r["receiptId"] for status in gap for r in status.get("results") or []}
+    assert all(len(r["receiptId"]) == 32 and r["receiptId"] not in gap_ids
+               for r in final["results"])
+    verified = {key for status in seen for key, result in _results(status).items()
+                if result[0] == "Verified"}
+    for key in sorted(verified):
+        assert (await ha.on_primary(COUNT_ROWS, key))[0][0] == 0, key
+    assert (await ha.on_primary(PERSON_ROWS, person))[0][0] == 0
+    assert tuple((await ha.on_primary(PERSON_SCOPES, person))[0]) == (SCOPES, False)
+    assert person not in str(seen)  # content-free: not even the MXID
+    # Its pool is on the new primary (no other client of this database is connected now).
+    assert on_new >= 1

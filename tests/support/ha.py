@@ -93,10 +93,17 @@ async def first_success(call: Callable[[], Awaitable[T]], failover: Failover, wh
         return result
 
 
+def psql(cluster: HaPostgres, member: Member, query: str, dbname: str = "postgres") -> str:
+    """One query on ``member`` (any role) by psql, a blocking call for a polled check: its
+    output, empty if the member does not answer. A fresh session each time, so a statistics
+    view (pg_stat_activity) is read anew."""
+    found = subprocess.run(
+        [str(cluster.bin_dir / "psql"), "-XAtq", "-d", cluster.member_dsn(member, dbname),
+         "-c", query], capture_output=True, text=True, check=False, timeout=10)
+    return found.stdout.strip()
+
+
 def has_database(cluster: HaPostgres, member: Member) -> bool:
     """Whether ``member`` (any role) lists the test database yet."""
-    found = subprocess.run(
-        [str(cluster.bin_dir / "psql"), "-XAtq", "-d", cluster.member_dsn(member),
-         "-c", f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"],
-        capture_output=True, text=True, check=False, timeout=10)
-    return found.stdout.strip() == "1"
+    return psql(cluster, member,
+                f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'") == "1"
