@@ -1,10 +1,12 @@
 """`fgentic-dev fence`: one readable, drift-checked page of the store's fence after migration.
 
-The migrations in ``src/fgentic_governance/memory/sql/`` are append-only, so a function's
-current body is whichever of several files restated it last. This module migrates a throw-away
-database to head with the product's own :func:`fgentic_governance.memory.migrate`, reads the
-catalogs and renders what is in force: roles, database privileges and pinned settings, the
-schema, tables, views, types, sequences, functions and every privilege on them, sorted by name.
+Each function, view and trigger of the store is written once, in its own file under
+``src/fgentic_governance/memory/sql/`` (``functions/``, ``views/``, ``triggers/``); the numbered
+version steps beside them hold tables, roles, settings and data changes. This module migrates a
+throw-away database to head with the product's own :func:`fgentic_governance.memory.migrate`,
+reads the catalogs and renders what is in force, each object with the file it comes from:
+roles, database privileges and pinned settings, the schema, tables, views, types, sequences,
+functions and every privilege on them, sorted by name.
 
 Nothing environment-specific is rendered: the migrating role (the schema's owner) is written
 ``<owner>``, the database is never named, and no OID, port, path or timestamp appears.
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from fgentic_governance.memory.schema import SCHEMA, schema_version
+from fgentic_governance.memory.schema import SCHEMA, object_files, schema_version
 from fgentic_governance.schema_version import SCHEMA_VERSION
 
 DEFAULT_OUTPUT: Final = Path("docs/store-fence.md")
@@ -148,7 +150,7 @@ JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = $1 ORDER BY c.relname
 """
 
 _TRIGGERS_SQL: Final = """
-SELECT pg_get_triggerdef(oid, true) AS def FROM pg_trigger
+SELECT tgname, pg_get_triggerdef(oid, true) AS def FROM pg_trigger
 WHERE tgrelid = $1 AND NOT tgisinternal ORDER BY tgname
 """
 
@@ -160,7 +162,7 @@ WHERE polrelid = $1 ORDER BY polname
 
 _FUNCTIONS_SQL: Final = """
 SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS signature,
-       pg_get_function_result(p.oid) AS result, l.lanname, p.prosecdef,
+       p.proname, pg_get_function_result(p.oid) AS result, l.lanname, p.prosecdef,
        p.provolatile::text AS provolatile, p.proparallel::text AS proparallel,
        p.proleakproof, p.proisstrict, p.proconfig,
        pg_get_userbyid(p.proowner) AS owner,
@@ -352,9 +354,9 @@ async def render(conn: Any) -> str:
         "",
         "What is in force in a database after every "
         "migration of `src/fgentic_governance/memory/sql/` has run, read back from PostgreSQL's "
-        "catalogs. The migrations are append-only and restate function bodies, so this page, "
-        "not the SQL files, is where the current fence can be read (docs/memory.md explains "
-        "its design).",
+        "catalogs, all in one place. Each function, view and trigger is written in one file, "
+        "named below with the object; the numbered version steps hold tables, roles, settings "
+        "and data changes (docs/memory.md §4 explains the layout and the fence's design).",
         "",
         f"`{OWNER}` is the role that ran the migrations (the operator's): it owns the schema and "
         "every object in it and holds every privilege on them, which is not repeated below. "
@@ -469,7 +471,7 @@ async def _tables(conn: Any, acl: _Acl, tables: list[Any], owner: str) -> list[s
         out += ["", "Indexes:", ""]
         out += _bullets([f"`{i['def']}`" for i in await conn.fetch(_INDEXES_SQL, t["oid"])])
         out += ["", "Triggers:", ""]
-        out += _bullets([f"`{_owner_literal(g['def'], owner)}`"
+        out += _bullets([f"`{_owner_literal(g['def'], owner)}` ({_file('triggers', g['tgname'])})"
                          for g in await conn.fetch(_TRIGGERS_SQL, t["oid"])])
         policies = await conn.fetch(_POLICIES_SQL, t["oid"])
         if t["relrowsecurity"] or policies:
@@ -501,6 +503,7 @@ async def _views(conn: Any, acl: _Acl, views: list[Any], owner: str) -> list[str
         name = v["relname"]
         out += [f"### `{SCHEMA}.{name}`", ""]
         out += _owner_note(v, owner)
+        out += _source("views", name)
         options = sorted(v["reloptions"] or [])
         out += [f"Options: {', '.join(f'`{o}`' for o in options) if options else 'none'}.", "",
                 "Privileges:", ""]
@@ -561,6 +564,7 @@ async def _functions(conn: Any, acl: _Acl, owner: str) -> list[str]:
     for f in functions:
         signature = f["signature"]
         out += [f"### {signature}", ""]
+        out += _source("functions", f["proname"])
         facts = [f"SECURITY {'DEFINER' if f['prosecdef'] else 'INVOKER'}",
                  _VOLATILITY[f["provolatile"]], f"PARALLEL {_PARALLEL[f['proparallel']]}",
                  f"LANGUAGE {f['lanname']}"]
@@ -580,6 +584,17 @@ async def _functions(conn: Any, acl: _Acl, owner: str) -> list[str]:
             out += _sql(f["def"])
             out.append("")
     return out
+
+
+def _file(kind: str, name: str) -> str:
+    """Where object ``kind/name`` is written, or that no file is (it would be a finding)."""
+    if f"{kind}/{name}" not in {item.name for item in object_files()}:
+        return "no source file"
+    return f"`sql/{kind}/{name}.sql`"
+
+
+def _source(kind: str, name: str) -> list[str]:
+    return [f"Source: {_file(kind, name)}.", ""]
 
 
 def _anchor(heading: str) -> str:

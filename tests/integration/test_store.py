@@ -30,7 +30,6 @@ from fgentic_governance.memory import (
 )
 from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
-from fgentic_governance.schema_version import migration_files
 from tests.support.store import (
     ALICE,
     ROOM,
@@ -39,6 +38,7 @@ from tests.support.store import (
     enter,
     outlive,
     scope_record,
+    shipped_v24,
 )
 
 pytestmark = pytest.mark.integration
@@ -775,13 +775,12 @@ async def test_database_policy_is_a_subset_of_the_python_policy(
 
 
 async def test_the_single_pass_policy_decides_as_the_first_one(pool: Any) -> None:
-    """sql/0014 rewrote policy_reason() to normalise once and sql/0015 put literal prefilters
-    and an ASCII fast path in front of its patterns; the first definition (sql/0002, kept
-    here as a temporary function) must decide every text the same way: each pattern's hits,
-    near misses, and random mixtures of their fragments (the prefilters' literals, case
-    variants and non-ASCII text among them)."""
-    [fence] = [f for f in migration_files() if f.name == "0002_fence.sql"]
-    first = fence.read_text()
+    """policy_reason() normalises once and puts literal prefilters and an ASCII fast path in
+    front of its patterns; its first definition (sql/0002 as shipped, kept here as a temporary
+    function) must decide every text the same way: each pattern's hits, near misses, and
+    random mixtures of their fragments (the prefilters' literals, case variants and non-ASCII
+    text among them)."""
+    first = shipped_v24()["0002_fence.sql"]
     body = first[first.index("CREATE FUNCTION fgentic_memory.policy_reason"):]
     body = body[:body.index("$$;") + 3].replace(
         "fgentic_memory.policy_reason", "pg_temp.policy_reason_first", 1)

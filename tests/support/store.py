@@ -4,10 +4,13 @@ settings, and the scope builders the store tests share."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import tarfile
 import time
 from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 import asyncpg
 import pytest
@@ -136,3 +139,103 @@ async def outlive(saved: float, ttl: timedelta = SHORT_TTL) -> None:
     """Wait until a row whose save returned at ``time.monotonic()`` ``saved`` has expired
     (its expiry is its transaction's start plus ``ttl``, never later than that)."""
     await asyncio.sleep(max(0.0, saved + ttl.total_seconds() + 0.1 - time.monotonic()))
+
+
+# -- the schema as shipped before the object files (sql/0025) ------------------------------------
+
+SHIPPED_V24: Final = Path(__file__).resolve().parents[1] / "golden" / "store-sql-v24.tar.gz"
+"""sql/0001-0024 byte for byte as they were shipped (each restating whole function bodies),
+before their functions, views and triggers moved into one file each."""
+
+
+def shipped_v24() -> dict[str, str]:
+    """File name -> text of the 24 version steps as shipped, in order."""
+    with tarfile.open(SHIPPED_V24, "r:gz") as archive:
+        return {member.name: _member_text(archive, member)
+                for member in sorted(archive.getmembers(), key=lambda m: m.name)}
+
+
+def _member_text(archive: tarfile.TarFile, member: tarfile.TarInfo) -> str:
+    data = archive.extractfile(member)
+    assert data is not None, member.name
+    return data.read().decode("utf-8")
+
+
+async def migrate_as_shipped_v24(conn: Any) -> None:
+    """What the migrator of schema version 24 did: every step in one transaction, each
+    recorded with the SHA-256 of the file it ran."""
+    async with conn.transaction():
+        await conn.execute(
+            "CREATE SCHEMA IF NOT EXISTS fgentic_memory;"
+            " CREATE TABLE IF NOT EXISTS fgentic_memory.schema_version (version integer"
+            " PRIMARY KEY, name text NOT NULL, sha256 text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())")
+        for name, text in shipped_v24().items():
+            await conn.execute(text)
+            await conn.execute(
+                "INSERT INTO fgentic_memory.schema_version (version, name, sha256)"
+                " VALUES ($1, $2, $3)",
+                int(name[:4]), name, hashlib.sha256(text.encode()).hexdigest())
+
+
+# Everything a migration defines in the schema, read from the catalogs: each function's whole
+# definition and attributes, views, triggers, relations, columns, constraints, indexes, types,
+# and every effective privilege (a NULL ACL read as its default), owners by name. No OIDs.
+_CATALOG: Final = {
+    "functions": """
+        SELECT p.oid::regprocedure::text AS object, pg_get_functiondef(p.oid) AS def,
+               pg_get_userbyid(p.proowner) AS owner, p.prosecdef, p.proconfig, p.prorows,
+               p.procost, p.provolatile::text, p.proparallel::text, p.proleakproof,
+               p.proisstrict,
+               ARRAY(SELECT row(pg_get_userbyid(x.grantee), pg_get_userbyid(x.grantor),
+                                x.privilege_type, x.is_grantable)::text
+                     FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) x
+                     ORDER BY 1) AS acl
+        FROM pg_proc p WHERE p.pronamespace = 'fgentic_memory'::regnamespace""",
+    "relations": """
+        SELECT c.relname AS object, c.relkind::text, pg_get_userbyid(c.relowner) AS owner,
+               c.reloptions, c.relrowsecurity, c.relforcerowsecurity,
+               CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid, true) END AS def,
+               ARRAY(SELECT row(pg_get_userbyid(x.grantee), pg_get_userbyid(x.grantor),
+                                x.privilege_type, x.is_grantable)::text
+                     FROM aclexplode(coalesce(c.relacl, acldefault(
+                         CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char", c.relowner))) x
+                     ORDER BY 1) AS acl
+        FROM pg_class c WHERE c.relnamespace = 'fgentic_memory'::regnamespace""",
+    "columns": """
+        SELECT c.relname || '.' || a.attname AS object, a.attnum,
+               format_type(a.atttypid, a.atttypmod), a.attnotnull,
+               pg_get_expr(d.adbin, d.adrelid) AS def, a.attacl::text[]
+        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE c.relnamespace = 'fgentic_memory'::regnamespace AND a.attnum > 0
+          AND NOT a.attisdropped""",
+    "triggers": """
+        SELECT t.tgname || ' ON ' || t.tgrelid::regclass::text AS object,
+               pg_get_triggerdef(t.oid, true) AS def, t.tgenabled::text
+        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE c.relnamespace = 'fgentic_memory'::regnamespace AND NOT t.tgisinternal""",
+    "constraints": """
+        SELECT conname || ' ON ' || conrelid::regclass::text AS object,
+               pg_get_constraintdef(oid, true) AS def
+        FROM pg_constraint WHERE connamespace = 'fgentic_memory'::regnamespace""",
+    "indexes": """
+        SELECT indexrelid::regclass::text AS object, pg_get_indexdef(indexrelid) AS def
+        FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+        WHERE c.relnamespace = 'fgentic_memory'::regnamespace""",
+    "types": """
+        SELECT t.typname AS object, t.typtype::text, pg_get_userbyid(t.typowner) AS owner,
+               ARRAY(SELECT row(pg_get_userbyid(x.grantee), x.privilege_type)::text
+                     FROM aclexplode(coalesce(t.typacl, acldefault('T', t.typowner))) x
+                     ORDER BY 1) AS acl
+        FROM pg_type t WHERE t.typnamespace = 'fgentic_memory'::regnamespace""",
+}
+
+
+async def catalog(conn: Any) -> dict[str, dict[str, tuple[Any, ...]]]:
+    """The schema ``fgentic_memory`` as the catalogs hold it: kind -> object -> its facts."""
+    dump: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for kind, query in _CATALOG.items():
+        rows = await conn.fetch(query)
+        dump[kind] = {row["object"]: tuple(row.values())[1:] for row in rows}
+    return dump

@@ -1,6 +1,7 @@
-"""One definition per bound: the store's SQL guard (sql/0002) and the CRD models (api/memory.py)
-must admit exactly the same scope bounds and spellings. The SQL repeats them because every
-writer - an adapted runtime's plain SQL too - meets the database's guard, not the models."""
+"""One definition per bound: the store's SQL guard (sql/functions/scope_guard.sql) and the CRD
+models (api/memory.py) must admit exactly the same scope bounds and spellings. The SQL repeats
+them because every writer - an adapted runtime's plain SQL too - meets the database's guard,
+not the models."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from fgentic_governance.api.memory import (
 from fgentic_governance.memory.bounds import MAX_SUMMARY_FACTS
 from fgentic_governance.memory.model import MAX_RECALLS_PER_LEASE
 
-FENCE = resources.files("fgentic_governance.memory").joinpath("sql/0002_fence.sql").read_text()
-SCOPE_GUARD = FENCE[FENCE.index("scope_guard()"):FENCE.index("IF TG_OP = 'INSERT'")]
+GUARD = resources.files("fgentic_governance.memory").joinpath(
+    "sql/functions/scope_guard.sql").read_text()
+SCOPE_GUARD = GUARD[GUARD.index("scope_guard()"):GUARD.index("IF TG_OP = 'INSERT'")]
 
 
 def _range(field: FieldInfo) -> tuple[int, int]:

@@ -8,10 +8,12 @@ from importlib import resources
 from fgentic_governance.memory import bounds
 
 SQL = resources.files("fgentic_governance.memory").joinpath("sql/0006_bounds.sql").read_text()
+GATE = resources.files("fgentic_governance.memory").joinpath(
+    "sql/functions/bound_transaction.sql").read_text()
 
 
 def test_sql_bounds_equal_the_python_ones() -> None:
-    in_gate = dict(re.findall(r"set_config\('(\w+)', '([^']+)', true\)", SQL))
+    in_gate = dict(re.findall(r"set_config\('(\w+)', '([^']+)', true\)", GATE))
     at_database = dict(re.findall(r"SET (\w+) = %L', current_database\(\), '([^']+)'", SQL))
     at_database |= dict(re.findall(r"SET (\w+) = %L',\s+current_database\(\), '([^']+)'", SQL))
     assert in_gate == dict(bounds.RUNTIME)

@@ -18,8 +18,8 @@ from fgentic_governance.reasons import Coded, Reason
 
 T = TypeVar("T")
 
-# Mirrors fgentic_memory.refuse() (sql/0001, redefined by sql/0008, 0010, 0011, 0013 and
-# 0021); a test asserts they agree.
+# Mirrors the store's refusal table (sql/functions/refuse_listed.sql and refuse.sql); a test
+# asserts they agree.
 SQLSTATE_REASONS: Final = MappingProxyType({
     "FG001": Reason.SCOPE_MISSING,
     "FG002": Reason.SCOPE_DISABLED,
@@ -46,7 +46,7 @@ SQLSTATE_REASONS: Final = MappingProxyType({
     "FG023": Reason.SUMMARY_CADENCE_REACHED,
     "FG024": Reason.SUMMARY_INPUT_TOO_LARGE,
     "FG025": Reason.CONTEXT_CONFLICT,
-    # sql/0023 wraps refuse() with the posture floors' two codes.
+    # refuse() itself raises the posture floors' two codes; refuse_listed() every other.
     "FG040": Reason.POSTURE_FLOOR_DISABLED,
     "FG041": Reason.POSTURE_FLOOR_CAPTURE_DISABLED,
     "FG999": Reason.INTERNAL_ERROR,

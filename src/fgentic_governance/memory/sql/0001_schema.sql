@@ -11,42 +11,6 @@
 
 CREATE EXTENSION IF NOT EXISTS vector;
 
--- Refusals: one custom SQLSTATE (class FG) per reason code; the MESSAGE is exactly the code and
--- nothing else (no DETAIL, no HINT), so no refusal can carry content to a client or a log.
-CREATE FUNCTION fgentic_memory.refuse(p_reason text) RETURNS void
--- VOLATILE, not IMMUTABLE: the planner must never fold a refusal in an untaken branch.
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_state text := CASE p_reason
-        WHEN 'SCOPE_MISSING' THEN 'FG001'
-        WHEN 'SCOPE_DISABLED' THEN 'FG002'
-        WHEN 'CAPTURE_DISABLED' THEN 'FG003'
-        WHEN 'STALE_GENERATION' THEN 'FG004'
-        WHEN 'ENTRY_CAP_REACHED' THEN 'FG005'
-        WHEN 'FACT_TOO_LARGE' THEN 'FG006'
-        WHEN 'RETENTION_EXCEEDED' THEN 'FG007'
-        WHEN 'EXPIRY_EXTENSION_DENIED' THEN 'FG008'
-        WHEN 'CONSENT_SUBJECT_MISMATCH' THEN 'FG009'
-        WHEN 'FEDERATION_DENIED' THEN 'FG010'
-        WHEN 'BINDING_CONFLICT' THEN 'FG011'
-        WHEN 'INVALID_SPEC' THEN 'FG012'
-        WHEN 'COST_CEILING_REACHED' THEN 'FG013'
-        WHEN 'RATE_LIMITED' THEN 'FG014'
-        WHEN 'CREDENTIAL_CONTENT' THEN 'FG015'
-        WHEN 'HIGH_RISK_INSTRUCTION_CONTENT' THEN 'FG016'
-        ELSE 'FG999'
-    END;
-BEGIN
-    IF v_state = 'FG999' THEN
-        -- An unknown code is a bug in this schema; still never echo the argument.
-        RAISE EXCEPTION USING ERRCODE = 'FG999', MESSAGE = 'INTERNAL_ERROR';
-    END IF;
-    RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = p_reason;
-END
-$$;
-
 -- One row per MemoryScope: the typed triple (subject, Agent, control room) and its consent
 -- state. Consent generation only ever grows; enabling or disabling always advances it (0002).
 CREATE TABLE fgentic_memory.scope (
@@ -117,3 +81,6 @@ CREATE TABLE fgentic_memory.memory (
 CREATE INDEX memory_scope_generation_idx ON fgentic_memory.memory (scope_key, consent_generation);
 CREATE INDEX memory_agent_user_idx ON fgentic_memory.memory (agent_name, user_id);
 CREATE INDEX memory_expires_at_idx ON fgentic_memory.memory (expires_at);
+
+-- Since 0025 the functions, views and triggers of this step are each defined, as they are
+-- now, in one file of sql/functions/, sql/views/ or sql/triggers/, with their grants.

@@ -35,10 +35,6 @@ GRANT INSERT, UPDATE, DELETE ON fgentic_memory.memory TO fgentic_memory_runtime;
 GRANT SELECT (id, scope_key, agent_name, user_id, consent_generation, created_at, expires_at,
               access_count, lifecycle)
     ON fgentic_memory.memory TO fgentic_memory_runtime;
-GRANT SELECT ON fgentic_memory.readable_memory TO fgentic_memory_runtime;
-GRANT EXECUTE ON FUNCTION
-    fgentic_memory.check_scope(text, bigint, text, text, text, text, text),
-    fgentic_memory.enter_scope(text, bigint, text, text, text, text, text),
-    fgentic_memory.admit(text, integer, boolean),
-    fgentic_memory.cleanup_expired()
-    TO fgentic_memory_runtime;
+
+-- Since 0025 the functions, views and triggers of this step are each defined, as they are
+-- now, in one file of sql/functions/, sql/views/ or sql/triggers/, with their grants.

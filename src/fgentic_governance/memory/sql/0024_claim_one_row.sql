@@ -16,5 +16,5 @@
 -- must say ROWS 1 again (it resets the estimate to 1,000); tests/integration/
 -- test_memory_at_size.py fails if the view's plan scans the scope table again.
 
-ALTER FUNCTION fgentic_memory.current_claim() ROWS 1;
-ALTER FUNCTION fgentic_memory.current_recall_claim() ROWS 1;
+-- Since 0025 the functions, views and triggers of this step are each defined, as they are
+-- now, in one file of sql/functions/, sql/views/ or sql/triggers/, with their grants.

@@ -1,0 +1,86 @@
+-- requires: functions/bound_transaction, functions/check_floor, functions/entry_lock, functions/refuse
+-- enter_scope: the gate of a capture, recall or erase: the transaction bounds, the claim, the
+-- scope's binding, posture and generation, then the floor after the scope's own posture.
+CREATE OR REPLACE FUNCTION fgentic_memory.enter_scope(
+    p_scope_key text, p_generation bigint, p_subject text,
+    p_agent_namespace text, p_agent_name text, p_room text, p_mode text)
+RETURNS fgentic_memory.scope_context
+LANGUAGE plpgsql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s fgentic_memory.scope;
+    r record;
+    v_held boolean;
+    v_secret bytea;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM fgentic_memory.refuse('ISOLATION_REFUSED');
+    END IF;
+    PERFORM fgentic_memory.bound_transaction();
+    -- Before the scope is read: its statement then takes its snapshot after any wait here.
+    PERFORM fgentic_memory.entry_lock(p_scope_key, false);
+    -- check_scope(), inline.
+    IF p_mode IS NULL OR p_mode NOT IN ('capture', 'recall', 'erase') THEN
+        PERFORM fgentic_memory.refuse('INVALID_SPEC');
+    END IF;
+    SELECT sc AS s,
+           EXISTS (SELECT 1 FROM fgentic_memory.scope_hold h
+                    WHERE h.scope_key = p_scope_key) AS held,
+           (SELECT k.secret FROM fgentic_memory.claim_key k) AS secret
+      INTO r
+      FROM fgentic_memory.scope sc WHERE sc.scope_key = p_scope_key;
+    IF NOT FOUND THEN
+        PERFORM fgentic_memory.refuse('SCOPE_MISSING');
+    END IF;
+    s := r.s;
+    v_held := r.held;
+    v_secret := r.secret;
+    IF p_subject IS DISTINCT FROM s.subject_mxid THEN
+        PERFORM fgentic_memory.refuse('CONSENT_SUBJECT_MISMATCH');
+    END IF;
+    IF p_agent_namespace IS DISTINCT FROM s.agent_namespace
+       OR p_agent_name IS DISTINCT FROM s.agent_name
+       OR p_room IS DISTINCT FROM s.control_room
+    THEN
+        PERFORM fgentic_memory.refuse('SCOPE_MISSING');
+    END IF;
+    IF p_mode = 'capture' THEN
+        IF NOT s.enabled OR s.posture = 'fully_disabled' THEN
+            PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
+        END IF;
+        IF s.posture <> 'enabled' THEN
+            PERFORM fgentic_memory.refuse('CAPTURE_DISABLED');
+        END IF;
+    ELSIF p_mode = 'recall' THEN
+        IF NOT s.enabled OR s.posture = 'fully_disabled' THEN
+            PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
+        END IF;
+    END IF;
+    PERFORM fgentic_memory.check_floor(s.agent_namespace, s.agent_name, p_mode);
+    IF p_generation IS DISTINCT FROM s.consent_generation THEN
+        PERFORM fgentic_memory.refuse('STALE_GENERATION');
+    END IF;
+    -- A per-entry forget ('erase') is never blocked: erasure needs no consent.
+    IF p_mode <> 'erase' AND v_held THEN
+        PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
+    END IF;
+    -- claim_mac(), inline (a NULL key signs nothing that verifies, as before).
+    PERFORM set_config('fgentic_memory.claim',
+        format('%s|%s|%s|%s', p_mode, p_generation, p_scope_key,
+               encode(sha256(v_secret || sha256(v_secret || convert_to(
+                   format('fgentic-claim|%s|%s|%s|%s', pg_current_xact_id(), p_mode,
+                          p_generation, p_scope_key), 'UTF8'))), 'hex')),
+        true);
+    -- Informational only: nothing trusts these.
+    PERFORM set_config('fgentic_memory.scope_key', p_scope_key, true);
+    PERFORM set_config('fgentic_memory.generation', p_generation::text, true);
+    RETURN ROW(s.store_agent_name, now() + make_interval(days => s.max_retention_days))::
+        fgentic_memory.scope_context;
+END
+$$;
+
+REVOKE ALL ON FUNCTION fgentic_memory.enter_scope(text,bigint,text,text,text,text,text)
+    FROM PUBLIC, fgentic_memory_runtime, fgentic_memory_delegate;
+GRANT EXECUTE ON FUNCTION fgentic_memory.enter_scope(text,bigint,text,text,text,text,text) TO fgentic_memory_runtime;

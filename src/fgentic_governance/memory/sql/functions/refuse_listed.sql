@@ -1,0 +1,45 @@
+-- The reason codes of the fence and their SQLSTATEs (memory/errors.py mirrors them; a test
+-- holds the two equal); refuse() adds the posture floors' two.
+CREATE OR REPLACE FUNCTION fgentic_memory.refuse_listed(p_reason text) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_state text := CASE p_reason
+        WHEN 'SCOPE_MISSING' THEN 'FG001'
+        WHEN 'SCOPE_DISABLED' THEN 'FG002'
+        WHEN 'CAPTURE_DISABLED' THEN 'FG003'
+        WHEN 'STALE_GENERATION' THEN 'FG004'
+        WHEN 'ENTRY_CAP_REACHED' THEN 'FG005'
+        WHEN 'FACT_TOO_LARGE' THEN 'FG006'
+        WHEN 'RETENTION_EXCEEDED' THEN 'FG007'
+        WHEN 'EXPIRY_EXTENSION_DENIED' THEN 'FG008'
+        WHEN 'CONSENT_SUBJECT_MISMATCH' THEN 'FG009'
+        WHEN 'FEDERATION_DENIED' THEN 'FG010'
+        WHEN 'BINDING_CONFLICT' THEN 'FG011'
+        WHEN 'INVALID_SPEC' THEN 'FG012'
+        WHEN 'COST_CEILING_REACHED' THEN 'FG013'
+        WHEN 'RATE_LIMITED' THEN 'FG014'
+        WHEN 'CREDENTIAL_CONTENT' THEN 'FG015'
+        WHEN 'HIGH_RISK_INSTRUCTION_CONTENT' THEN 'FG016'
+        WHEN 'LEASE_MISSING' THEN 'FG017'
+        WHEN 'SCOPE_AMBIGUOUS' THEN 'FG018'
+        WHEN 'ISOLATION_REFUSED' THEN 'FG019'
+        WHEN 'LEASE_LIMIT_REACHED' THEN 'FG020'
+        WHEN 'RECALL_LIMIT_REACHED' THEN 'FG021'
+        WHEN 'SUMMARY_TOO_LARGE' THEN 'FG022'
+        WHEN 'SUMMARY_CADENCE_REACHED' THEN 'FG023'
+        WHEN 'SUMMARY_INPUT_TOO_LARGE' THEN 'FG024'
+        WHEN 'CONTEXT_CONFLICT' THEN 'FG025'
+        ELSE 'FG999'
+    END;
+BEGIN
+    IF v_state = 'FG999' THEN
+        RAISE EXCEPTION USING ERRCODE = 'FG999', MESSAGE = 'INTERNAL_ERROR';
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = p_reason;
+END
+$$;
+
+REVOKE ALL ON FUNCTION fgentic_memory.refuse_listed(text)
+    FROM PUBLIC, fgentic_memory_runtime, fgentic_memory_delegate;
