@@ -372,8 +372,35 @@ class Writes:
 # -- a cluster-wide watch: when each object first satisfied a predicate ----------------------------
 
 
+Shape = tuple[Any, tuple[str, ...], dict[str, int], int, int]
+"""What `what_changed` compares of one object version: generation, finalizers, annotation
+key -> hash of its value, hash of the status without Kopf's part, hash of Kopf's part."""
+
+
+def shape(obj: dict[str, Any]) -> Shape:
+    meta, status = obj["metadata"], dict(obj.get("status") or {})
+    kopf_part = status.pop("kopf", None)
+    return (meta.get("generation"), tuple(meta.get("finalizers") or ()),
+            {k: hash(v) for k, v in (meta.get("annotations") or {}).items()},
+            hash(json.dumps(status, sort_keys=True)), hash(json.dumps(kopf_part, sort_keys=True)))
+
+
+def what_changed(before: Shape, after: Shape) -> str:
+    """The cause of one write as the watch shows it, by name only (content-free): ``spec``,
+    ``finalizers``, each annotation key set or changed (``-key``: removed), ``status`` and
+    ``status.kopf`` (Kopf's progress storage); "+"-joined when one version changed several."""
+    parts = ["spec"] if before[0] != after[0] else []
+    parts += ["finalizers"] if before[1] != after[1] else []
+    parts += [k if k in after[2] else f"-{k}" for k in sorted(before[2].keys() | after[2].keys())
+              if before[2].get(k) != after[2].get(k)]
+    parts += ["status"] if before[3] != after[3] else []
+    parts += ["status.kopf"] if before[4] != after[4] else []
+    return "+".join(parts) or "nothing seen"
+
+
 class FirstSeen(StreamWatch):
-    """Watches one plural cluster-wide and records when each object first satisfied ``done``."""
+    """Watches one plural cluster-wide and records when each object first satisfied ``done``,
+    and what each new version of each object changed (`what_changed`; not in ``RAW_NS``)."""
 
     def __init__(self, api: k8s.CustomObjectsApi, plural: str,
                  done: Callable[[dict[str, Any]], bool]) -> None:
@@ -381,11 +408,27 @@ class FirstSeen(StreamWatch):
         self._done = done
         self._seen: dict[str, float] = {}
         self._events: dict[str, int] = {}  # watch events per object: its writes, roughly
+        self._shapes: dict[str, Shape] = {}
+        self._causes: dict[str, int] = {}
+
+    def causes(self) -> dict[str, int]:
+        """Writes seen so far by `what_changed` (a copy: diff two of them for a window)."""
+        with self.changed:
+            return dict(self._causes)
+
+    def _note(self, key: str, obj: dict[str, Any]) -> None:
+        before, after = self._shapes.get(key), shape(obj)
+        self._shapes[key] = after
+        if before is not None and not key.startswith(f"{RAW_NS}/"):
+            cause = what_changed(before, after)
+            self._causes[cause] = self._causes.get(cause, 0) + 1
 
     def on_event(self, obj: dict[str, Any], now: float) -> None:
         meta = obj["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         self._events[key] = self._events.get(key, 0) + 1
+        with self.changed:
+            self._note(key, obj)
         if not self._done(obj):
             return
         with self.changed:
@@ -615,6 +658,18 @@ def converge(  # noqa: PLR0917
     return Convergence(kind, count, raw_create, raw_patch_s, creates, converged, len(seen),
                        [seen[k] - created[k] for k in seen], usage, watch.events(keys),
                        requests, (before, after))
+
+
+def cause_figure(kind: str, before: dict[str, int], after: dict[str, int],
+                 objects: int) -> Figure:
+    """Writes per object by what they changed (`what_changed`), from the first create to a
+    little after convergence: what each PATCH of the object or its status carried."""
+    diff = {k: v - before.get(k, 0) for k, v in after.items() if v > before.get(k, 0)}
+    n = max(1, objects)
+    return Figure(f"{kind}: writes per object by what they changed (watch; spec, finalizers, "
+                  "annotation keys, status, status.kopf)",
+                  ", ".join(f"{k} {v / n:.2f}" for k, v in
+                            sorted(diff.items(), key=lambda kv: -kv[1])) or "-")
 
 
 def memory_figure(label: str, pid: int, target: str = "-") -> Figure:
@@ -933,9 +988,14 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                         issue.burst = asyncio.run(operator_offboarding(
                             dsn, api, DAVE, off_keys[DAVE], direct=direct, pid=pid))
 
+                    causes_before = (scopes_seen.causes(), consents_seen.causes())
                     result = converge(probe, api, pool, scopes_seen, "MemoryScopes", raw,
                                       patch_scope, objs, pid, args.timeout,
                                       offboard_in_burst if DAVE in off_keys else None)
+                    causes = [cause_figure(kind, before_, watch.causes(), args.scopes)
+                              for kind, before_, watch in (
+                                  ("MemoryScopes", causes_before[0], scopes_seen),
+                                  ("ConsentRecords", causes_before[1], consents_seen))]
                     issue.scopes_run = result
                     figures += result.figures(">= 50 %", " (a pair of creates each)")
                     consent_keys = [key(g[1][1]) for g in objs]
@@ -943,6 +1003,8 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                         "ConsentRecords: watch events per object until converged",
                         f"{consents_seen.events(consent_keys):.1f}"))
                     print_figures(figures[-13:])
+                    figures += causes
+                    print_figures(causes)
                     if issue.burst is not None:
                         burst = offboarding_figures(
                             f"offboarding {args.offboard_scopes} scopes during (a)'s creation "

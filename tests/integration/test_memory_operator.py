@@ -666,3 +666,42 @@ async def test_a_consent_poke_refused_by_the_api_is_sent_again(
         assert (status["phase"], status["reasonCode"]) == ("Disabled", "CONSENT_MISSING")
     await until_refused(poke("probe-poke"), refused=False)
     await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"), timeout=60)
+
+
+def _retry_pending(api: client.CustomObjectsApi, plural: str, name: str) -> bool:
+    """Kopf's progress storage (its annotations) shows a handler's retry scheduled."""
+    notes = get_object(api, plural, NS, name)["metadata"].get("annotations") or {}
+    return any(key.startswith("kopf.zalando.org/") and '"retries"' in value
+               for key, value in notes.items())
+
+
+async def test_a_consent_its_scope_has_read_does_not_poke_it(
+    operator: Operator, api: client.CustomObjectsApi, k8s_client: client.ApiClient,
+) -> None:
+    """Issue 39: a consent's poke is one PATCH and one more reconcile of its scope; when the
+    scope's reconcile has already read the record (Kopf indexed it first), the poke is
+    redundant. Here the consent's first poke is refused; the scope, reconciled meanwhile for
+    another reason, reads the record and is Enabled; the consent's retry then writes nothing
+    to the scope (before: it poked it all the same)."""
+    def poke(scope: str, key: str = CONSENT_POKE) -> Callable[[], object]:
+        return lambda: api.patch_namespaced_custom_object(
+            GROUP, VERSION, NS, "memoryscopes", scope,
+            {"metadata": {"annotations": {key: uuid.uuid4().hex}}})
+
+    _create(api, "memoryscopes", _labelled("probe-read", "probe-agent"))
+    name = "read-already"
+    _create(api, "memoryscopes", _labelled(name))
+    await until_status(api, "memoryscopes", NS, name, phase("Disabled", "CONSENT_MISSING"))
+    with refusing(k8s_client, resource="memoryscopes", label=REFUSED, allow=POKE_REFUSED):
+        await until_refused(poke("probe-read"))
+        consent = _create(api, "consentrecords", _consent(name))["metadata"]["name"]
+        await until_status(api, "consentrecords", NS, consent,
+                           lambda _: _retry_pending(api, "consentrecords", consent))
+        await asyncio.to_thread(poke(name, f"{GROUP}/resync-revision"))  # not refused
+        await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"))
+    await until_refused(poke("probe-read"), refused=False)
+    # The retry ran (Kopf clears its progress once the handler succeeds, after any poke).
+    await until_status(api, "consentrecords", NS, consent,
+                       lambda _: not _retry_pending(api, "consentrecords", consent), timeout=60)
+    scope = await asyncio.to_thread(get_object, api, "memoryscopes", NS, name)
+    assert CONSENT_POKE not in (scope["metadata"].get("annotations") or {})

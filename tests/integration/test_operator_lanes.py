@@ -25,7 +25,7 @@ from tests.support.objects import consent_obj, example, scope_obj
 
 pytestmark = pytest.mark.integration
 
-POOL_SIZE = 8  # controller.lanes.SCOPE_POOL_SIZE: the operator's scope pool and its slots
+POOL_SIZE = 8  # tuning.RECONCILE_SLOTS (default): the operator's scope pool and its slots
 LOCKED = 2 * POOL_SIZE  # half block in the store, half queue behind them
 POKE = f"{GROUP}/consent-revision"
 HOLDER = f"@holder-{uuid.uuid4().hex[:8]}:fgentic.local"

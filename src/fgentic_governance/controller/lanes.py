@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -27,13 +26,12 @@ from typing import Any, Final, TypeVar
 
 import kopf
 
+from fgentic_governance.controller import tuning
 from fgentic_governance.controller.metrics import RECONCILE_SLOT_TIMEOUTS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SCOPE_POOL_SIZE: Final = int(os.environ.get("FGENTIC_RECONCILE_SLOTS", "8"))
-"""Connections of the reconcile lane's store pool, and as many reconcile slots."""
 ERASURE_POOL_SIZE: Final = 2
 """Connections of the erasure lane's store pool (offboarding, the delete finalizer)."""
 ERASURE_THREADS: Final = 4
@@ -43,6 +41,8 @@ SLOT_WAIT_SECONDS: Final = 300.0
 LOOP_STOP_SECONDS: Final = 5.0
 
 _slots: asyncio.Semaphore | None = None
+_waiting: set[str] = set()
+"""Keys of the scopes whose reconcile has entered and waits for its slot (`waiting_for_slot`)."""
 _erasure_executor: ThreadPoolExecutor | None = None
 _erasure_loop: asyncio.AbstractEventLoop | None = None
 _erasure_thread: threading.Thread | None = None
@@ -51,7 +51,7 @@ _erasure_thread: threading.Thread | None = None
 def open_lanes() -> None:
     """Fresh slots, executor and erasure loop for this run of the event loop (start-up)."""
     global _slots  # noqa: PLW0603  (one per operator process)
-    _slots = asyncio.Semaphore(SCOPE_POOL_SIZE)
+    _slots = asyncio.Semaphore(tuning.RECONCILE_SLOTS.read())
     close_lanes()
     erasure_executor()
     erasure_loop()
@@ -102,15 +102,26 @@ def erasure_executor() -> ThreadPoolExecutor:
     return _erasure_executor
 
 
+def waiting_for_slot(key: str) -> bool:
+    """Whether the reconcile of the scope ``key`` has entered and does not hold its slot yet.
+    Such a reconcile reads Kopf's indices (its consents) only once it holds the slot, in the
+    same step of the loop as it leaves this set (`reconcile_slot`): whatever an index holds
+    now, it will read, so a poke to have it read that is redundant."""
+    return key in _waiting
+
+
 @contextlib.asynccontextmanager
-async def reconcile_slot(delay: float) -> AsyncIterator[None]:
+async def reconcile_slot(delay: float, key: str | None = None) -> AsyncIterator[None]:
     """A slot of the reconcile lane, held for the whole reconcile. A slot not had within
     SLOT_WAIT_SECONDS is a Kopf retry after ``delay`` that wrote nothing: not a transition
-    of the scope."""
+    of the scope. ``key``: the scope's, counted in `waiting_for_slot` until it has its slot
+    (the caller reads the indices before its first await after entering)."""
     global _slots  # noqa: PLW0603
     if _slots is None:
-        _slots = asyncio.Semaphore(SCOPE_POOL_SIZE)
+        _slots = asyncio.Semaphore(tuning.RECONCILE_SLOTS.read())
     slots = _slots
+    if key is not None:
+        _waiting.add(key)
     try:
         async with asyncio.timeout(SLOT_WAIT_SECONDS):
             await slots.acquire()
@@ -118,6 +129,11 @@ async def reconcile_slot(delay: float) -> AsyncIterator[None]:
         RECONCILE_SLOT_TIMEOUTS.inc()
         log.warning("no reconcile slot within %.0f s; retrying", SLOT_WAIT_SECONDS)
         raise kopf.TemporaryError("reconcile slot", delay=delay) from None
+    finally:
+        # With the slot (no await from here to the caller's index read), timed out (Kopf
+        # retries the handler, which reads them then) or cancelled (nothing reads them).
+        if key is not None:
+            _waiting.discard(key)
     try:
         yield
     finally:

@@ -4,12 +4,12 @@ The session Kopf would build itself has no connection limit (``TCPConnector(limi
 burst of 1,000 new objects opened about one TLS connection per concurrent request, and each
 idle connection keeps asyncio's 256 KiB SSL buffer (38 MiB of the operator's heap after 500
 scopes, measured with tracemalloc; docs/load.md). The same credentials, bounded: every watch
-stream keeps its own connection, and the handlers share ``FGENTIC_API_CONNECTIONS`` more.
+stream keeps its own connection, and the handlers share ``FGENTIC_API_CONNECTIONS`` more
+(``controller/tuning.py``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -17,9 +17,9 @@ import aiohttp
 import kopf
 
 from fgentic_governance.api.registry import KINDS
+from fgentic_governance.controller import tuning
 from fgentic_governance.controller.leadership import ensure_leading
 
-API_CONNECTIONS: Final = int(os.environ.get("FGENTIC_API_CONNECTIONS", "16"))
 WATCHED_KINDS: Final = len(KINDS)  # each watched in every namespace (or cluster-wide)
 _GLOB: Final = frozenset("*?[!")
 _READS: Final = frozenset({"GET", "HEAD"})
@@ -39,7 +39,7 @@ def expect_namespaces(namespaces: Sequence[str]) -> None:
 
 def connection_limit() -> int:
     """aiohttp's limit; 0 means none."""
-    return 0 if _watch_streams is None else _watch_streams + API_CONNECTIONS
+    return 0 if _watch_streams is None else _watch_streams + tuning.API_CONNECTIONS.read()
 
 
 @kopf.on.login()

@@ -65,7 +65,7 @@ async def open_store(dsn_file: Path) -> None:
     # Every fence, erasure and read-back on the primary (memory/dsn.py, docs/ha.md).
     dsn = from_file(dsn_file)
     pool = await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
-        min_size=1, max_size=lanes.SCOPE_POOL_SIZE))
+        min_size=1, max_size=tuning.RECONCILE_SLOTS.read()))
     try:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
             version = await migrate(conn)

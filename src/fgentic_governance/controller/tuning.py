@@ -1,50 +1,78 @@
 """The operator's tuning read from the environment: one home, each setting bounded.
 
-Every interval the operator takes from its environment is parsed here, by one parser, so a
-value that is not a number of seconds within its bounds stops the operator at start-up with a
-message naming the variable and its bounds (`check`), instead of meaning a busy loop (0), a
-resync that never comes (1e9) or a crash deep inside Kopf later. The chart sets these from
-``operator.tuning`` (docs/architecture.md, "Operator tuning").
+Every interval and every count the operator takes from its environment is parsed here, by one
+parser, so a value that is not a number within its bounds stops the operator at start-up with
+a message naming the variable and its bounds (`check`), instead of meaning a busy loop (0), a
+resync that never comes (1e9), a pool of no connections or a crash deep inside Kopf later. The
+chart sets some of these from ``operator.tuning`` (docs/architecture.md, "Operator tuning").
 """
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 HOUR: Final = 3600.0
 
 
+N = TypeVar("N", int, float)
+
+
 @dataclass(frozen=True)
-class Seconds:
-    """An interval in seconds from the variable ``env``: ``default`` when unset, else a number
-    from ``low`` to ``high``."""
+class Bounded(Generic[N]):
+    """A number from the variable ``env``: ``default`` when unset, else one from ``low`` to
+    ``high`` (`Seconds`, `Count`)."""
 
     env: str
-    default: float
-    low: float
-    high: float
+    default: N
+    low: N
+    high: N
+    expected: ClassVar[str]  # what the message says was expected
 
-    def parse(self, value: str | None) -> float:
-        """``value`` (the variable's text; None: unset) as seconds; SystemExit when it is not a
-        number within the bounds (NaN and infinities included)."""
+    def convert(self, text: str) -> N:
+        raise NotImplementedError
+
+    def parse(self, value: str | None) -> N:
+        """``value`` (the variable's text; None: unset) as a number; SystemExit when it is not
+        one within the bounds (NaN and infinities included)."""
         if value is None:
             return self.default
         try:
-            seconds = float(value)
+            number: N | None = self.convert(value)
         except ValueError:
-            seconds = math.nan
-        if not self.low <= seconds <= self.high:  # (NaN fails too)
+            number = None
+        if number is None or not self.low <= number <= self.high:  # (NaN fails too)
             # The operator's own configuration, not content; cut short all the same.
-            raise SystemExit(f"{self.env}={value[:32]!r}: expected a number of seconds from "
+            raise SystemExit(f"{self.env}={value[:32]!r}: expected {self.expected} from "
                              f"{self.low:g} to {self.high:g}")
-        return seconds
+        return number
 
-    def read(self) -> float:
+    def read(self) -> N:
         """The value in this process's environment (read each time: a few microseconds)."""
         return self.parse(os.environ.get(self.env))
+
+
+@dataclass(frozen=True)
+class Seconds(Bounded[float]):
+    """An interval in seconds."""
+
+    expected: ClassVar[str] = "a number of seconds"
+
+    def convert(self, text: str) -> float:
+        return float(text)
+
+
+@dataclass(frozen=True)
+class Count(Bounded[int]):
+    """A whole number (decimal digits only: no "8.0", "1e1" or "0x8")."""
+
+    expected: ClassVar[str] = "a whole number"
+
+    def convert(self, text: str) -> int:
+        if not text.strip().isdecimal():
+            raise ValueError(text)
+        return int(text)
 
 
 SCOPE_RESYNC: Final = Seconds("FGENTIC_SCOPE_RESYNC_SECONDS", 30.0, 1.0, HOUR)
@@ -57,7 +85,14 @@ for retries of a failed one)."""
 STORE_SETTINGS: Final = Seconds("FGENTIC_STORE_SETTINGS_SECONDS", 60.0, 1.0, HOUR)
 """The store's pinned-settings and pgvector check (a DBA may loosen them at any time), and the
 retry of a failed cleanup."""
-ALL: Final = (SCOPE_RESYNC, BINDING_RESYNC, STORE_CLEANUP, STORE_SETTINGS)
+RECONCILE_SLOTS: Final = Count("FGENTIC_RECONCILE_SLOTS", 8, 1, 64)
+"""Reconcile slots, and as many connections of the scope pool (controller/lanes.py); at most
+64: PostgreSQL's default max_connections is 100 for every process and replica together."""
+API_CONNECTIONS: Final = Count("FGENTIC_API_CONNECTIONS", 16, 1, 256)
+"""Connections to the API server shared by the handlers, on top of one per watch stream
+(controller/login.py): at least one, or no handler's call could ever be sent."""
+ALL: Final[tuple[Bounded[Any], ...]] = (SCOPE_RESYNC, BINDING_RESYNC, STORE_CLEANUP,
+                                         STORE_SETTINGS, RECONCILE_SLOTS, API_CONNECTIONS)
 
 
 def check() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
@@ -46,16 +47,31 @@ def consents_by_scope(
     string per record, not the watched body's dicts kept alive for as long as it exists."""
     key = (namespace, str(spec.get("scopeRef", {}).get("name", "")))
     return {key: (str(meta.get("creationTimestamp", "")), str(meta.get("name")),
-                  json.dumps(dict(spec), separators=(",", ":")))}
+                  _compact(spec))}
+
+
+def _compact(spec: kopf.Spec) -> str:
+    """A record's spec as the consent index holds it."""
+    return json.dumps(dict(spec), separators=(",", ":"))
 
 
 @kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)
 @kopf.on.create(GROUP, VERSION, MEMORY_SCOPE.plural)
 @kopf.on.update(GROUP, VERSION, MEMORY_SCOPE.plural)
 @gated
-async def reconcile_scope(*, retry: int = 0, **kwargs: Any) -> None:
-    async with lanes.reconcile_slot(backoff(retry)):  # Before any pooled connection.
-        await _reconcile(retry=retry, **kwargs)
+async def reconcile_scope(*, namespace: str, name: str, consents_by_scope: kopf.Index[Any, Any],
+                          retry: int = 0, **kwargs: Any) -> None:
+    key = f"{namespace}/{name}"
+    async with lanes.reconcile_slot(backoff(retry), key=key):  # Before any pooled connection.
+        # What `_reconcile` reads of the consent index before its first await, so in this
+        # same step of the loop: a consent so read need not poke the scope (`_poke_needed`).
+        _READ[key] = frozenset(consents_by_scope.get((namespace, name), []))
+        await _reconcile(namespace=namespace, name=name, consents_by_scope=consents_by_scope,
+                         retry=retry, **kwargs)
+
+
+_READ: dict[str, frozenset[tuple[str, str, str]]] = {}
+"""scope key → the consent index entries its latest reconcile read (the index's own strings)."""
 
 
 async def _reconcile(
@@ -117,6 +133,7 @@ async def erase_on_delete(
 ) -> None:
     """The finalizer: the CR goes away only after its memory is erased and verified. On the
     erasure lane: no reconcile slot, the erasure pool on its own loop (``controller.lanes``)."""
+    _READ.pop(f"{namespace}/{name}", None)
     store = context().erasure_store
     scope = parse(MemoryScopeSpec, spec)
     if store is None or scope is None:
@@ -276,6 +293,25 @@ async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
                message=f"receipt generation {outcome.generation} reason {outcome.reason.value}")
 
 
+def _poke_needed(namespace: str, name: str, spec: kopf.Spec, record: ConsentRecordSpec,
+                 consents_by_scope: kopf.Index[Any, Any]) -> bool:
+    """False only when the scope's reconcile is sure to have read, or to read, this record as
+    it is now. Kopf indexes each event before it runs that event's handlers
+    (kopf/_core/reactor/processing.py), so the index holds it; and either the scope's latest
+    reconcile read this very entry (`_READ`: its outcome, in progress or done, follows from it;
+    one that fails is retried by Kopf and reads again), or the reconcile has entered and
+    waits for its slot (`lanes.waiting_for_slot`: it reads the index only once it holds one,
+    before any await). A later change of the record is a new event with a handler of its own;
+    its deletion pokes (`sweep.consent_deleted`). Unsure: poke. A creation burst otherwise
+    poked nearly every scope once more, each poke a PATCH and a reconcile of their own."""
+    scope = record.scope_ref.name
+    key = f"{namespace}/{scope}"
+    held: Iterable[tuple[str, str, str]] = consents_by_scope.get((namespace, scope), [])
+    compact = _compact(spec)
+    entry = next((e for e in held if e[1] == name and e[2] == compact), None)
+    return entry is None or not (entry in _READ.get(key, ()) or lanes.waiting_for_slot(key))
+
+
 @kopf.on.create(GROUP, VERSION, CONSENT_RECORD.plural)
 @kopf.on.update(GROUP, VERSION, CONSENT_RECORD.plural)
 @kopf.on.resume(GROUP, VERSION, CONSENT_RECORD.plural)
@@ -287,7 +323,7 @@ async def reconcile_consent(*, retry: int = 0, **kwargs: Any) -> None:
 
 async def _validate_consent(
     *, namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status,
-    retry: int = 0, **_: Any,
+    consents_by_scope: kopf.Index[Any, Any], retry: int = 0, **_: Any,
 ) -> None:
     """Validate the record and poke its scope so the scope re-evaluates its gates.
 
@@ -298,7 +334,7 @@ async def _validate_consent(
     wrote the status, then its poke failed (an API error), and nothing else would have the
     scope look at the record (its store facts are unchanged, so the sweep finds nothing).
     Kopf retries until the poke is accepted; giving up could leave a withdrawn consent's scope
-    Enabled.
+    Enabled. Neither pokes a scope sure to read the record anyway (`_poke_needed`).
     """
     generation = int(meta.get("generation", 0))
     record = parse(ConsentRecordSpec, spec)
@@ -311,7 +347,8 @@ async def _validate_consent(
                                                        previous)]
     fields = {"observedGeneration": generation,
               "conditions": merge_conditions(previous, *updates)}
-    poke = record is not None and (retry > 0 or not handled(status, meta))
+    poke = record is not None and (retry > 0 or not handled(status, meta)) and _poke_needed(
+        namespace, name, spec, record, consents_by_scope)
     # Written before the poke, not through Kopf's patch after the handler: the scope may write
     # the receipt (and Ready) first, and a later patch of the whole list would drop it.
     if any(status.get(key) != value for key, value in fields.items()):

@@ -129,7 +129,10 @@ async def poke_scopes(keys: list[str]) -> None:
     lastErasure with OFFBOARDING_IN_PROGRESS) follows within moments. One annotation write
     per scope per offboarding run; a resync that finds nothing new still writes nothing.
     Sent concurrently on the erasure lane's threads: a few round trips, not one per scope,
-    and never queued behind the scope reconciles' API calls."""
+    and never queued behind the scope reconciles' API calls. Not to a scope whose reconcile
+    waits for its slot: it reads the offboarding index and the store, erased by now, only once
+    it holds one (`lanes.waiting_for_slot`)."""
+    keys = [key for key in keys if not lanes.waiting_for_slot(key)]
     stamp = revision()
 
     async def poke(key: str) -> None:
