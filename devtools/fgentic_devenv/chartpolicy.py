@@ -11,6 +11,9 @@ from fgentic_devenv.generated import write_or_check
 from fgentic_devenv.paths import repo_root
 from fgentic_governance.admission import cel
 from fgentic_governance.admission.enforcement import WARNABLE
+from fgentic_governance.api import kagent
+from fgentic_governance.api.common import GROUP, VERSION
+from fgentic_governance.api.registry import MEMORY_SCOPE
 
 TEMPLATE: Final = repo_root() / "charts" / "fgentic-governance" / "templates" / \
     "admission-policy.yaml"
@@ -102,12 +105,12 @@ def _warn_policy(suffix: str, kind: Kind, rules: list[cel.CelRule],
 
 def render() -> str:
     homeserver = "{{ .Values.localHomeserver }}"
-    agents = cel.rules("agents")
-    scopes = cel.rules("memoryscopes", homeserver, cel.APPSERVICE)
-    kagent = ("kagent.dev", "v1alpha2", "agents")
-    ours = ("governance.fgentic.dev", "v1alpha1", "memoryscopes")
-    return (_HEADER + _policy("agents", kagent, agents)
-            + _warn_policy("agents", kagent, agents)
+    agents = cel.rules(kagent.AGENT.plural)
+    scopes = cel.rules(MEMORY_SCOPE.plural, homeserver, cel.APPSERVICE)
+    theirs = (kagent.GROUP, kagent.VERSION, kagent.AGENT.plural)
+    ours = (GROUP, VERSION, MEMORY_SCOPE.plural)
+    return (_HEADER + _policy("agents", theirs, agents)
+            + _warn_policy("agents", theirs, agents)
             + "{{- if .Values.localHomeserver }}\n"
             + _policy("memoryscopes", ours, scopes, homeserver)
             + _warn_policy("memoryscopes", ours, scopes, homeserver)

@@ -19,6 +19,7 @@ import aiohttp
 import asyncpg
 
 from fgentic_devenv.controlplane import LocalControlPlane
+from fgentic_governance.api import kagent
 from fgentic_governance.api.kagent import app_name
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from fgentic_governance.memory.delegated import DelegatedStore
@@ -54,7 +55,7 @@ def _objects() -> list[dict[str, Any]]:
 
 
 def _agent() -> dict[str, Any]:
-    return {"apiVersion": "kagent.dev/v1alpha2", "kind": "Agent",
+    return {"apiVersion": kagent.API_VERSION, "kind": kagent.AGENT.kind,
             "metadata": {"name": AGENT, "namespace": NS},
             "spec": {"type": "Declarative", "declarative": {
                 "modelConfig": "default-model-config",

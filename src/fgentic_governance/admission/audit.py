@@ -24,6 +24,7 @@ from fgentic_governance.admission.policy import (
     PolicyState,
     agent_denials,
 )
+from fgentic_governance.api import kagent
 from fgentic_governance.kube.lease import LeaseElector
 
 log = logging.getLogger("fgentic_governance.admission.audit")
@@ -76,7 +77,8 @@ async def run(api_client: client.ApiClient, state: Callable[[], PolicyState | No
         try:
             leading = elector is None or await asyncio.to_thread(elector.try_acquire)
             listing: Any = await asyncio.to_thread(
-                custom.list_cluster_custom_object, "kagent.dev", "v1alpha2", "agents")
+                custom.list_cluster_custom_object, kagent.GROUP, kagent.VERSION,
+                kagent.AGENT.plural)
             audited = audit(list(listing.get("items", [])), current)
             found = scan(audited)
             publish(found)
@@ -157,7 +159,7 @@ def _event(key: AuditKey, messages: list[str]) -> dict[str, Any]:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "metadata": {"generateName": f"{key[1]}.fgentic-audit-", "namespace": key[0]},
-        "involvedObject": {"apiVersion": "kagent.dev/v1alpha2", "kind": "Agent",
+        "involvedObject": {"apiVersion": kagent.API_VERSION, "kind": kagent.AGENT.kind,
                            "namespace": key[0], "name": key[1], "resourceVersion": key[2],
                            "uid": key[3]},
         "type": "Warning",

@@ -15,7 +15,9 @@ from typing import Final
 
 from fgentic_governance.admission.guidance import GUIDANCE
 from fgentic_governance.admission.policy import IDENTITY_HEADER, AdmissionCode
+from fgentic_governance.api import kagent
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
+from fgentic_governance.api.registry import MEMORY_SCOPE
 
 # CEL over optional fields: absent lists count as empty (kagent omits them freely).
 _TOOLS: Final = "object.spec.?declarative.?tools.orValue([])"
@@ -59,19 +61,19 @@ class CelRule:
 
 
 STATELESS_RULES: Final = (
-    CelRule(AdmissionCode.FORBIDDEN_HEADER, "agents",
+    CelRule(AdmissionCode.FORBIDDEN_HEADER, kagent.AGENT.plural,
             f"{_TOOLS}.all(t, t.?mcpServer.?allowedHeaders.orValue([])"
             f".all(h, h.lowerAscii() == '{IDENTITY_HEADER.lower()}'))"),
-    CelRule(AdmissionCode.FORBIDDEN_HEADERS_FROM, "agents",
+    CelRule(AdmissionCode.FORBIDDEN_HEADERS_FROM, kagent.AGENT.plural,
             f"{_TOOLS}.all(t, t.?headersFrom.orValue([]).all(h, "
             f"!h.name.lowerAscii().startsWith('x-fgentic-') && h.name.matches(\"{_TOKEN}\")))"),
-    CelRule(AdmissionCode.MEMORY_TTL_MISSING, "agents",
+    CelRule(AdmissionCode.MEMORY_TTL_MISSING, kagent.AGENT.plural,
             "!has(object.spec.declarative) || !has(object.spec.declarative.memory) || "
             "object.spec.declarative.memory.?ttlDays.orValue(0) > 0"),
-    CelRule(AdmissionCode.FEDERATION_DENIED, "memoryscopes",
+    CelRule(AdmissionCode.FEDERATION_DENIED, MEMORY_SCOPE.plural,
             f"object.spec.subject.mxid.endsWith(':{HOMESERVER}')"),
     # A full match, as the registry's: RE2's matches() finds a match anywhere.
-    CelRule(AdmissionCode.APPSERVICE_IDENTITY_DENIED, "memoryscopes",
+    CelRule(AdmissionCode.APPSERVICE_IDENTITY_DENIED, MEMORY_SCOPE.plural,
             f"!{APPSERVICE}.exists(r, object.spec.subject.mxid.matches('^(?:' + r + ')$'))"),
 )
 

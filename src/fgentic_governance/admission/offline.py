@@ -39,6 +39,7 @@ from fgentic_governance.admission.review import (
     Reviewer,
 )
 from fgentic_governance.admission.views import build_state
+from fgentic_governance.api import kagent
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.common import GROUP
 from fgentic_governance.api.registry import (
@@ -48,7 +49,6 @@ from fgentic_governance.api.registry import (
     RETRIEVAL_BINDING,
 )
 
-KAGENT_GROUP: Final = "kagent.dev"
 MUTATING_ROUTE: Final = "pods"
 """Not evaluated: the validating ``podcheck`` route judges Pods."""
 ROUTES: Final[Mapping[tuple[str, str], str]] = {
@@ -194,10 +194,10 @@ class _Answers:
         return True
 
     async def agents(self, namespace: str) -> Sequence[Mapping[str, Any]]:
-        return self.setup.kind(KAGENT_GROUP, "Agent", namespace)
+        return self.setup.kind(kagent.GROUP, kagent.AGENT.kind, namespace)
 
     async def model_config(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        return self.setup.get((KAGENT_GROUP, "ModelConfig", namespace, name))
+        return self.setup.get((kagent.GROUP, kagent.MODEL_CONFIG.kind, namespace, name))
 
 
 def reviewer(setup: Setup, options: Options) -> Reviewer:

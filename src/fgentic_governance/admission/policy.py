@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fgentic_governance.api import kagent
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.contract.codec import IDENTITY_HEADER as CARRIER
 
@@ -20,7 +21,6 @@ IDENTITY_HEADER = CARRIER.lower()
 RESERVED_PREFIX = "x-fgentic-"
 # Never set on the retrieval server by headersFrom: credentials, attribution, our carriers.
 RETRIEVAL_FORBIDDEN_SET = frozenset({"authorization", "x-user-id"})
-MCP_GROUP, MCP_KIND = "kagent.dev", "RemoteMCPServer"
 # RFC 9110 §5.6.2 tchar, lower case: anything else is not a header name at all.
 _TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
 # Echoed in a denial message only when made of these (a subset of tchar without punctuation).
@@ -136,7 +136,7 @@ def agent_denials(agent: Mapping[str, Any], state: PolicyState) -> list[Denial]:
         meta = agent.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         spec = agent.get("spec") or {}
-        if str(agent.get("apiVersion", "")).endswith("/v1alpha1"):
+        if str(agent.get("apiVersion", "")).endswith(f"/{kagent.LEGACY_VERSION}"):
             return _memory_denials(spec.get("memory"), None, "spec.memory", key, state)
         declarative = spec.get("declarative") or {}
         binding = state.binding_for(key)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fgentic_governance.admission import cel
+from fgentic_governance.api import kagent
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.kagent import ROUTED_LABEL
@@ -44,8 +45,9 @@ _GOVERNANCE_RULES = [
      "scope": "Namespaced"},
 ]
 _AGENT_RULES = [
-    {"apiGroups": ["kagent.dev"], "apiVersions": ["v1alpha1", "v1alpha2"],
-     "operations": ["CREATE", "UPDATE"], "resources": ["agents", "modelconfigs"],
+    {"apiGroups": [kagent.GROUP], "apiVersions": [kagent.LEGACY_VERSION, kagent.VERSION],
+     "operations": ["CREATE", "UPDATE"],
+     "resources": [kagent.AGENT.plural, kagent.MODEL_CONFIG.plural],
      "scope": "Namespaced"},
 ]
 
@@ -157,8 +159,8 @@ def admission_policy(excluded: Sequence[str] = ("kube-system",), *,
                      audit_only: bool = False) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding (Deny; Warn and Audit for a webhook in
     audit-only mode, ``enforcement.py``) for the stateless Agent rules."""
-    return _policy(AGENT_POLICY_NAME, "kagent.dev", "agents", cel.validations("agents"),
-                   excluded, audit_only=audit_only)
+    return _policy(AGENT_POLICY_NAME, kagent.GROUP, kagent.AGENT.plural,
+                   cel.validations(kagent.AGENT.plural), excluded, audit_only=audit_only)
 
 
 def scope_policy(local_homeserver: str, excluded: Sequence[str] = ("kube-system",), *,
@@ -173,7 +175,7 @@ def scope_policy(local_homeserver: str, excluded: Sequence[str] = ("kube-system"
 
 def _policy(name: str, group: str, plural: str, rules: list[dict[str, str]],
             excluded: Sequence[str], *, audit_only: bool) -> list[dict[str, Any]]:
-    version = "v1alpha2" if group == "kagent.dev" else VERSION
+    version = kagent.VERSION if group == kagent.GROUP else VERSION
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from fgentic_governance.admission.guidance import GUIDANCE
 from fgentic_governance.admission.policy import AdmissionCode, Denial
+from fgentic_governance.api import kagent
 
 GROUP: Final = "wgpolicyk8s.io"
 VERSION: Final = "v1alpha2"
@@ -23,7 +24,8 @@ POLICY: Final = "fgentic-governance-admission"
 
 def _resource(agent: Mapping[str, Any]) -> dict[str, str]:
     meta = agent.get("metadata") or {}
-    return {"apiVersion": str(agent.get("apiVersion", "kagent.dev/v1alpha2")), "kind": "Agent",
+    return {"apiVersion": str(agent.get("apiVersion", kagent.API_VERSION)),
+            "kind": kagent.AGENT.kind,
             "namespace": str(meta.get("namespace", "")), "name": str(meta.get("name", "")),
             "uid": str(meta.get("uid", ""))}
 

@@ -36,6 +36,7 @@ from fgentic_governance.admission.policy import (
     consent_denials,
     scope_denials,
 )
+from fgentic_governance.api import kagent
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.api.common import GROUP
 from fgentic_governance.api.kagent import memory_agent_of, model_refs
@@ -50,7 +51,7 @@ STATEFUL = frozenset({AdmissionCode.IDENTITY_HEADER_UNBOUND, AdmissionCode.IDENT
                       AdmissionCode.FORBIDDEN_HEADERS_FROM})
 OPERATIONS: Final = frozenset({"CREATE", "UPDATE"})
 ROUTE_KINDS: Final[Mapping[str, tuple[str, frozenset[str]]]] = {
-    "agents": ("kagent.dev", frozenset({"Agent", "ModelConfig"})),
+    "agents": (kagent.GROUP, frozenset({kagent.AGENT.kind, kagent.MODEL_CONFIG.kind})),
     "governance": (GROUP, frozenset({CONSENT_RECORD.kind, RETRIEVAL_BINDING.kind,
                                      MEMORY_SCOPE.kind})),
     "pods": ("", frozenset({"Pod"})),
@@ -135,7 +136,7 @@ class Reviewer:
 
     async def _decide(self, route: str, request: Mapping[str, Any]) -> list[Denial]:
         obj = request["object"]
-        if route == "agents" and obj.get("kind") == "ModelConfig":
+        if route == "agents" and obj.get("kind") == kagent.MODEL_CONFIG.kind:
             return await self._model_config(obj)
         if route == "agents":
             return await self._agent(obj) + await self._models(obj)

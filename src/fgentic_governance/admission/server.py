@@ -41,6 +41,7 @@ from fgentic_governance.admission.review import (
     count_malformed,
 )
 from fgentic_governance.admission.views import build_state
+from fgentic_governance.api import kagent
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING, RETRIEVAL_BINDING
 from fgentic_governance.kube import client as kube_client
@@ -177,15 +178,15 @@ def memory_routing(api_client: client.ApiClient, url: str, ready_url: str = "",
 
     async def agents(namespace: str) -> Sequence[Mapping[str, Any]]:
         listing: dict[str, Any] = await asyncio.to_thread(
-            custom.list_namespaced_custom_object, "kagent.dev", "v1alpha2", namespace,
-            "agents", _request_timeout=2.0)
+            custom.list_namespaced_custom_object, kagent.GROUP, kagent.VERSION, namespace,
+            kagent.AGENT.plural, _request_timeout=2.0)
         return list(listing.get("items", []))
 
     async def model_config(namespace: str, name: str) -> Mapping[str, Any] | None:
         try:
             found: dict[str, Any] = await asyncio.to_thread(
-                custom.get_namespaced_custom_object, "kagent.dev", "v1alpha2", namespace,
-                "modelconfigs", name, _request_timeout=2.0)
+                custom.get_namespaced_custom_object, kagent.GROUP, kagent.VERSION, namespace,
+                kagent.MODEL_CONFIG.plural, name, _request_timeout=2.0)
         except ApiException as exc:
             if exc.status == 404:
                 return None

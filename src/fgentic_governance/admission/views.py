@@ -5,13 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fgentic_governance.admission.policy import (
-    MCP_GROUP,
-    MCP_KIND,
-    BindingView,
-    PolicyState,
-    ScopeView,
-)
+from fgentic_governance.admission.policy import BindingView, PolicyState, ScopeView
+from fgentic_governance.api import kagent
 from fgentic_governance.schema_version import SCHEMA_VERSION
 
 
@@ -27,7 +22,8 @@ def binding_view(obj: Mapping[str, Any]) -> BindingView:
     return BindingView(
         namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
         agent=(str(agent.get("namespace", "")), str(agent.get("name", ""))),
-        server=(str(mcp.get("apiGroup", MCP_GROUP)), str(mcp.get("kind", MCP_KIND)),
+        server=(str(mcp.get("apiGroup", kagent.GROUP)),
+                str(mcp.get("kind", kagent.REMOTE_MCP_SERVER.kind)),
                 str(mcp.get("namespace", "")), str(mcp.get("name", ""))),
         tool=str(mcp.get("tool", "")), active=active)
 

@@ -1,4 +1,5 @@
-"""What fgentic-governance relies on in kagent v0.9.11's objects (pure facts, no I/O).
+"""What fgentic-governance relies on in kagent v0.9.11's objects (pure facts, no I/O): their
+coordinates (the one spelling of ``kagent.dev/v1alpha2`` and its kinds) and fields.
 
 Shared by the admission webhook (which Pods to route) and the memory API (which Agent a caller
 is). The runtime's ``app_name`` (``X-Agent-Name`` and every body ``agent_name``) is
@@ -12,6 +13,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+GROUP: Final = "kagent.dev"
+VERSION: Final = "v1alpha2"
+"""The version our processes read, write and render (kagent v0.9.11's storage version)."""
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+LEGACY_VERSION: Final = "v1alpha1"
+"""Still served by kagent v0.9.11: the webhook reviews Agents of either version."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One kagent kind we read or review (of :data:`GROUP`, :data:`VERSION`)."""
+
+    kind: str
+    plural: str
+
+
+AGENT: Final = Kind("Agent", "agents")
+MODEL_CONFIG: Final = Kind("ModelConfig", "modelconfigs")
+REMOTE_MCP_SERVER: Final = Kind("RemoteMCPServer", "remotemcpservers")
 
 ROUTED_LABEL: Final = "fgentic.dev/memory-routed"
 """The webhook sets it on every routed Pod: the chart's NetworkPolicies key on it, and the
@@ -78,7 +99,8 @@ def lists_tool(agent: Mapping[str, Any], server_namespace: str, server_name: str
     tools = declarative.get("tools") if isinstance(declarative, Mapping) else None
     for entry in tools if isinstance(tools, list) else []:
         mcp = entry.get("mcpServer") if isinstance(entry, Mapping) else None
-        if not isinstance(mcp, Mapping) or mcp.get("kind", "RemoteMCPServer") != "RemoteMCPServer":
+        kind = REMOTE_MCP_SERVER.kind
+        if not isinstance(mcp, Mapping) or mcp.get("kind", kind) != kind:
             continue
         namespace = mcp.get("namespace") or meta.get("namespace")
         names = mcp.get("toolNames")

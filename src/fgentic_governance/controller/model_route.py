@@ -13,15 +13,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
+from fgentic_governance.api import kagent
 from fgentic_governance.api.kagent import governed, model_refs
 from fgentic_governance.controller import api as kube
 from fgentic_governance.controller.tuning import SCOPE_RESYNC
 from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance.controller.model_route")
-KAGENT: Final = {"group": "kagent.dev", "version": "v1alpha2"}
 
 
 def judge(agent: Mapping[str, Any] | None,
@@ -55,12 +55,14 @@ class ModelRoutes:
         if cached is not None and self._clock() - cached[0] < SCOPE_RESYNC.read():
             return cached[1]
         try:
-            agent = await kube.get_object(**KAGENT, plural="agents", namespace=namespace,
+            agent = await kube.get_object(group=kagent.GROUP, version=kagent.VERSION,
+                                          plural=kagent.AGENT.plural, namespace=namespace,
                                           name=name)
             configs: dict[str, Mapping[str, Any] | None] = {}
             for ref in {r for r in model_refs(agent or {}).values() if r}:
-                configs[ref] = await kube.get_object(**KAGENT, plural="modelconfigs",
-                                                     namespace=namespace, name=ref)
+                configs[ref] = await kube.get_object(
+                    group=kagent.GROUP, version=kagent.VERSION,
+                    plural=kagent.MODEL_CONFIG.plural, namespace=namespace, name=ref)
         except Exception as exc:  # transient: judged again at the next reconcile
             log.warning("model route of an Agent not read (%s)", type(exc).__name__)
             return None

@@ -18,6 +18,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from kubernetes import client
 
+from fgentic_governance.api import kagent
 from fgentic_governance.api.kagent import ROUTED_LABEL, AgentRef
 from fgentic_governance.kube.failures import failure_code
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
@@ -34,7 +35,6 @@ AUDIENCE: Final = "kagent"
 CACHE_SECONDS: Final = 10.0
 CACHE_ENTRIES: Final = 4096
 API_SECONDS: Final = 5.0
-AGENTS: Final = ("kagent.dev", "v1alpha2", "agents")
 LIVE_PHASES: Final = frozenset({"Pending", "Running"})
 K = TypeVar("K")
 V = TypeVar("V")
@@ -131,7 +131,8 @@ class KubeIdentity:
         if cached is not None:
             return cached
         listed = await self._call(self._custom.list_namespaced_custom_object,
-                                  *AGENTS[:2], namespace, AGENTS[2])
+                                  kagent.GROUP, kagent.VERSION, namespace,
+                                  kagent.AGENT.plural)
         agents = list(listed.get("items") or [])
         self._agents.put(namespace, agents)
         return agents

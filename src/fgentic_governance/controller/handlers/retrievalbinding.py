@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
+from fgentic_governance.api import kagent
 from fgentic_governance.api.common import API_VERSION, GROUP, VERSION
 from fgentic_governance.api.kagent import lists_tool
 from fgentic_governance.api.registry import RETRIEVAL_BINDING
@@ -154,8 +155,9 @@ async def _agent_reason(binding: RetrievalBindingSpec) -> Reason:
     """OK when the bound Agent exists and lists the bound server's tool: a binding whose Agent
     or tool is missing protects nothing yet, so it is not Ready (its objects are still
     applied: they deny until the Agent arrives)."""
-    agent = await kube.get_object(group="kagent.dev", version="v1alpha2", plural="agents",
-                                  namespace=binding.agent.namespace, name=binding.agent.name)
+    agent = await kube.get_object(group=kagent.GROUP, version=kagent.VERSION,
+                                  plural=kagent.AGENT.plural, namespace=binding.agent.namespace,
+                                  name=binding.agent.name)
     if agent is None:
         return Reason.AGENT_NOT_FOUND
     server = binding.mcp_server
