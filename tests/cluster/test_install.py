@@ -15,6 +15,7 @@ from tests.support.cluster import (
     Release,
     access,
     client_pod,
+    converge,
     entry_count,
     kubectl_apply,
     phase_is,
@@ -23,7 +24,6 @@ from tests.support.cluster import (
     save_facts,
     scope_and_consent,
     scope_status,
-    wait_for,
 )
 
 EXAMPLES = repo_root() / "examples"
@@ -39,7 +39,7 @@ def test_helm_test_passes_on_the_installed_release(release: Release) -> None:
     """`helm test`: the chart's smoke Pod reaches every component's health and metrics port
     through its Service (the operator's readiness and metrics included) and finds the
     product's metric families."""
-    wait_for(lambda: all(ready(p) for c in ("operator", "webhook", "memory-api")
+    converge(lambda: all(ready(p) for c in ("operator", "webhook", "memory-api")
                          for p in release.pods(c)) or None, "components ready")
     try:
         out = release.helm("test", release.name, "--namespace", release.namespace, "--logs",
@@ -61,7 +61,7 @@ def test_every_component_runs_ready_non_root_on_a_read_only_root(
         found = [p for p in release.pods(component) if ready(p)]
         return found if len(found) == replicas else None
 
-    pods = wait_for(all_ready, f"{replicas} ready {component} pods")
+    pods = converge(all_ready, f"{replicas} ready {component} pods")
     for pod in pods:
         for status in pod["status"]["containerStatuses"]:
             # The operator crash-looped (no in-cluster configuration); the webhook was
@@ -83,7 +83,7 @@ def test_examples_are_admitted_and_the_denied_example_is_refused(
     assert denied.returncode != 0
     assert "FORBIDDEN_HEADER" in denied.stderr
     # Without consent the scope is off, gated by the store the operator reaches in-cluster.
-    status = wait_for(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_MISSING", ns=NS),
+    status = converge(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_MISSING", ns=NS),
                       "the scope gated and Disabled")
     assert status["storeSchemaVersion"] >= 1
 
@@ -95,11 +95,11 @@ def test_consent_is_admitted_and_enables_the_scope_against_postgres(
     # its ClusterRole this was refused POLICY_STATE_UNAVAILABLE and consent never granted.
     result = kubectl_apply(cluster, EXAMPLES / "21-consent.yaml")
     assert result.returncode == 0, result.stderr
-    status = wait_for(lambda: phase_is(cluster, SCOPE, "Enabled", "OK", ns=NS), "the scope Enabled")
+    status = converge(lambda: phase_is(cluster, SCOPE, "Enabled", "OK", ns=NS), "the scope Enabled")
     generation = status["consentGeneration"]
     assert generation >= 1
     save_facts(host_dsn, access(cluster, SCOPE, generation, NS), ["likes green tea", "cycles"])
-    wait_for(lambda: scope_status(cluster, SCOPE, NS).get("entryCount") == 2, "entryCount 2",
+    converge(lambda: scope_status(cluster, SCOPE, NS).get("entryCount") == 2, "entryCount 2",
              timeout=90)
 
 
@@ -148,7 +148,7 @@ def test_withdrawal_erases_and_verifies(release: Release, host_dsn: str) -> None
     before = scope_status(cluster, SCOPE, NS)["consentGeneration"]
     cluster.kubectl("patch", "consentrecord", "-n", NS, "alice-docs-agent-grant-1",
                     "--type=merge", "-p", '{"spec": {"decision": "withdrawn"}}')
-    status = wait_for(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_WITHDRAWN", ns=NS),
+    status = converge(lambda: phase_is(cluster, SCOPE, "Disabled", "CONSENT_WITHDRAWN", ns=NS),
                       "the scope Disabled after withdrawal")
     assert status["lastErasure"]["result"] == "Verified"
     assert status["consentGeneration"] > before
@@ -160,7 +160,7 @@ def test_offboarding_erases_and_reaches_ready_for_deactivation(
     cluster = release.cluster
     cluster.kubectl("apply", "-f", "-", input="\n---\n".join(
         json.dumps(o) for o in scope_and_consent(NS, "bob-docs-agent", "bob")))
-    status = wait_for(lambda: phase_is(cluster, "bob-docs-agent", "Enabled", ns=NS), "bob Enabled")
+    status = converge(lambda: phase_is(cluster, "bob-docs-agent", "Enabled", ns=NS), "bob Enabled")
     save_facts(host_dsn, access(cluster, "bob-docs-agent", status["consentGeneration"], NS),
                ["bob's fact"])
     result = kubectl_apply(cluster, EXAMPLES / "40-offboarding.yaml")
@@ -172,5 +172,5 @@ def test_offboarding_erases_and_reaches_ready_for_deactivation(
         status = obj.get("status") or {}
         return status if status.get("phase") == "ReadyForDeactivation" else None
 
-    wait_for(offboarded, "the offboarding ReadyForDeactivation")
+    converge(offboarded, "the offboarding ReadyForDeactivation")
     assert entry_count(host_dsn, f"{NS}/bob-docs-agent") == 0

@@ -26,13 +26,13 @@ from tests.support.cluster import (
     access,
     apply,
     client_pod,
+    converge,
     entry_count,
     kubectl_result,
     phase_is,
     ready,
     scope_and_consent,
     scope_status,
-    wait_for,
 )
 from tests.support.store import leased_turn, migrated_pool
 
@@ -112,7 +112,7 @@ def routed(release: Release, image: tuple[Any, str]) -> dict[str, Any]:
         # webhook admits a memory-enabled Agent only then (MEMORY_MODEL_UNGOVERNED).
         *(model_config(name, release.values["memoryApi"]["url"] + "/v1") for name in "me"),
     ])
-    wait_for(lambda: phase_is(cluster, SCOPE, "Enabled", ns=NS), "the scope enabled")
+    converge(lambda: phase_is(cluster, SCOPE, "Enabled", ns=NS), "the scope enabled")
     agent = {"apiVersion": "kagent.dev/v1alpha2", "kind": "Agent",
              "metadata": {"name": AGENT, "namespace": NS},
              "spec": {"type": "Declarative", "declarative": {
@@ -123,13 +123,13 @@ def routed(release: Release, image: tuple[Any, str]) -> dict[str, Any]:
         return kubectl_result(cluster, "apply", "-f", "-",
                               input=json.dumps(agent)).returncode == 0
 
-    wait_for(admitted, "the memory-enabled Agent admitted", timeout=90, interval=2)
+    converge(admitted, "the memory-enabled Agent admitted", timeout=90, interval=2)
     plain = client_pod(NS, "plain-pod", image[1], IDLE)
     plain["spec"]["automountServiceAccountToken"] = False
     apply(cluster, [agent_pod(image[1]), plain])
     pods = {}
     for ns, name in ((NS, "mem-agent-pod"), (NS, "plain-pod"), ("kagent", "controller")):
-        pods[name] = wait_for(lambda ns=ns, name=name: _ready(release, ns, name),
+        pods[name] = converge(lambda ns=ns, name=name: _ready(release, ns, name),
                               f"{name} ready")
     args = release.pods("webhook")[0]["spec"]["containers"][0]["args"]
     governed = next(a for a in args if a.startswith("--memory-api-url=")).split("=", 1)[1]
@@ -206,7 +206,7 @@ def test_routed_pods_reach_the_controller_only_through_the_memory_api(
         return seen["direct"][0] == "unreachable" and seen["through"][0] == "200"
 
     try:
-        wait_for(enforced, "the routed-egress policy enforced", timeout=90, interval=3)
+        converge(enforced, "the routed-egress policy enforced", timeout=90, interval=3)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; last: {seen}") from None
     assert json.loads(seen["through"][1]) == {"echo": "/api/tasks/t?x=1"}  # passed through
@@ -277,7 +277,7 @@ def test_the_agents_model_routes_are_governed_in_place(
                  if c["type"] == "ModelRouteGoverned"]
         return found[0] if found else None
 
-    wait_for(lambda: route_condition() == ("True", "OK"), "ModelRouteGoverned True",
+    converge(lambda: route_condition() == ("True", "OK"), "ModelRouteGoverned True",
              timeout=120, interval=2)
     summary = {"model": "stub", "messages": [{"role": "user", "content": (
         SUMMARY_HEAD + "user: I like tea." + SUMMARY_TAIL)}]}
@@ -294,7 +294,7 @@ def test_the_agents_model_routes_are_governed_in_place(
         answer = (status, json.loads(body))
         return None if answer == ("403", {"error": "SCOPE_AMBIGUOUS"}) else answer
 
-    answer = wait_for(alices_summary, "the summary attributed to Alice alone", timeout=120,
+    answer = converge(alices_summary, "the summary attributed to Alice alone", timeout=120,
                       interval=5)
     assert answer == ("429", {"error": "SUMMARY_CADENCE_REACHED"})
     turn = {"model": "stub", "messages": [{"role": "system", "content": "help"},

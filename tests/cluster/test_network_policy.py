@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import PYTHON, Release, apply, client_pod, ready, wait_for
+from tests.support.cluster import PYTHON, Release, apply, client_pod, converge, ready
 
 LISTEN = """
 import socket, sys, threading
@@ -90,7 +90,7 @@ def stand_ins(release: Release, image: tuple[Any, str]) -> dict[str, tuple[str, 
     apply(cluster, pods)
     found: dict[str, tuple[str, str]] = {}
     for ns, name, *_ in STAND_INS:
-        pod = wait_for(lambda ns=ns, name=name: _ready_pod(release, ns, name), f"{name} ready")
+        pod = converge(lambda ns=ns, name=name: _ready_pod(release, ns, name), f"{name} ready")
         found[name] = (ns, pod["status"]["podIP"])
     control = next(p for p in release.pods("control-api") if ready(p))
     found["control-api"] = (release.namespace, control["status"]["podIP"])
@@ -130,7 +130,7 @@ def test_rendered_and_chart_policies_allow_only_the_declared_paths(
         return as_declared(last["seen"])
 
     try:
-        wait_for(enforced, "the policies enforced", timeout=90, interval=3)
+        converge(enforced, "the policies enforced", timeout=90, interval=3)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; last outcomes: {last.get('seen')}") from None
     seen = outcomes()

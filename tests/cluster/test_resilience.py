@@ -14,6 +14,7 @@ from fgentic_governance.kube.lease import LEASE_SECONDS
 from tests.support.cluster import (
     Release,
     access,
+    converge,
     entry_count,
     kubectl_result,
     phase_is,
@@ -21,7 +22,6 @@ from tests.support.cluster import (
     save_facts,
     scope_and_consent,
     scope_status,
-    wait_for,
 )
 from tests.support.store import RUNTIME_SETTINGS, defeat_bounds, open_insert
 
@@ -42,7 +42,7 @@ def test_with_the_webhook_scaled_to_zero_agent_writes_are_refused(release: Relea
     cluster.kubectl("create", "namespace", NS)
     deployment = f"deployment/{release.name}-webhook"
     cluster.kubectl("scale", "-n", release.namespace, deployment, "--replicas=0")
-    wait_for(lambda: not release.pods("webhook"), "no webhook pod")
+    converge(lambda: not release.pods("webhook"), "no webhook pod")
     try:
         refused = kubectl_result(cluster, "apply", "-f", "-", input=json.dumps(AGENT))
         assert refused.returncode != 0
@@ -51,9 +51,9 @@ def test_with_the_webhook_scaled_to_zero_agent_writes_are_refused(release: Relea
             cluster, "get", "agent", "-n", NS, "plain-agent").stderr
     finally:
         cluster.kubectl("scale", "-n", release.namespace, deployment, "--replicas=2")
-        wait_for(lambda: _ready_count(release, "webhook") == 2, "the webhook back")
+        converge(lambda: _ready_count(release, "webhook") == 2, "the webhook back")
     # The same Agent is admitted once a webhook answers again.
-    wait_for(lambda: kubectl_result(cluster,
+    converge(lambda: kubectl_result(cluster,
         "apply", "-f", "-", input=json.dumps(AGENT)).returncode == 0, "the Agent admitted")
 
 
@@ -98,7 +98,7 @@ def test_an_operator_pod_killed_mid_erasure_is_replaced_and_the_erasure_complete
     cluster = release.cluster
     cluster.kubectl("apply", "-f", "-", input="\n---\n".join(
         json.dumps(o) for o in scope_and_consent(NS, "carol-plain", "carol", "plain-agent")))
-    status = wait_for(lambda: phase_is(cluster, "carol-plain", "Enabled", ns=NS),
+    status = converge(lambda: phase_is(cluster, "carol-plain", "Enabled", ns=NS),
                       "carol Enabled")
     grant = access(cluster, "carol-plain", status["consentGeneration"], NS)
     save_facts(host_dsn, grant, ["carol's first fact", "carol's second fact"])
@@ -107,15 +107,15 @@ def test_an_operator_pod_killed_mid_erasure_is_replaced_and_the_erasure_complete
         cluster.kubectl("patch", "consentrecord", "-n", NS, "carol-plain-grant-1",
                         "--type=merge", "-p", '{"spec": {"decision": "withdrawn"}}')
         # The fence cannot get the row: the scope is held, the erasure not done yet.
-        wait_for(lambda: phase_is(cluster, "carol-plain", "Failed", "STORE_LOCK_TIMEOUT",
+        converge(lambda: phase_is(cluster, "carol-plain", "Failed", "STORE_LOCK_TIMEOUT",
                                   ns=NS), "the erasure stuck on the runtime's lock")
         assert entry_count(host_dsn, f"{NS}/carol-plain") == 2
         cluster.kubectl("delete", "pod", "-n", release.namespace, old, "--grace-period=0",
                         "--force")
     # The runtime let go; the old pod is gone. The Deployment's new pod finishes the erasure.
-    wait_for(lambda: [p for p in release.pods("operator")
+    converge(lambda: [p for p in release.pods("operator")
                       if p["metadata"]["name"] != old and ready(p)], "a new operator pod")
-    done = wait_for(lambda: phase_is(cluster, "carol-plain", "Disabled", "CONSENT_WITHDRAWN",
+    done = converge(lambda: phase_is(cluster, "carol-plain", "Disabled", "CONSENT_WITHDRAWN",
                                      ns=NS), "the erasure finished by the new pod", timeout=180)
     assert done["lastErasure"]["result"] == "Verified"
     assert entry_count(host_dsn, f"{NS}/carol-plain") == 0
@@ -127,7 +127,7 @@ def test_deleting_a_namespace_is_never_blocked_while_the_operator_runs(release: 
     cluster.kubectl("create", "namespace", "fgentic-short-lived")
     objects = scope_and_consent("fgentic-short-lived", "dave-plain", "dave", "plain-agent")
     cluster.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objects))
-    wait_for(lambda: phase_is(cluster, "dave-plain", "Enabled", ns="fgentic-short-lived"),
+    converge(lambda: phase_is(cluster, "dave-plain", "Enabled", ns="fgentic-short-lived"),
              "dave Enabled")
     cluster.kubectl("delete", "namespace", "fgentic-short-lived", "--wait=true",
                     "--timeout=120s", timeout=150)
@@ -147,9 +147,9 @@ def test_two_operator_replicas_elect_one_leader_and_hand_over(release: Release) 
     deployment = f"deployment/{release.name}-operator"
     cluster.kubectl("scale", "-n", release.namespace, deployment, "--replicas=2")
     try:
-        wait_for(lambda: _ready_count(release, "operator") == 2, "two operator pods Ready")
+        converge(lambda: _ready_count(release, "operator") == 2, "two operator pods Ready")
         names = {p["metadata"]["name"] for p in release.pods("operator")}
-        leader = wait_for(lambda: next((n for n in names
+        leader = converge(lambda: next((n for n in names
                                         if _lease_holder(release).startswith(n + "_")), None),
                           "one of them holding the Lease")
         (standby,) = names - {leader}
@@ -165,13 +165,13 @@ def test_two_operator_replicas_elect_one_leader_and_hand_over(release: Release) 
             holder = _lease_holder(release)
             return next((n for n in live if holder.startswith(n + "_")), None)
 
-        assert wait_for(new_leader, "another replica leading",
+        assert converge(new_leader, "another replica leading",
                         timeout=LEASE_SECONDS + 30, interval=0.5) != leader
         cluster.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in
                         scope_and_consent(NS, "erin-plain", "erin", "plain-agent")))
-        wait_for(lambda: phase_is(cluster, "erin-plain", "Enabled", ns=NS),
+        converge(lambda: phase_is(cluster, "erin-plain", "Enabled", ns=NS),
                  "erin Enabled by the new leader")
     finally:
         cluster.kubectl("scale", "-n", release.namespace, deployment, "--replicas=1")
-        wait_for(lambda: _ready_count(release, "operator") == 1
+        converge(lambda: _ready_count(release, "operator") == 1
                  and len(release.pods("operator")) == 1, "one operator pod again")

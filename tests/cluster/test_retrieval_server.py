@@ -29,7 +29,7 @@ from fgentic_devenv import free_port, terminate
 from fgentic_devenv.node import BRIDGE_ADDRESS
 from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
 from fgentic_governance import contract
-from tests.support.cluster import Release, apply, client_pod, ready, run_pod, wait_for
+from tests.support.cluster import Release, apply, client_pod, converge, ready, run_pod
 from tests.support.knowledge import Chunk, load_corpus
 
 pytestmark = pytest.mark.cluster
@@ -125,7 +125,7 @@ def _relay(release: Release, image: str, where: tuple[str, str], labels: dict[st
         found = release.json("get", "pod", "-n", namespace, name)
         return str(found["status"]["podIP"]) if ready(found) else None
 
-    return str(wait_for(address, f"{name} ready", timeout=90))
+    return str(converge(address, f"{name} ready", timeout=90))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import PYTHON, Release, kubectl_result, ready, wait_for
+from tests.support.cluster import PYTHON, Release, converge, kubectl_result, ready
 
 GOV = "governance.fgentic.dev"
 # What each component's code calls (handlers, kube.py, controller/retrieval_apply.py; the webhook's
@@ -101,16 +101,16 @@ def test_a_webhook_without_its_verb_refuses_consent_and_says_why(release: Releas
                         "purpose": "personal-preferences", "policyVersion": "2026-11",
                         "decision": "granted"}}
     try:
-        refused = wait_for(lambda: (r := kubectl_result(
+        refused = converge(lambda: (r := kubectl_result(
             cluster, "create", "--dry-run=server", "-f", "-", input=json.dumps(consent)))
             .returncode != 0 and r, "the consent refused without the verb", timeout=30)
         assert "POLICY_STATE_UNAVAILABLE" in refused.stderr
-        wait_for(lambda: "API_STATUS_403" in release.logs("webhook"),
+        converge(lambda: "API_STATUS_403" in release.logs("webhook"),
                  "the refusal logged with its bounded code", timeout=30)
     finally:
         cluster.kubectl("patch", "clusterrole", role, "--type=merge", "-p",
                         json.dumps({"rules": original["rules"]}))
-    wait_for(lambda: kubectl_result(cluster, "create", "--dry-run=server", "-f", "-",
+    converge(lambda: kubectl_result(cluster, "create", "--dry-run=server", "-f", "-",
                                     input=json.dumps(consent)).returncode == 0,
              "consent admitted again with the verb restored", timeout=30)
 

@@ -31,7 +31,7 @@ from fgentic_devenv.node import BRIDGE_ADDRESS, LocalCluster
 from fgentic_devenv.paths import repo_root
 from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
 from fgentic_governance.serving.tls import CertificateAuthority
-from tests.support.cluster import Release, apply, kubectl_result, ready, wait_for
+from tests.support.cluster import Release, apply, converge, kubectl_result, ready
 from tests.support.knowledge import Chunk, load_corpus
 from tests.support.render import rendered
 
@@ -131,13 +131,13 @@ def _serving(release: Release) -> list[dict[str, Any]] | None:
 
 
 def _admits(release: Release, step: str) -> None:
-    pods = wait_for(lambda: _serving(release), f"two Ready webhook pods ({step})")
+    pods = converge(lambda: _serving(release), f"two Ready webhook pods ({step})")
     for pod in pods:  # the defaults' webhook exited at start-up, again and again
         restarts = [s["restartCount"] for s in pod["status"]["containerStatuses"]]
         assert restarts == [0], (step, release.logs("webhook")[-3000:])
     agent = yaml.safe_load(AGENT.read_text())
     agent["metadata"] = {"name": f"switch-{step}", "namespace": "default"}
-    wait_for(lambda: kubectl_result(release.cluster, "create", "--dry-run=server", "-f", "-",
+    converge(lambda: kubectl_result(release.cluster, "create", "--dry-run=server", "-f", "-",
                                     input=json.dumps(agent)).returncode == 0,
              f"an Agent admitted ({step})", timeout=60)
 

@@ -27,11 +27,11 @@ from fgentic_governance.serving.tls import CertificateAuthority
 from tests.support.cluster import (
     Release,
     apply,
+    converge,
     kubectl_result,
     phase_is,
     ready,
     scope_and_consent,
-    wait_for,
 )
 from tests.support.image import CHART
 from tests.support.store import migrated_pool
@@ -119,12 +119,12 @@ def test_upgrade_from_the_crds_dir_layout_upgrades_the_crds(
     assert {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in before} <= {
         (o["metadata"]["namespace"], o["metadata"]["name"]) for o in after}
     for component, replicas in (("operator", 1), ("webhook", 2), ("control-api", 2)):
-        wait_for(lambda c=component, n=replicas: len(
+        converge(lambda c=component, n=replicas: len(
             [p for p in release.pods(c) if ready(p)]) == n, f"{component} ready after upgrade")
     # The upgraded operator still reconciles: a new scope with consent becomes Enabled.
     cluster.kubectl("apply", "-f", "-", input="\n---\n".join(
         json.dumps(o) for o in scope_and_consent(demo_namespace, "erin-docs-agent", "erin")))
-    wait_for(lambda: phase_is(cluster, "erin-docs-agent", "Enabled", ns=demo_namespace),
+    converge(lambda: phase_is(cluster, "erin-docs-agent", "Enabled", ns=demo_namespace),
              "erin Enabled")
 
 
@@ -148,10 +148,10 @@ def _an_agent_is_admitted(release: Release, mode: str, namespace: str) -> None:
     every webhook runs, nothing is stored); retried while the old replicas drain."""
     agent = yaml.safe_load((repo_root() / "examples" / "10-agent.yaml").read_text())
     agent["metadata"].update(name=f"tls-{mode.lower()}", namespace=namespace)
-    wait_for(lambda: kubectl_result(release.cluster, "create", "--dry-run=server", "-f", "-",
+    converge(lambda: kubectl_result(release.cluster, "create", "--dry-run=server", "-f", "-",
                                     input=json.dumps(agent)).returncode == 0,
              f"an Agent admitted in TLS mode {mode}", timeout=60)
-    wait_for(lambda: len([p for p in release.pods("webhook") if ready(p)
+    converge(lambda: len([p for p in release.pods("webhook") if ready(p)
                           and not p["metadata"].get("deletionTimestamp")]) == 2,
              f"2 ready webhook pods in TLS mode {mode}")
 
@@ -190,7 +190,7 @@ def test_uninstall_fences_memory_and_leaves_nothing_stuck(
     applied = kubectl_result(cluster, "apply", "-f",
                              str(repo_root() / "examples" / "30-retrievalbinding.yaml"))
     assert applied.returncode == 0, applied.stderr
-    wait_for(lambda: _rendered_namespaces(cluster) >= {"agentgateway-system",
+    converge(lambda: _rendered_namespaces(cluster) >= {"agentgateway-system",
                                                        "fgentic-retrieval"},
              "the example binding's objects")
     runtime = cluster.kubectl("get", "secrets,leases", "-n", release.namespace, "-l", OURS,
@@ -218,7 +218,7 @@ def test_uninstall_fences_memory_and_leaves_nothing_stuck(
     enabled = asyncio.run(states())
     assert enabled and not any(enabled)
     # Nothing of the release is left, and a namespace full of our objects goes away.
-    wait_for(lambda: not any(release.pods(c) for c in ("operator", "webhook", "control-api")),
+    converge(lambda: not any(release.pods(c) for c in ("operator", "webhook", "control-api")),
              "the release's pods gone", timeout=90)
     for kind in ("validatingwebhookconfigurations", "validatingadmissionpolicies",
                  "clusterroles", "clusterrolebindings"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fgentic_devenv.binaries import binary
-from tests.support.cluster import wait_for
+from tests.support.polling import until
 
 pytestmark = pytest.mark.e2e
 DEV = [sys.executable, "-m", "fgentic_devenv.cli"]
@@ -100,8 +100,8 @@ def _held(run: Path, out: Path) -> subprocess.Popen[bytes]:
     with out.open("wb") as sink:
         proc = subprocess.Popen([*DEV, "up", "--workdir", str(run), "--hold"],
                                 stdout=sink, stderr=subprocess.STDOUT)
-    wait_for(lambda: "\nrunning; KUBECONFIG=" in out.read_text() or proc.poll() is not None,
-             "the held run", timeout=300)
+    until(lambda: "\nrunning; KUBECONFIG=" in out.read_text() or proc.poll() is not None,
+          "the held run", 300, interval=1.0)
     assert proc.poll() is None, out.read_text()
     return proc
 

@@ -47,7 +47,6 @@ from tests.support.kagent import (
     ChatStub,
     ControllerStub,
     RunningAgent,
-    eventually,
     reply_text,
     retrieval_agent_config,
     runtime_versions,
@@ -61,6 +60,7 @@ from tests.support.knowledge import (
     reingest,
     served_corpus,
 )
+from tests.support.polling import until_async
 from tests.support.projector import AGENT, ALICE, ceiling_room_context, room_context
 
 pytestmark = pytest.mark.e2e
@@ -327,10 +327,10 @@ async def test_a_projection_that_expires_mid_session_fails_the_next_call(
                       headers=headers, ssl=in_place.gateway.ssl_context(),
                       timeout=30) as answer:
         assert answer.status == 504  # the route's timeout; the runtime's task goes on
-    deadline = expires + 30
-    while len(tool_results(in_place.chat, len(in_place.chat.requests) - 1)) < 2 \
-            and time.time() < deadline:
-        await asyncio.sleep(0.5)
+    await until_async(lambda: tool_results(in_place.chat, len(in_place.chat.requests) - 1),
+                      "both tool results in the model's last request",
+                      max(0.0, expires + 30 - time.time()), interval=0.5,
+                      holds=lambda results: len(results) >= 2)
     # The model's last request holds the whole turn: both tool results, in order.
     first, second = tool_results(in_place.chat, len(in_place.chat.requests) - 1)
     assert PARTNER_DOC in first and "docs/onboarding.md" in first
@@ -524,8 +524,8 @@ async def test_the_bridge_cannot_read_or_cancel_a_partners_task(in_place: InPlac
         done = [in_place.controller.tasks[t] for t in set(in_place.controller.tasks) - tasks]
         return next((t for t in done if t["status"]["state"] == "completed"), None)
 
-    await eventually(lambda: partner_task() is not None, what="the partner's task ends",
-                     timeout=60)
+    await until_async(lambda: partner_task() is not None, what="the partner's task ends",
+                      timeout=60)
     task = partner_task()
     assert task is not None and PARTNER_DOC in json.dumps(task)  # what a poll would hand out
     seen = (len(in_place.chat.requests), len(in_place.tap.requests),

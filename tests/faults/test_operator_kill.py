@@ -29,6 +29,7 @@ from tests.support.faults import (
 )
 from tests.support.kube import phase
 from tests.support.objects import consent_obj, scope_obj
+from tests.support.polling import until_async
 
 pytestmark = pytest.mark.integration
 WITHDRAW_STEPS = sorted(s for s in STEPS if s.startswith("withdraw."))
@@ -176,15 +177,16 @@ async def test_kill_mid_delete_then_restart(
 
 async def _waiting_delete(conn: asyncpg.Connection, timeout: float = 60) -> int:
     """The pid of the backend whose erasure DELETE waits on our row lock."""
-    for _ in range(int(timeout / 0.2)):
+
+    async def waiting() -> int | None:
         await conn.execute("SELECT pg_stat_clear_snapshot()")  # We are inside a transaction.
-        pid = await conn.fetchval(
+        pid: int | None = await conn.fetchval(
             "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
             " AND query LIKE 'DELETE FROM fgentic_memory.memory%' AND datname = current_database()")
-        if pid is not None:
-            return int(pid)
-        await asyncio.sleep(0.2)
-    raise AssertionError("the operator's erasure DELETE never reached the row lock")
+        return pid
+
+    return int(await until_async(waiting, "the operator's erasure DELETE at the row lock",
+                                 timeout))
 
 
 async def assert_fenced_only(store: MemoryStore, scope: dict[str, Any], g1: int) -> None:

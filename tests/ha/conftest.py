@@ -12,7 +12,7 @@ import pytest
 
 from fgentic_devenv.ha import HaPostgres
 from tests.support.ha import DATABASE, HaStore, has_database
-from tests.support.kagent import eventually
+from tests.support.polling import until_async
 from tests.support.store import migrated_pool
 
 
@@ -34,8 +34,8 @@ async def ha_database(ha_cluster: HaPostgres, tmp_path_factory: pytest.TempPathF
         await admin.close()
     # asyncpg tries the hosts in order and stops at a member that has not replayed the
     # database yet ("does not exist"): wait until every member has it.
-    await eventually(lambda: all(has_database(ha_cluster, m) for m in ha_cluster.members),
-                     what="the database on every member", timeout=30)
+    await until_async(lambda: all(has_database(ha_cluster, m) for m in ha_cluster.members),
+                      "the database on every member", 30)
     conn = await asyncpg.connect(ha_cluster.dsn(DATABASE), timeout=10)
     try:
         await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

@@ -43,7 +43,6 @@ from tests.support.faults import (
     record_of,
 )
 from tests.support.ha import DATABASE, FIRST_SUCCESS_SECONDS, HaStore, first_success, psql
-from tests.support.kagent import eventually
 from tests.support.knowledge import (
     TOOL,
     Chunk,
@@ -54,6 +53,7 @@ from tests.support.knowledge import (
 )
 from tests.support.mcp_requests import VERSION, carrier, rpc_body
 from tests.support.objects import scope_obj
+from tests.support.polling import until, until_async
 from tests.support.projector import AGENT, ALICE
 from tests.support.store import CONTEXT, enabled, scope_record
 
@@ -182,15 +182,14 @@ async def test_burst_of_saves_across_a_failover(ha: HaStore) -> None:
 
         writers = [asyncio.create_task(writer(worker)) for worker in range(4)]
         try:
-            await eventually(lambda: len(acked) >= 20, what="20 saves before the kill",
-                             timeout=60)
+            await until_async(lambda: len(acked) >= 20, "20 saves before the kill", 60)
             failover = ha.kill_primary()
             await ha.wait_new_leader(failover)
             await first_success(lambda: store.save(access, "burst probe"), failover,
                                 "fenced save (memory store)")
             after = len(acked)
-            await eventually(lambda: len(acked) >= after + 20 or stop.is_set(),
-                             what="20 saves after (or the scope full)", timeout=60)
+            await until_async(lambda: len(acked) >= after + 20 or stop.is_set(),
+                              "20 saves after (or the scope full)", 60)
         finally:
             stop.set()
             await asyncio.gather(*writers)
@@ -214,20 +213,20 @@ async def test_save_in_flight_under_the_old_generation_never_lands_after_verifie
         failover = ha.kill_primary()
         answers: list[tuple[float, Reason]] = []
 
+        async def late_save() -> Reason:
+            try:
+                await runtime.save(old, "late fact")
+            except StoreRefusal as refusal:
+                answers.append((time.monotonic(), refusal.reason))
+                return refusal.reason
+            answers.append((time.monotonic(), Reason.OK))
+            return Reason.OK
+
         async def background_save() -> None:
             # A save under the generation the runtime was granted, retried through the gap
             # until the store answers anything but "unavailable".
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                try:
-                    await runtime.save(old, "late fact")
-                except StoreRefusal as refusal:
-                    answers.append((time.monotonic(), refusal.reason))
-                    if refusal.reason not in OUTAGE:
-                        return
-                    await asyncio.sleep(0.1)
-                else:
-                    answers.append((time.monotonic(), Reason.OK))
+            await until_async(late_save, "the late save refused", 120, interval=0.1,
+                              holds=lambda reason: reason not in OUTAGE | {Reason.OK})
 
         saver = asyncio.create_task(background_save())
         await ha.wait_new_leader(failover)
@@ -258,12 +257,13 @@ async def test_cost_admission_and_leases_across_a_failover(ha: HaStore) -> None:
         gate = CostGate(pool)
         failover: Failover | None = None
         first_turn: float | None = None
-        deadline = time.monotonic() + 150
-        while time.monotonic() < deadline:
+
+        async def turn() -> Reason:
+            """A turn: close what an earlier turn could not, open a lease, charge, close."""
+            nonlocal failover, admitted, first_turn
             if failover is None and admitted >= 10:
                 failover = ha.kill_primary()
             try:
-                # A turn: close what an earlier turn could not, open a lease, charge, close.
                 for lease_id in list(to_close):
                     await store.close_lease(access.scope_key, lease_id)
                     to_close.remove(lease_id)
@@ -272,16 +272,21 @@ async def test_cost_admission_and_leases_across_a_failover(ha: HaStore) -> None:
                 opened.add(lease.id)
                 to_close.append(lease.id)
                 await gate.admit(access, {Operation.EMBEDDING: 1})
-                admitted += 1
-                if failover is not None and first_turn is None:
-                    first_turn = time.monotonic() - failover.at
-                    print(f"\n[ha] lease + cost admission: first successful turn "
-                          f"{first_turn:.1f} s after the kill of {failover.killed.name}")
             except StoreRefusal as refusal:
                 refusals.append(refusal.reason)
-                if refusal.reason is Reason.COST_CEILING_REACHED:
-                    break
-                await asyncio.sleep(0.2)
+                if refusal.reason is not Reason.COST_CEILING_REACHED:
+                    await asyncio.sleep(0.2)  # through the gap, not at full speed
+                return refusal.reason
+            admitted += 1
+            if failover is not None and first_turn is None:
+                first_turn = time.monotonic() - failover.at
+                print(f"\n[ha] lease + cost admission: first successful turn "
+                      f"{first_turn:.1f} s after the kill of {failover.killed.name}")
+            return Reason.OK
+
+        # Turn after turn at full speed (a successful one does not wait) until the ceiling.
+        await until_async(turn, "the cost ceiling reached across the failover", 150,
+                          interval=0, holds=lambda reason: reason is Reason.COST_CEILING_REACHED)
         assert failover is not None
         for lease_id in list(to_close):  # the primary is back: close the last one
             await store.close_lease(access.scope_key, lease_id)
@@ -319,14 +324,14 @@ async def test_memory_api_process_recovers_after_a_failover(ha: HaStore, kubecon
     proc, port = processes.spawn_memory_api(kubeconfig, ha.dsn_file, "http://127.0.0.1:9",
                                             tmp_path / "memory-api.log")
     try:
-        await asyncio.to_thread(processes.until, lambda: _ready(port), "memory API ready", 60)
+        await asyncio.to_thread(until, lambda: _ready(port), "memory API ready", 60)
         failover = ha.kill_primary()
         # Readiness probes the store (one bounded call): in the gap it must say "not ready"
         # (no member is the primary), not hang and not be answered by a standby.
-        await asyncio.to_thread(processes.until, lambda: not _ready(port),
+        await asyncio.to_thread(until, lambda: not _ready(port),
                                 "memory API not ready in the gap", 10)
         await ha.wait_new_leader(failover)
-        await asyncio.to_thread(processes.until, lambda: _ready(port),
+        await asyncio.to_thread(until, lambda: _ready(port),
                                 "memory API ready on the new primary", 90)
         print(f"\n[ha] memory-api process: first successful store call (readiness) "
               f"{time.monotonic() - failover.at:.1f} s after the kill of {failover.killed.name}")
@@ -391,7 +396,7 @@ def _found(server: RunningServer) -> list[str] | None:
 
 
 def _first_success(check: Callable[[], T], failover: Failover, who: str) -> T:
-    found = processes.until(check, f"{who} served on the new primary", FIRST_SUCCESS_SECONDS)
+    found = until(check, f"{who} served on the new primary", FIRST_SUCCESS_SECONDS)
     print(f"\n[ha] {who}: first successful store call "
           f"{time.monotonic() - failover.at:.1f} s after the kill of {failover.killed.name}")
     return found
@@ -408,16 +413,16 @@ async def test_control_api_and_retrieval_server_recover_after_a_failover(
         async with embeddings, retrieval_server(
                 tmp_path, ha.dsn_file.read_text(), embeddings.url,
                 agent=f"{AGENT.namespace}/{AGENT.name}") as server:
-            await asyncio.to_thread(processes.until, lambda: _ready(control_port),
+            await asyncio.to_thread(until, lambda: _ready(control_port),
                                     "control API ready", 60)
             assert await asyncio.to_thread(_found, server) == ["1", "2"]
             failover = ha.kill_primary()
             # One kill, both processes: in the gap no member is the primary, so each must
             # refuse with a closed code, never answer from a standby (before memory/dsn.py
             # their pools reconnected to the first member that accepted: a replica).
-            await asyncio.to_thread(processes.until, lambda: not _ready(control_port),
+            await asyncio.to_thread(until, lambda: not _ready(control_port),
                                     "control API not ready in the gap", 10)
-            refusal = await asyncio.to_thread(processes.until, lambda: _refused(server),
+            refusal = await asyncio.to_thread(until, lambda: _refused(server),
                                               "retrieval refused in the gap", 10)
             await ha.wait_new_leader(failover)
             # Polled side by side, so each process's own time to first success is printed.
@@ -530,7 +535,7 @@ async def test_operator_offboarding_killed_mid_erasure(
             assert await lock.fetchval(HOLD_ROWS, keys[1]) == FACTS
             name = cluster.offboard(person)
             watch = asyncio.create_task(cluster.until_offboarded(name, ready, timeout=180))
-            await asyncio.to_thread(processes.until,
+            await asyncio.to_thread(until,
                                     lambda: _deleting_behind(ha, leader, holder),
                                     "the erasure's DELETE waiting on the held rows", 60)
             # Mid-erasure: the first scope is erased (and verified), the second not yet.
@@ -541,7 +546,7 @@ async def test_operator_offboarding_killed_mid_erasure(
             lock.terminate()
         killed = time.time() - (time.monotonic() - failover.at)
         await ha.wait_new_leader(failover)
-        cleaned = await asyncio.to_thread(processes.until, lambda: _cleaned_after(port, killed),
+        cleaned = await asyncio.to_thread(until, lambda: _cleaned_after(port, killed),
                                           "the operator's first successful store call",
                                           FIRST_SUCCESS_SECONDS)
         print(f"\n[ha] operator process (expiry cleanup): first successful store call "

@@ -38,6 +38,7 @@ from fgentic_governance.api.common import GROUP
 from tests.support import processes
 from tests.support.appservice import puppet, telegram
 from tests.support.objects import api_message, example, scoped_policies
+from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 NS = "admission"
@@ -65,15 +66,16 @@ def _apply(cp: Any, doc: dict[str, Any], tmp: Path) -> str:
 def _refused_once_loaded(cp: Any, doc: dict[str, Any], tmp: Path) -> str:
     """`_apply` until a ValidatingAdmissionPolicy just applied refuses ``doc`` (the API server
     loads policies in a moment; an Agent admitted meanwhile is deleted); the last verdict."""
-    deadline = time.monotonic() + 20
-    verdict = "allow"
-    while time.monotonic() < deadline and verdict == "allow":
-        verdict = _apply(cp, doc, tmp)
-        if verdict == "allow":
-            cp.kubectl("delete", "agent", "-n", doc["metadata"]["namespace"],
-                       doc["metadata"]["name"])
-            time.sleep(0.5)
-    return verdict
+    meta = doc["metadata"]
+
+    def verdict() -> str:
+        found = _apply(cp, doc, tmp)
+        if found == "allow":
+            cp.kubectl("delete", doc["kind"].lower(), "-n", meta["namespace"], meta["name"])
+        return found
+
+    return until(verdict, f"a loaded policy to refuse {meta['name']}", 20, interval=0.5,
+                 holds=lambda found: found != "allow")
 
 
 def _binding() -> dict[str, Any]:
@@ -140,15 +142,11 @@ def stack(control_plane: Any, postgres: Any, tmp_path_factory: pytest.TempPathFa
 
 def _wait_gated(api_client: client.ApiClient, name: str) -> None:
     api = client.CustomObjectsApi(api_client)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        status = api.get_namespaced_custom_object(GROUP, "v1alpha1", NS, "memoryscopes",
-                                                  name).get("status", {})
-        if {c["type"]: c["status"] for c in status.get("conditions", [])}.get(
-                "ConsentGated") == "True":
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"scope {name} never became consent-gated: {status}")
+    until(lambda: api.get_namespaced_custom_object(GROUP, "v1alpha1", NS, "memoryscopes",
+                                                   name).get("status", {}),
+          f"scope {name} consent-gated", 30,
+          holds=lambda status: {c["type"]: c["status"] for c in status.get("conditions", [])
+                                }.get("ConsentGated") == "True")
 
 
 def agent(name: str, *tools: dict[str, Any], memory: dict[str, Any] | None = None,
@@ -348,15 +346,14 @@ def test_audit_reports_existing_violations_content_free(stack: dict[str, Any],
     finally:
         cp.kubectl("apply", "-f", "-", input=json.dumps(config))
     core = client.CoreV1Api(k8s_client)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def violations() -> list[Any]:
         events = core.list_namespaced_event(NS, field_selector="reason=PolicyViolation").items
-        mine = [e for e in events if e.involved_object.name == "pre-existing"]
-        if mine:
-            assert "FORBIDDEN_HEADER" in mine[0].message
-            return
-        time.sleep(0.5)
-    raise AssertionError("audit never reported the pre-existing violation")
+        return [e for e in events if e.involved_object.name == "pre-existing"]
+
+    mine = until(violations, "the audit's event on the pre-existing violation", 20,
+                 interval=0.5)
+    assert "FORBIDDEN_HEADER" in mine[0].message
 
 
 # -- the Pod routing of issue 17 §3 ---------------------------------------------------------------
@@ -618,14 +615,7 @@ def test_admission_policy_alone_blocks_authorization(control_plane: Any, tmp_pat
     leaky["metadata"]["namespace"] = namespace
     safe = agent("safe", mcp(OTHER, ["t"], allowedHeaders=["x-fgentic-identity"]))
     safe["metadata"]["namespace"] = namespace
-    deadline = time.monotonic() + 20
-    verdict = "allow"
-    while time.monotonic() < deadline:  # The policy takes a moment to be loaded.
-        verdict = _apply(control_plane, leaky, tmp_path)
-        if verdict != "allow":
-            break
-        control_plane.kubectl("delete", "agent", "-n", namespace, "leaky")
-        time.sleep(0.5)
+    verdict = _refused_once_loaded(control_plane, leaky, tmp_path)
     assert "ValidatingAdmissionPolicy" in verdict and "FORBIDDEN_HEADER" in verdict, verdict
     # The identity carrier is the webhook's call (it needs bindings), not the policy's.
     assert _apply(control_plane, safe, tmp_path) == "allow"
@@ -660,12 +650,7 @@ def test_generated_policies_alone_refuse_every_stateless_rule(control_plane: Any
     verdict = _refused_once_loaded(control_plane, no_ttl, tmp_path)
     assert "ValidatingAdmissionPolicy" in verdict and "MEMORY_TTL_MISSING: set" in verdict
     assert "FORBIDDEN_HEADERS_FROM: " in _apply(control_plane, odd_name, tmp_path)
-    deadline = time.monotonic() + 20
-    verdict = _apply(control_plane, far, tmp_path)
-    while verdict == "allow" and time.monotonic() < deadline:
-        control_plane.kubectl("delete", "memoryscope", "-n", namespace, "far")
-        time.sleep(0.5)
-        verdict = _apply(control_plane, far, tmp_path)
+    verdict = _refused_once_loaded(control_plane, far, tmp_path)
     assert "ValidatingAdmissionPolicy" in verdict and "FEDERATION_DENIED: " in verdict, verdict
     verdict = _apply(control_plane, bridged, tmp_path)
     assert "ValidatingAdmissionPolicy" in verdict and "APPSERVICE_IDENTITY_DENIED: " in verdict, \
@@ -707,13 +692,9 @@ def test_a_rule_set_to_warn_admits_with_a_warning_and_the_rest_still_deny(
     cp.kubectl("apply", "-f", "-", input=json.dumps(config))
     try:
         no_ttl = agent("memory-agent", memory={"modelConfig": "embed"})
-        done = _kubectl_apply(cp, no_ttl)
-        for _ in range(20):  # the API server picks the new configuration up in a moment
-            if done.returncode == 0:
-                break
-            time.sleep(0.5)
-            done = _kubectl_apply(cp, no_ttl)
-        assert done.returncode == 0, done.stderr
+        # The API server picks the new configuration up in a moment.
+        done = until(lambda: _kubectl_apply(cp, no_ttl), "the new configuration in use", 10,
+                     interval=0.5, holds=lambda done: done.returncode == 0)
         assert "Warning: MEMORY_TTL_MISSING at spec.declarative.memory" in done.stderr
         cp.kubectl("delete", "agent", "-n", NS, "memory-agent")
         too_long = agent("memory-agent", memory={"modelConfig": "embed", "ttlDays": 5})
@@ -757,13 +738,15 @@ def test_the_charts_warn_policy_warns_where_the_deny_policy_no_longer_refuses(
     assert "FORBIDDEN_HEADERS_FROM: " in verdict
     no_ttl = agent("no-ttl", memory={"modelConfig": "embed"})
     no_ttl["metadata"]["namespace"] = namespace
-    deadline = time.monotonic() + 20
-    done = _kubectl_apply(control_plane, no_ttl)
-    while done.returncode == 0 and "Warning" not in done.stderr \
-            and time.monotonic() < deadline:  # the warn policy loads on its own
-        control_plane.kubectl("delete", "agent", "-n", namespace, "no-ttl")
-        time.sleep(0.5)
+
+    def warned() -> subprocess.CompletedProcess[str]:
         done = _kubectl_apply(control_plane, no_ttl)
+        if done.returncode == 0 and "Warning" not in done.stderr:
+            control_plane.kubectl("delete", "agent", "-n", namespace, "no-ttl")
+        return done
+
+    done = until(warned, "the warn policy loaded (it loads on its own)", 20, interval=0.5,
+                 holds=lambda done: done.returncode != 0 or "Warning" in done.stderr)
     assert done.returncode == 0, done.stderr
     assert "Warning: Validation failed for ValidatingAdmissionPolicy" in done.stderr, done.stderr
     assert "MEMORY_TTL_MISSING: set memory.ttlDays" in done.stderr

@@ -17,14 +17,15 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from fgentic_devenv.binaries import binary
 from fgentic_devenv.paths import repo_root
 from fgentic_governance.admission import enforcement
 from fgentic_governance.admission.render import admission_policy, webhook_configuration
 from tests.support import processes
-from tests.support.cluster import wait_for
 from tests.support.objects import ROOT, scoped_policies
+from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 CRD = Path(__file__).parents[1] / "support" / "crds" / "policyreports.yaml"
@@ -83,8 +84,8 @@ def test_an_audit_only_webhook_admits_with_warnings_and_reports_what_it_would_de
             control_plane.kubectl("delete", "agent", "-n", namespace, "leaky")
             return None
 
-        warnings = wait_for(warned_by_both, "warnings from the webhook and the policy",
-                            timeout=30, interval=0.5)
+        warnings = until(warned_by_both, "warnings from the webhook and the policy", 30,
+                         interval=0.5)
         assert "Warning: FORBIDDEN_HEADER at spec.declarative.tools[0].mcpServer." \
             "allowedHeaders[1] (authorization): remove the header" in warnings
         assert "Warning: MEMORY_RUNTIME_UNGOVERNED at spec.declarative.memory: " in warnings
@@ -100,7 +101,8 @@ def test_an_audit_only_webhook_admits_with_warnings_and_reports_what_it_would_de
                 "fgentic-governance-audit")
             return found if found.get("summary", {}).get("fail") else None
 
-        written = wait_for(report, "the audit's PolicyReport", timeout=30, interval=0.3)
+        written = until(report, "the audit's PolicyReport", 30, interval=0.3,
+                        tolerate=(ApiException,))  # 404 until the audit writes it
         results = {(r["rule"], r["result"], r["resources"][0]["name"])
                    for r in written["results"]}
         assert {("FORBIDDEN_HEADER", "fail", "leaky"),

@@ -5,7 +5,6 @@ receipt per scope, once per request."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,9 +18,9 @@ from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from fgentic_governance.reasons import Reason
 from tests.support import processes
-from tests.support.kagent import eventually
 from tests.support.kube import GROUP, VERSION, until_status
 from tests.support.objects import consent_obj, scope_obj
+from tests.support.polling import until_async
 from tests.support.store import migrated_pool, refused
 
 pytestmark = pytest.mark.integration
@@ -92,15 +91,17 @@ async def _delete(api: client.CustomObjectsApi, name: str) -> None:
         if exc.status == 404:
             return
         raise
-    for _ in range(150):
+
+    def gone() -> bool:
         try:
             api.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
         except ApiException as exc:
             if exc.status == 404:
-                return
+                return True
             raise
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{PLURAL}/{name} was never finalized")
+        return False
+
+    await until_async(gone, f"{PLURAL}/{name} finalized", 30)
 
 
 async def _enforced(env: dict[str, Any], name: str, generation: int = 1) -> dict[str, Any]:
@@ -195,8 +196,8 @@ async def test_a_purge_erases_and_verifies_every_scope_under_the_floor_once_per_
         return {e.reason: e.message for e in core.list_namespaced_event(
             "default", field_selector=f"involvedObject.name={floor}").items}
 
-    await eventually(lambda: {"Enforced", "PurgeVerified"} <= set(events()),
-                     what="the floor's events")
+    await until_async(lambda: {"Enforced", "PurgeVerified"} <= set(events()),
+                      what="the floor's events")
     assert events()["PurgeVerified"] == "scopes erased 2 reason OK"
 
     # A new request is a new purge, verified scope by scope (empty now).

@@ -33,10 +33,10 @@ from tests.support.kagent import (
     EmbeddingStub,
     RunningAgent,
     a2a_turn,
-    eventually,
     start_agent,
 )
 from tests.support.memory_api import agent_token, memory_api, routed_pod
+from tests.support.polling import until_async
 from tests.support.store import past_turns, scope_record
 
 pytestmark = pytest.mark.integration
@@ -263,8 +263,8 @@ async def test_a_summary_is_admitted_before_the_model_works(
             for text in texts:
                 assert await a2a_turn(agent.base_url, text, user_id=ALICE,
                                       context_id=context) == "OK."
-            await eventually(lambda: settled(api_lines(caplog)[since:]),
-                             what="the session's summary and automatic save were decided")
+            await until_async(lambda: settled(api_lines(caplog)[since:]),
+                              what="the session's summary and automatic save were decided")
 
         five = [f"Turn {i}: Alice mentions the weather." for i in range(5)]
 

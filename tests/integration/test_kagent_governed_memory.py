@@ -71,12 +71,12 @@ from tests.support.kagent import (
     Say,
     a2a_turn,
     embed,
-    eventually,
     runtime_versions,
     start_agent,
 )
 from tests.support.memory_api import agent_token, headers, memory_api, routed_pod
 from tests.support.objects import consent_obj, scope_obj
+from tests.support.polling import until_async
 from tests.support.store import DELEGATE_SETTINGS, migrated_pool
 from tests.support.stubs import LoopbackServer, Recorded
 from tests.support.vectors import DIMENSIONS, unit_vector
@@ -572,7 +572,7 @@ async def test_no_collection_before_consent(w: World) -> None:
     w.chat.summary = [f"Carol cycles to work every morning {tag()}"]
     await five_turns(w, scope.subject, "Hello there, I would like to plan my week with you.",
                      Say("Hello."), CallTool("save_memory", {"content": fact}, then="Saved."))
-    await eventually(lambda: w.of(scope.subject, BATCH), what="the automatic save's batch")
+    await until_async(lambda: w.of(scope.subject, BATCH), what="the automatic save's batch")
 
     calls = w.of(scope.subject)
     assert {e.path for e in calls} == {SEARCH, SAVE, BATCH}  # prefetch, tool, automatic
@@ -699,7 +699,7 @@ async def test_prefetch_carries_only_what_the_scopes_recall_policy_admits(w: Wor
     w.chat.summary = [summary]
     await five_turns(w, scope.subject, "Hello, I would like to talk about my home.",
                      CallTool("save_memory", {"content": fact}, then="Saved."), leased=scope)
-    await eventually(lambda: w.of(scope.subject, BATCH), what="the automatic save")
+    await until_async(lambda: w.of(scope.subject, BATCH), what="the automatic save")
     assert w.of(scope.subject, BATCH)[0].status == 201
     assert {(r["content"], r["source_kind"]) for r in await w.rows(user=scope.subject)} == {
         (fact, "save_memory_tool"), (summary, "automatic_summary")}
@@ -806,15 +806,15 @@ async def test_withdrawal_while_a_background_batch_save_is_in_flight(w: World) -
     await five_turns(w, scope.subject, "Good morning, please help me plan my holidays.",
                      Say("Sure."), CallTool("save_memory", {"content": fact}, then="Saved."))
     assert w.saved(scope.subject, fact).status == 201
-    await eventually(lambda: len(w.chat.summariser_requests()) > summarised,
-                     what="the runtime's summariser call")
+    await until_async(lambda: len(w.chat.summariser_requests()) > summarised,
+                      what="the runtime's summariser call")
     assert w.of(scope.subject, BATCH) == []  # held between its summary and its save
 
     status, body = await w.control.confirmed("off", w.command(scope))
     assert status == 200 and body["receipt"]["deleted"] == 1
     assert await w.live_leases(scope) == 0
     w.chat.summary_gate.set()
-    await eventually(lambda: w.of(scope.subject, BATCH), what="the held batch save")
+    await until_async(lambda: w.of(scope.subject, BATCH), what="the held batch save")
     [batch] = w.of(scope.subject, BATCH)
     assert [i["content"] for i in batch.json()["items"]] == w.chat.summary
     assert batch.status == 403 and batch.answer()["error"] in ("LEASE_MISSING", "SCOPE_DISABLED")
@@ -956,15 +956,15 @@ async def test_sentinels_reach_no_sink(w: World, caplog: pytest.LogCaptureFixtur
                                                            then="Saved."),
                          CallTool("load_memory", {"query": s_query}, then="Checked."),
                          leased=scope)
-        await eventually(lambda: w.of(scope.subject, BATCH), what="the automatic save")
+        await until_async(lambda: w.of(scope.subject, BATCH), what="the automatic save")
         # A second session whose summariser answers no JSON: the runtime falls back to the
         # whole transcript, which is too large for one fact.
         w.chat.summary = f"Here is what I think: {s_malformed} (not a list)"
         long_turn = "Another day and another plan for the same project " + " ".join(
             f"with detail number {i} to discuss" for i in range(20))  # one long sentence
         await five_turns(w, scope.subject, long_turn, leased=scope)
-        await eventually(lambda: len(w.of(scope.subject, BATCH)) == 2,
-                         what="the second automatic save")
+        await until_async(lambda: len(w.of(scope.subject, BATCH)) == 2,
+                          what="the second automatic save")
         # And a refused save carrying a sentinel (no lease for this user).
         stranger = person("kim")
         await w.save_turn(stranger, f"Kim's note {s_refused}")
@@ -1113,7 +1113,7 @@ async def test_a_runaway_model_meets_every_bound_and_each_reply_still_arrives(
     wordy = await w.scope("quinn")
     w.chat.summary = [f"Quinn fact {i} is about gardening {tag()}" for i in range(11)]
     await five_turns(w, wordy.subject, "Good morning.", Say("Morning, Quinn."))
-    await eventually(lambda: w.of(wordy.subject, BATCH), what="the automatic save")
+    await until_async(lambda: w.of(wordy.subject, BATCH), what="the automatic save")
     [batch] = w.of(wordy.subject, BATCH)
     assert batch.refusal() == (400, "SUMMARY_TOO_LARGE")
     assert await w.rows(user=wordy.subject) == []
@@ -1126,7 +1126,7 @@ async def test_a_runaway_model_meets_every_bound_and_each_reply_still_arrives(
     hasty = await w.scope("sam")
     w.chat.summary = [f"Sam likes long walks {tag()}"]
     await five_turns(w, hasty.subject, "Good evening.", Say("Evening, Sam."))
-    await eventually(lambda: w.of(hasty.subject, BATCH), what="the automatic save")
+    await until_async(lambda: w.of(hasty.subject, BATCH), what="the automatic save")
     [batch] = w.of(hasty.subject, BATCH)
     assert batch.refusal() == (429, "SUMMARY_CADENCE_REACHED")
     assert await w.rows(user=hasty.subject) == []
@@ -1173,7 +1173,7 @@ async def test_sessions_and_tasks_reach_the_controller_byte_for_byte(w: World) -
         return [r for r in w.controller.requests if r.header("x-user-id") == scope.subject]
 
     # The runtime may still be storing the last task after it answered.
-    await eventually(lambda: len(passed()) == len(received()) and all(
+    await until_async(lambda: len(passed()) == len(received()) and all(
         r.status for r in received()), what="every relayed call answered")
     assert {e.path for e in passed()} >= {f"/api/sessions/{context}", "/api/sessions",
                                           f"/api/sessions/{context}/events", "/api/tasks"}
@@ -1237,7 +1237,7 @@ async def traced_session(w: World, workdir: Path, *, governed: bool
                     await w.next_turn(scope)
                 await a2a_turn(runtime.base_url, f"Turn {turn} of our chat.",
                                user_id=scope.subject, context_id=context)
-            await eventually(lambda: w.of(scope.subject, BATCH), what="the automatic save")
+            await until_async(lambda: w.of(scope.subject, BATCH), what="the automatic save")
         finally:
             await asyncio.to_thread(runtime.stop)  # SIGTERM: the SDK flushes at shutdown
         return otlp.exported(), (s_fact, s_query, s_summary), scope, context
@@ -1293,7 +1293,7 @@ async def test_a_lease_serves_its_rooms_context_alone(w: World) -> None:
     w.chat.script(CallTool("load_memory", {"query": fact}, then="Recalled.", after=held))
     asked = len(w.chat.requests)
     control = asyncio.create_task(w.turn("Where is my spare key, please?", scope.subject))
-    await eventually(lambda: len(w.chat.requests) > asked, what="the control room's turn")
+    await until_async(lambda: len(w.chat.requests) > asked, what="the control room's turn")
 
     team, done = uuid.uuid4().hex, len(w.of(scope.subject))
     question, lookup = "Where did I leave the spare key for the front door?", "the spare key"
@@ -1306,7 +1306,7 @@ async def test_a_lease_serves_its_rooms_context_alone(w: World) -> None:
     assert await w.turn("Look it up, please.", scope.subject, team) == "Nothing found."
     for turn in range(3, 6):  # the fifth starts the automatic save
         assert await w.turn(f"Turn {turn} in the team room.", scope.subject, team) == "OK."
-    await eventually(lambda: w.of(scope.subject, BATCH), what="the team room's automatic save")
+    await until_async(lambda: w.of(scope.subject, BATCH), what="the team room's automatic save")
     in_team = w.of(scope.subject)[done:]
     assert [e.path for e in in_team if e.path != SEARCH] == [BATCH]
     assert len([e for e in in_team if e.path == SEARCH]) == 2  # prefetch and load_memory

@@ -23,10 +23,10 @@ from tests.support.kagent import (
     Say,
     a2a_turn,
     embed,
-    eventually,
     kagent_stack,
     runtime_python,
 )
+from tests.support.polling import until_async
 from tests.support.stubs import Recorded
 from tests.support.vectors import DIMENSIONS
 
@@ -110,8 +110,8 @@ async def test_five_turns_save_a_summary_and_the_first_turn_prefetches(tmp_path:
             await a2a_turn(stack.agent.base_url, f"Turn {turn}.", user_id=USER,
                            context_id=context)
         # The save runs in the background after the fifth answer.
-        await eventually(lambda: stack.controller.calls("POST", "/api/memories/sessions/batch"),
-                         what="the automatic save after the fifth user turn")
+        await until_async(lambda: stack.controller.calls("POST", "/api/memories/sessions/batch"),
+                          what="the automatic save after the fifth user turn")
         [batch] = stack.controller.calls("POST", "/api/memories/sessions/batch")
         [item] = batch.json()["items"]
         assert batch.status == 201

@@ -35,6 +35,7 @@ from tests.support.knowledge import (
     retrieval_server,
 )
 from tests.support.objects import example
+from tests.support.polling import until_async
 from tests.support.projector import AGENT, ALICE, room_context
 from tests.support.vectors import DIMENSIONS
 
@@ -83,9 +84,8 @@ async def server(postgres: LocalPostgres, embeddings: QueryEmbeddings,
     await load_corpus(dsn, CORPUS)
     async with retrieval_server(tmp_path_factory.mktemp("knowledge"), dsn, embeddings.url,
                                 agent=f"{AGENT.namespace}/{AGENT.name}") as running:
-        deadline = time.monotonic() + 15
-        while running.get("/readyz")[0] != 200 and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
+        await until_async(lambda: running.get("/readyz")[0], "the server ready", 15,
+                          holds=lambda status: status == 200)
         yield running
     await postgres.drop_database(name)
 
@@ -368,9 +368,8 @@ async def test_readiness_follows_the_embeddings_endpoint(
     port = embeddings.port
     await embeddings.stop()
     try:
-        deadline = time.monotonic() + 20
-        while server.get("/readyz")[0] == 200 and time.monotonic() < deadline:
-            await asyncio.sleep(0.25)
+        await until_async(lambda: server.get("/readyz")[0], "the server not ready", 20,
+                          interval=0.25, holds=lambda status: status != 200)
         assert server.get("/readyz")[0] == 503
         assert "readiness EMBEDDINGS_UNAVAILABLE" in server.log_text()
     finally:
@@ -385,9 +384,8 @@ async def test_a_store_down_at_start_up_is_not_ready_and_says_why(
     async with retrieval_server(tmp_path_factory.mktemp("store-down"),
                                 "postgresql://fgentic@127.0.0.1:1/none", embeddings.url,
                                 agent=f"{AGENT.namespace}/{AGENT.name}") as running:
-        deadline = time.monotonic() + 20
-        while "readiness " not in running.log_text() and time.monotonic() < deadline:
-            await asyncio.sleep(0.25)
+        await until_async(lambda: "readiness " in running.log_text(),
+                          "the first readiness probe logged", 20, interval=0.25)
         assert "readiness STORE_UNAVAILABLE" in running.log_text()
         assert running.get("/readyz")[0] == 503 and running.get("/healthz")[0] == 200
 

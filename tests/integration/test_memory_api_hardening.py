@@ -40,6 +40,7 @@ from tests.support.memory_api import (
     headers,
     routed_pod,
 )
+from tests.support.polling import until_async
 from tests.support.store import ALICE, CONTEXT, leased_turn, scope_record
 from tests.support.stubs import LoopbackServer
 
@@ -185,12 +186,8 @@ async def readyz(port: int) -> tuple[int, Any]:
 
 
 async def until_ready(port: int, status: int, seconds: float = 8.0) -> tuple[int, Any]:
-    answer = await readyz(port)
-    async with asyncio.timeout(seconds):
-        while answer[0] != status:
-            await asyncio.sleep(0.1)
-            answer = await readyz(port)
-    return answer
+    return await until_async(lambda: readyz(port), f"/readyz answering {status}", seconds,
+                             interval=0.1, holds=lambda answer: answer[0] == status)
 
 
 # -- N3: only origin-form targets, joined to the controller's URL --------------------------

@@ -7,7 +7,6 @@ content store at a fresh database; the test plays the runtime by writing through
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from tests.support.kube import (
     until_status,
 )
 from tests.support.objects import example
+from tests.support.polling import until_async
 from tests.support.store import migrated_pool
 
 pytestmark = pytest.mark.integration
@@ -66,10 +66,8 @@ class Operator:
         """Wait (bounded) until the scope sweep has finished ``rounds`` more rounds."""
         series = 'fgentic_scope_sweeps_total{result="ok"}'
         target = self.series(series) + rounds
-        deadline = time.monotonic() + 30
-        while self.series(series) < target:
-            assert time.monotonic() < deadline, "the scope sweep ran no round"
-            await asyncio.sleep(0.2)
+        await until_async(lambda: self.series(series), f"{rounds} more scope sweep rounds", 30,
+                          holds=lambda done: done >= target)
 
     def stop(self) -> None:
         processes.stop(self.proc)
@@ -228,16 +226,16 @@ async def test_deleting_the_scope_erases_before_it_goes(
         "consentGeneration"]
     await store.save(_access(name, generation), "a fact")
     api.delete_namespaced_custom_object(GROUP, VERSION, NS, "memoryscopes", name)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    async def gone() -> bool:
         try:
             await asyncio.to_thread(get_object, api, "memoryscopes", NS, name)
         except ApiException as exc:
             assert exc.status == 404
-            break
-        await asyncio.sleep(0.2)
-    else:
-        raise AssertionError("scope was not deleted")
+            return True
+        return False
+
+    await until_async(gone, "the scope deleted", 30)
     state = await store.scope_state(f"{NS}/{name}")
     assert not state.enabled and state.entry_count == 0
 
@@ -297,13 +295,14 @@ async def test_phase_changes_and_erasures_are_content_free_events(
     _withdraw(api, consent)
     await until_status(api, "memoryscopes", NS, name, lambda s: "lastErasure" in s)
     core = client.CoreV1Api(k8s_client)
-    deadline = time.monotonic() + 20
-    reasons: set[str] = set()
-    while time.monotonic() < deadline and not {"Enabled", "ErasureVerified"} <= reasons:
-        events = core.list_namespaced_event(NS).items
-        mine = [e for e in events if e.involved_object.name == name]
-        reasons = {e.reason for e in mine}
-        await asyncio.sleep(0.3)
+
+    def events() -> list[Any]:
+        return [e for e in core.list_namespaced_event(NS).items if e.involved_object.name == name]
+
+    mine = await until_async(events, "the scope's Enabled and ErasureVerified events", 20,
+                             interval=0.3, holds=lambda found: {"Enabled", "ErasureVerified"}
+                             <= {e.reason for e in found})
+    reasons = {e.reason for e in mine}
     assert {"Disabled", "Enabled", "ErasureVerified"} <= reasons, reasons
     for event in mine:
         assert "@alice" not in event.message and "!alice" not in event.message
@@ -432,13 +431,10 @@ async def test_every_kind_reports_ready_with_a_message_and_events(
         core = client.CoreV1Api(k8s_client)
 
         async def events_of(involved: str, namespace: str) -> set[tuple[str, str]]:
-            deadline = time.monotonic() + 20
-            found: set[tuple[str, str]] = set()
-            while time.monotonic() < deadline and not found:
-                found = {(e.reason, e.source.component) for e in core.list_namespaced_event(
-                    namespace, field_selector=f"involvedObject.name={involved}").items}
-                await asyncio.sleep(0.3)
-            return found
+            return await until_async(lambda: {
+                (e.reason, e.source.component) for e in core.list_namespaced_event(
+                    namespace, field_selector=f"involvedObject.name={involved}").items},
+                f"events of {involved}", 20, interval=0.3)
 
         assert ("Applied", "fgentic-governance-operator") in await events_of(consent_name, NS)
         assert ("ReadyForDeactivation", "fgentic-governance-operator") in await events_of(
@@ -604,10 +600,7 @@ async def test_a_phase_change_is_announced_only_once_its_status_is_written(
             GROUP, VERSION, NS, "memoryscopes", "probe-status", {"status": {"entryCount": 0}}))
         _create(api, "memoryscopes", _labelled(name))
         _create(api, "consentrecords", _consent(name))
-        deadline = time.monotonic() + 30
-        while not await _granted(store, name):
-            assert time.monotonic() < deadline, "the scope was never granted in the store"
-            await asyncio.sleep(0.2)
+        await until_async(lambda: _granted(store, name), "the scope granted in the store", 30)
         scope = get_object(api, "memoryscopes", NS, name)
         assert "phase" not in (scope.get("status") or {})  # the refused write left no trace
         assert _enabled_events(k8s_client, name) == 0
@@ -617,10 +610,8 @@ async def test_a_phase_change_is_announced_only_once_its_status_is_written(
     api.patch_namespaced_custom_object(GROUP, VERSION, NS, "memoryscopes", name, {
         "metadata": {"annotations": {f"{GROUP}/consent-revision": uuid.uuid4().hex}}})
     await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"), timeout=60)
-    deadline = time.monotonic() + 20
-    while _enabled_events(k8s_client, name) < 1:
-        assert time.monotonic() < deadline, "no Enabled event once the status was written"
-        await asyncio.sleep(0.3)
+    await until_async(lambda: _enabled_events(k8s_client, name),
+                      "an Enabled event once the status was written", 20, interval=0.3)
     assert _enabled_events(k8s_client, name) == 1
 
 
@@ -658,10 +649,9 @@ async def test_a_consent_poke_refused_by_the_api_is_sent_again(
             return any(key.startswith("kopf.zalando.org/") and '"retries"' in value
                        for key, value in notes.items())
 
-        deadline = time.monotonic() + 30
-        while not retried(get_object(api, "consentrecords", NS, consent["metadata"]["name"])):
-            assert time.monotonic() < deadline, "the consent's poke was never refused"
-            await asyncio.sleep(0.2)
+        await until_async(lambda: get_object(api, "consentrecords", NS,
+                                             consent["metadata"]["name"]),
+                          "the consent's poke refused (a retry scheduled)", 30, holds=retried)
         status = get_object(api, "memoryscopes", NS, name)["status"]
         assert (status["phase"], status["reasonCode"]) == ("Disabled", "CONSENT_MISSING")
     await until_refused(poke("probe-poke"), refused=False)

@@ -30,7 +30,6 @@ import asyncio
 import hashlib
 import json
 import math
-import time
 import traceback
 import urllib.request
 import uuid
@@ -62,6 +61,7 @@ from fgentic_governance.memory import (
 from fgentic_governance.memory.write_policy import content_reason
 from fgentic_governance.reasons import Reason
 from tests.support import processes
+from tests.support.kube import until_status
 from tests.support.memory_client import MemoryClient
 from tests.support.objects import example
 from tests.support.store import RUNTIME_SETTINGS, enter
@@ -199,14 +199,8 @@ class Harness:
 
     async def until(self, plural: str, name: str, check: Callable[[dict[str, Any]], bool],
                     timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        obj: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            obj = await asyncio.to_thread(self.get, plural, name)
-            if check(obj.get("status", {})):
-                return obj
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{plural}/{name}: last status {obj.get('status')}")
+        return await until_status(self.api, plural, self.namespace, name, check,
+                                  timeout=timeout)
 
     def scope_key(self, name: str = SCOPE) -> str:
         return f"{self.namespace}/{name}"

@@ -6,7 +6,6 @@ state of an overloaded operator at 10,000 scopes, made deterministic)."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from fgentic_governance.memory import ScopeRecord
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, phase, until_status
 from tests.support.objects import consent_obj, example, scope_obj
+from tests.support.polling import until_async
 
 pytestmark = pytest.mark.integration
 
@@ -106,19 +106,16 @@ async def _block_scope_lane(env: dict[str, Any], locker: asyncpg.Connection,
     await asyncio.gather(*(asyncio.to_thread(
         api.patch_namespaced_custom_object, GROUP, VERSION, ns, "memoryscopes", name,
         {"metadata": {"annotations": {POKE: stamp}}}) for name in names))
-    deadline = time.monotonic() + 60
-    blocked: set[tuple[int, Any]] = set()
-    while time.monotonic() < deadline and len(blocked) < POOL_SIZE:
-        blocked = {(r["pid"], r["query_start"]) for r in await watcher.fetch(WAITING)}
-        await asyncio.sleep(0.05)
+    blocked = await until_async(lambda: _waiting(watcher), f"{POOL_SIZE} statements blocked", 60,
+                                interval=0.05, holds=lambda found: len(found) >= POOL_SIZE)
     assert len(blocked) == POOL_SIZE, [tuple(r) for r in await watcher.fetch(
         "SELECT state, wait_event_type, wait_event, left(query, 60) FROM pg_stat_activity "
         "WHERE datname = current_database()")]
     return blocked
 
 
-async def _still_waiting(watcher: asyncpg.Connection, blocked: set[tuple[int, Any]]) -> bool:
-    return blocked <= {(r["pid"], r["query_start"]) for r in await watcher.fetch(WAITING)}
+async def _waiting(watcher: asyncpg.Connection) -> set[tuple[int, Any]]:
+    return {(r["pid"], r["query_start"]) for r in await watcher.fetch(WAITING)}
 
 
 async def test_an_offboarding_is_ready_while_the_scope_lane_is_blocked(
@@ -140,7 +137,7 @@ async def test_an_offboarding_is_ready_while_the_scope_lane_is_blocked(
         done = await until_status(env["api"], "principaloffboardings", "",
                                   offboarding["metadata"]["name"],
                                   phase("ReadyForDeactivation"), timeout=60)
-        assert await _still_waiting(watcher, blocked), "the scope lane was free before Ready"
+        assert blocked <= await _waiting(watcher), "the scope lane was free before Ready"
         assert (done["status"]["scopesFound"], done["status"]["scopesErased"]) == (2, 2)
     finally:
         await locker.execute("ROLLBACK")
@@ -163,14 +160,12 @@ async def test_an_overloaded_scope_lane_waits_and_never_reports_the_store_unavai
     blocked = await _block_scope_lane(env, locker, watcher, names, keys)
     # Hold the locks until the store itself ends the blocked statements (lock_timeout), which
     # is longer than the pool's acquire timeout: the queued half has waited past it by then.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and await _still_waiting(watcher, blocked):
-        await asyncio.sleep(0.1)
+    await until_async(lambda: _waiting(watcher), "the store to end the blocked statements", 60,
+                      interval=0.1, holds=lambda waiting: not blocked <= waiting)
     await locker.execute("ROLLBACK")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (
-            processes.metric(env["port"], SCOPE_ENABLED) or 0.0) < enabled_before + LOCKED:
-        await asyncio.sleep(0.2)
+    await until_async(lambda: processes.metric(env["port"], SCOPE_ENABLED) or 0.0,
+                      f"{LOCKED} more scopes enabled", 120,
+                      holds=lambda enabled: enabled >= enabled_before + LOCKED)
     assert processes.metric(env["port"], SCOPE_FAILED_UNAVAILABLE) is None
     assert (processes.metric(env["port"], SCOPE_ENABLED) or 0.0) >= enabled_before + LOCKED
     for name in names:

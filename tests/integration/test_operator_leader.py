@@ -26,7 +26,7 @@ from fgentic_governance.kube.lease import LEASE_SECONDS
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, get_object, phase
 from tests.support.objects import example
-from tests.support.processes import until
+from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 LEASE = "operator-leader"

@@ -27,7 +27,7 @@ from fgentic_governance.memory import MemoryStore
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, get_object, phase
 from tests.support.objects import example
-from tests.support.processes import until
+from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 RECONCILES = "fgentic_scope_reconciles_total"

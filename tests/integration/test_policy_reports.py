@@ -15,8 +15,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.support import processes
-from tests.support.cluster import wait_for
 from tests.support.objects import example
+from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 CRD = Path(__file__).parents[1] / "support" / "crds" / "policyreports.yaml"
@@ -33,19 +33,8 @@ def _agent(ns: str, name: str, headers: list[str]) -> dict[str, Any]:
     return agent
 
 
-def _until(check: Any, what: str, timeout: float = 40) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except ApiException as exc:
-            last = exc.status
-        else:
-            if last:
-                return last
-        time.sleep(0.3)
-    raise AssertionError(f"{what} never happened; last: {last}")
+# The API answers 404 until the report is written; the log exists once the webhook started.
+TRANSIENT = (ApiException, OSError)
 
 
 def test_one_replica_writes_policy_reports_in_place(
@@ -81,7 +70,7 @@ def test_one_replica_writes_policy_reports_in_place(
                 "wgpolicyk8s.io", "v1alpha2", ns, "policyreports", "fgentic-governance-audit")
             return found if found.get("summary", {}).get("fail") == 1 else None
 
-        written = _until(report, "the PolicyReport")
+        written = until(report, "the PolicyReport", 40, interval=0.3, tolerate=TRANSIENT)
         assert written["summary"] == {"pass": 1, "fail": 1, "warn": 0, "error": 0, "skip": 0}
         failed = [r for r in written["results"] if r["result"] == "fail"]
         assert [(r["rule"], r["resources"][0]["name"]) for r in failed] == [
@@ -103,7 +92,7 @@ def test_one_replica_writes_policy_reports_in_place(
                 "wgpolicyk8s.io", "v1alpha2", ns, "policyreports", "fgentic-governance-audit")
             return found if found["summary"]["fail"] == 0 else None
 
-        fixed = _until(clean, "the fixed report")
+        fixed = until(clean, "the fixed report", 40, interval=0.3, tolerate=TRANSIENT)
         assert fixed["summary"]["pass"] == 2 and fixed["metadata"]["uid"] == written[
             "metadata"]["uid"]
         # One writer: a single PolicyViolation event, not one per replica.
@@ -140,18 +129,18 @@ def test_a_policyreport_crd_installed_after_start_is_noticed_and_its_removal_too
     # Far more than one interval, far less than forever: the audit interval is 1 s.
     bound = 20 * interval
     try:
-        wait_for(lambda: "no PolicyReport CRD" in log.read_text(), "the audit to find no CRD",
-                 timeout=bound, interval=0.3)
+        until(lambda: "no PolicyReport CRD" in log.read_text(), "the audit to find no CRD",
+              bound, interval=0.3, tolerate=TRANSIENT)
         control_plane.install_crds([CRD])
-        assert wait_for(report, "the PolicyReport after the CRD was installed",
-                        timeout=bound, interval=0.3)["summary"]["fail"] == 1
+        assert until(report, "the PolicyReport after the CRD was installed", bound,
+                     interval=0.3, tolerate=TRANSIENT)["summary"]["fail"] == 1
         # Removed: said once in the log, and nothing fails meanwhile.
         control_plane.kubectl("delete", "--wait", "-f", str(CRD))
-        wait_for(lambda: log.read_text().count("no PolicyReport CRD") == 2,
-                 "the audit to notice the CRD's removal", timeout=bound, interval=0.3)
+        until(lambda: log.read_text().count("no PolicyReport CRD") == 2,
+              "the audit to notice the CRD's removal", bound, interval=0.3, tolerate=TRANSIENT)
         control_plane.install_crds([CRD])
-        assert wait_for(report, "the PolicyReport after the CRD came back",
-                        timeout=bound, interval=0.3)["summary"]["fail"] == 1
+        assert until(report, "the PolicyReport after the CRD came back", bound,
+                     interval=0.3, tolerate=TRANSIENT)["summary"]["fail"] == 1
         assert webhook.poll() is None
     finally:
         processes.stop(webhook)

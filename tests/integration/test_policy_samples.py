@@ -16,7 +16,6 @@ import contextlib
 import json
 import re
 import ssl
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from fgentic_governance.admission.views import scope_view
 from fgentic_governance.api.appservice import FLAG, parse_registry
 from tests.support import processes
 from tests.support.objects import api_message, scoped_policies
+from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,15 +179,11 @@ def _probe(ns: str, headers: list[str]) -> dict[str, Any]:
 
 def _wait_enforced(stack: Stack, ns: str) -> None:
     """Both the admission policy and our webhook take a moment to be loaded."""
-    policy = webhook = ""
-    deadline = time.monotonic() + ENFORCED_SECONDS
-    while time.monotonic() < deadline:
-        policy = stack.dry_run(_probe(ns, ["Authorization"])) or "admitted"
-        webhook = stack.dry_run(_probe(ns, ["X-Fgentic-Identity"])) or "admitted"
-        if "ValidatingAdmissionPolicy" in policy and "IDENTITY_HEADER_UNBOUND at" in webhook:
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"admission not enforced: policy={policy!r} webhook={webhook!r}")
+    until(lambda: (stack.dry_run(_probe(ns, ["Authorization"])) or "admitted",
+                   stack.dry_run(_probe(ns, ["X-Fgentic-Identity"])) or "admitted"),
+          "admission enforced by the policy and the webhook", ENFORCED_SECONDS, interval=0.25,
+          holds=lambda verdicts: "ValidatingAdmissionPolicy" in verdicts[0]
+          and "IDENTITY_HEADER_UNBOUND at" in verdicts[1])
 
 
 @pytest.fixture(scope="module")
@@ -275,17 +271,14 @@ def _wait_gated(stack: Stack, scope: dict[str, Any]) -> None:
     group, version = scope["apiVersion"].split("/")
     plural, _ = stack.resources[(group, scope["kind"])]
     meta = scope["metadata"]
-    deadline = time.monotonic() + GATE_SECONDS
-    while True:
-        obj: Any = stack.api.get_namespaced_custom_object(group, version, meta["namespace"],
-                                                          plural, meta["name"])
-        if scope_view(obj).gates_hold:
-            return
-        if time.monotonic() > deadline:
-            log = stack.operator_log.read_text()[-2000:] if stack.operator_log.exists() else ""
-            raise AssertionError(f"{meta['namespace']}/{meta['name']} never gated: "
-                                 f"{obj.get('status')}\noperator log tail:\n{log}")
-        time.sleep(0.2)
+    try:
+        until(lambda: stack.api.get_namespaced_custom_object(group, version, meta["namespace"],
+                                                             plural, meta["name"]),
+              f"{meta['namespace']}/{meta['name']} gated", GATE_SECONDS,
+              holds=lambda obj: scope_view(obj).gates_hold)
+    except AssertionError as exc:
+        log = stack.operator_log.read_text()[-2000:] if stack.operator_log.exists() else ""
+        raise AssertionError(f"{exc}\noperator log tail:\n{log}") from None
 
 
 # -- the suite ----------------------------------------------------------------------------------

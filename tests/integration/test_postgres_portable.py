@@ -12,7 +12,6 @@ import itertools
 import logging
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from fgentic_devenv.postgres import LocalPostgres
 from fgentic_devenv.selftest import self_test
 from fgentic_governance.memory.readiness import StoreReadiness
 from fgentic_governance.reasons import Reason
+from tests.support.polling import until, until_async
 
 pytestmark = pytest.mark.integration
 
@@ -105,16 +105,12 @@ def _kill_a_backend(dsn: str) -> None:
 
 
 async def _when_accepting(dsn: str, seconds: float = 30.0) -> asyncpg.Connection:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return await asyncpg.connect(dsn, timeout=5)
-        # While the postmaster reinitialises it may refuse (57P03), reset the socket, or
-        # accept and then close the connection before authentication ends.
-        except (asyncpg.CannotConnectNowError, asyncpg.PostgresConnectionError, OSError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.05)
+    # While the postmaster reinitialises it may refuse (57P03), reset the socket, or accept
+    # and then close the connection before authentication ends.
+    return await until_async(lambda: asyncpg.connect(dsn, timeout=5),
+                             "the server accepting connections", seconds, interval=0.05,
+                             tolerate=(asyncpg.CannotConnectNowError,
+                                       asyncpg.PostgresConnectionError, OSError))
 
 
 async def _recovered(dsn: str) -> None:
@@ -137,20 +133,20 @@ def test_an_acknowledged_commit_survives_a_crashed_backend(server: LocalPostgres
         os.kill(await conn.fetchval("SELECT pg_backend_pid()"), signal.SIGKILL)
         conn.terminate()
 
+    async def once() -> int:
+        conn = await _when_accepting(dsn)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM acknowledged"))
+        finally:
+            await conn.close()
+
     async def count() -> int:
         # A connection made before the postmaster noticed the crash is closed by its reset:
         # connect again, within the same bound.
-        deadline = time.monotonic() + 30.0
-        while True:
-            conn = await _when_accepting(dsn)
-            try:
-                return int(await conn.fetchval("SELECT count(*) FROM acknowledged"))
-            except (asyncpg.ConnectionDoesNotExistError, asyncpg.CrashShutdownError):
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.05)
-            finally:
-                await conn.close()
+        return await until_async(once, "the acknowledged rows counted", 30.0, interval=0.05,
+                                 holds=lambda _: True,
+                                 tolerate=(asyncpg.ConnectionDoesNotExistError,
+                                           asyncpg.CrashShutdownError))
 
     asyncio.run(write())
     assert asyncio.run(count()) == 50
@@ -159,9 +155,7 @@ def test_an_acknowledged_commit_survives_a_crashed_backend(server: LocalPostgres
 def test_a_crashed_backend_is_reported_in_one_sentence(server: LocalPostgres) -> None:
     assert server.crash_report() == ""
     _kill_a_backend(server.dsn())
-    deadline = time.monotonic() + 10
-    while not server.crash_report() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(server.crash_report, "the crash report", 10, interval=0.05)
     assert server.crash_report().startswith(
         "a PostgreSQL backend was killed by signal 9 (Killed) and the server restarted")
     asyncio.run(_recovered(server.dsn()))  # a quick teardown
@@ -185,20 +179,24 @@ def test_readiness_says_restarting_while_the_server_recovers(
         pool = await asyncpg.create_pool(server.dsn(), min_size=0, max_size=2)
         ready = StoreReadiness(pool, logging.getLogger("test.readiness"))
         seen = [await ready()]
+        since: list[Reason] = []  # the probes since the last kill
+
+        async def probe() -> list[Reason]:
+            since.append(await ready())
+            seen.append(since[-1])
+            return since
+
         # A recovery quicker than one probe can fall between two polls: kill again (at most
         # three times) until a probe met it.
         for _ in range(3):
             victim = await asyncpg.connect(server.dsn(), timeout=30)
             os.kill(await victim.fetchval("SELECT pg_backend_pid()"), signal.SIGKILL)
             victim.terminate()
-            start, deadline = len(seen), time.monotonic() + 30
-            while time.monotonic() < deadline:
-                seen.append(await ready())
-                since = seen[start:]
-                # Back to OK after a refusal, or OK for 50 probes on end: the recovery passed.
-                if since[-1] is Reason.OK and (set(since) != {Reason.OK} or len(since) >= 50):
-                    break
-                await asyncio.sleep(0.02)
+            since.clear()
+            # Back to OK after a refusal, or OK for 50 probes on end: the recovery passed.
+            await until_async(probe, "the recovery passed", 30, interval=0.02,
+                              holds=lambda found: found[-1] is Reason.OK
+                              and (set(found) != {Reason.OK} or len(found) >= 50))
             if Reason.STORE_RESTARTING in seen:
                 break
         await pool.close()

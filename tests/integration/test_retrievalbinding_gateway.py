@@ -34,6 +34,7 @@ from fgentic_governance.retrieval import names as n
 from fgentic_governance.retrieval.render import names as rn
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
 from fgentic_governance.serving.tls import CertificateAuthority
+from tests.support.polling import until
 from tests.support.render import binding
 
 pytestmark = pytest.mark.integration
@@ -186,18 +187,13 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
 
 
 def _wait_ready(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         assert proc.poll() is None, "agentgateway exited"
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", "/healthz/ready")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("agentgateway not ready")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        conn.request("GET", "/healthz/ready")
+        return conn.getresponse().status == 200
+
+    until(ready, "agentgateway ready", 30, interval=0.1, tolerate=(OSError,))
 
 
 def _post(conn: http.client.HTTPConnection, path: str, body: dict[str, Any],

@@ -20,8 +20,8 @@ from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import RETRIEVAL_BINDING
 from fgentic_governance.retrieval.render import names as n
 from tests.support import install_doc, processes
-from tests.support.kagent import eventually
 from tests.support.kube import project_crds, until_status
+from tests.support.polling import until_async
 from tests.support.render import JWKS, Env
 
 pytestmark = pytest.mark.integration
@@ -100,7 +100,7 @@ async def test_a_binding_names_the_kinds_not_served_until_the_prerequisites_are_
     # Deleting it does not wait for kinds that cannot exist: the finalizer is released and
     # what was applied is removed.
     api.delete_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, "early")
-    await eventually(lambda: not api.list_namespaced_custom_object(
+    await until_async(lambda: not api.list_namespaced_custom_object(
         GROUP, VERSION, env.ns, PLURAL)["items"], what="the binding deleted", timeout=45)
     assert _served_labelled(bare, "early") == []
 

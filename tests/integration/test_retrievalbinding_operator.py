@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,9 @@ from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render import ownership
 from fgentic_governance.retrieval.render.binding import render
 from tests.support import processes
+from tests.support.announcements import REFUSED, announced_once_written
 from tests.support.objects import api_prefix, example, object_path, raw_request
+from tests.support.polling import until_async
 from tests.support.render import JWKS, Env
 
 pytestmark = pytest.mark.integration
@@ -62,18 +63,10 @@ def _condition(status: dict[str, Any], kind: str) -> str | None:
 
 
 async def _until(check: Callable[[], Any], what: str, timeout: float = 45) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await asyncio.to_thread(check)
-        except ApiException as exc:
-            last = exc.status
-        else:
-            if last:
-                return last
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"{what} never happened; last: {last}")
+    """``check`` (a blocking call) until it returns something true; API errors (a 404 before
+    the object exists) count as not yet."""
+    return await until_async(lambda: asyncio.to_thread(check), what, timeout, interval=0.25,
+                             tolerate=(ApiException,))
 
 
 async def _applied(api: client.CustomObjectsApi, env: Env, name: str) -> dict[str, Any]:
@@ -204,10 +197,8 @@ async def test_quiet_resyncs_list_versions_and_apply_nothing(
 async def _refreshes(control_plane: Any, rounds: int, timeout: float = 60.0) -> None:
     """Wait (bounded) for ``rounds`` version refreshes: one LIST of each rendered kind each."""
     want = _requests(control_plane, "LIST") + rounds * len(RENDERED_RESOURCES)
-    deadline = time.monotonic() + timeout
-    while _requests(control_plane, "LIST") < want:
-        assert time.monotonic() < deadline, f"fewer than {rounds} refreshes in {timeout:.0f} s"
-        await asyncio.sleep(0.5)
+    await until_async(lambda: _requests(control_plane, "LIST"), f"{rounds} refreshes", timeout,
+                      interval=0.5, holds=lambda lists: lists >= want)
 
 
 async def test_second_binding_for_the_same_agent_conflicts_and_applies_nothing(
@@ -376,3 +367,23 @@ def _at_rest(api: client.CustomObjectsApi, env: Env) -> dict[str, Any]:
               client.CoreV1Api(api.api_client).list_namespaced_event(env.ns).items}
     return {"bindings": bindings, "rendered": rendered, "events": events}
 
+
+
+async def test_a_ready_change_is_announced_only_once_its_status_is_written(
+    env: Env, api: client.CustomObjectsApi, tmp_path: Path
+) -> None:
+    """Issue 39: while the API server refuses the binding's status writes, its objects are
+    applied but no `NotReady` Event is posted; once the write goes through, exactly one is
+    (before: one with the refused write, another with the one that went through)."""
+    def create(name: str) -> None:  # its own missing Agent: not ready, and no conflict
+        obj = env.binding(name)
+        obj["metadata"]["labels"] = {REFUSED: "true"}
+        obj["spec"]["agent"]["name"] = name
+        api.create_namespaced_custom_object(GROUP, VERSION, env.ns, PLURAL, obj)
+
+    def not_ready(status: dict[str, Any]) -> bool:
+        return [(c["status"], c["reason"]) for c in status.get("conditions", [])
+                if c["type"] == "Ready"] == [("False", "AGENT_NOT_FOUND")]
+
+    await announced_once_written(api, tmp_path / "operator.log", PLURAL, env.ns, create,
+                                 not_ready, "NotReady")

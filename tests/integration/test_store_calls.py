@@ -11,15 +11,13 @@ but take the entry lock once per field. The function counts of PostgreSQL's own 
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import asyncpg
 import pytest
 
 from fgentic_governance.memory import MemoryStore
 from fgentic_governance.memory.delegated import Caller, DelegatedStore, Fact
 from fgentic_governance.memory.model import DEFAULT_ENVELOPE, Operation
+from tests.support.polling import until_async
 from tests.support.store import ALICE, CONTEXT, enabled
 
 pytestmark = pytest.mark.integration
@@ -33,16 +31,16 @@ CALLS = ("SELECT funcname, calls FROM pg_stat_user_functions"
 
 async def _calls(pg_dsn: str) -> dict[str, int]:
     """Function calls counted so far, once the closed backends' statistics have arrived."""
-    deadline = time.monotonic() + 10.0
-    while True:
+
+    async def counted() -> dict[str, int]:
         conn = await asyncpg.connect(pg_dsn)
         try:
-            counted = {r["funcname"]: int(r["calls"]) for r in await conn.fetch(CALLS)}
+            return {r["funcname"]: int(r["calls"]) for r in await conn.fetch(CALLS)}
         finally:
             await conn.close()
-        if len(counted) == 4 or time.monotonic() > deadline:
-            return counted
-        await asyncio.sleep(0.2)
+
+    return await until_async(counted, "the statistics of all four functions", 10.0,
+                             holds=lambda found: len(found) == 4)
 
 
 async def test_every_statement_enters_its_scope_once(

@@ -17,6 +17,7 @@ from fgentic_governance.admission.render import webhook_configuration
 from fgentic_governance.serving.tls import write_serving_bundle
 from tests.support import processes
 from tests.support.objects import api_message, example
+from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 NS = "webhook-tls"
@@ -100,7 +101,6 @@ def test_health_readiness_and_metrics(webhook: dict[str, Any],
 
 def test_certificate_is_reloaded_when_the_files_change(webhook: dict[str, Any],
                                                        k8s_client: client.ApiClient) -> None:
-    import time
 
     before = _served_certificate(webhook["port"])
     tls: Path = webhook["tls"]
@@ -110,10 +110,8 @@ def test_certificate_is_reloaded_when_the_files_change(webhook: dict[str, Any],
              for i in range(len(webhook["config"]["webhooks"]))]
     client.AdmissionregistrationV1Api(k8s_client).patch_validating_webhook_configuration(
         webhook["config"]["metadata"]["name"], patch)
-    deadline = time.monotonic() + 20
-    while _served_certificate(webhook["port"]) == before:
-        assert time.monotonic() < deadline, "the renewed certificate was never served"
-        time.sleep(0.2)
+    until(lambda: _served_certificate(webhook["port"]), "the renewed certificate served", 20,
+          holds=lambda served: served != before)
     assert _served_certificate(webhook["port"]) == (tls / "tls.crt").read_bytes()
     # And the API server (trusting only the new CA) still reaches it.
     with pytest.raises(ApiException) as info:

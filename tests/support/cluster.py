@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from fgentic_devenv.node import LocalCluster
 from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from tests.support.image import CHART, build_image, chart_image_ref
+from tests.support.polling import until
 from tests.support.store import migrated_pool
 
 RELEASE = "fg"
@@ -114,20 +114,12 @@ class Release:
         return "\n".join(text)
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 120,
+def converge(check: Callable[[], Any], what: str, timeout: float = 120,
              interval: float = 1.0) -> Any:
-    """Poll until ``check`` returns something truthy; its last exception explains a timeout."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as exc:
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}: {last!r}")
+    """Wait for the cluster to converge on ``check`` (something truthy, returned): pods roll and
+    the API or kubectl fails meanwhile, so any error counts as "not yet" (the last one is in the
+    failure), and the bound is a rollout's, not a process's."""
+    return until(check, what, timeout, interval=interval, tolerate=(Exception,))
 
 
 def ready(pod: Mapping[str, Any]) -> bool:
@@ -167,7 +159,7 @@ def run_pod(cluster: LocalCluster, pod: Mapping[str, Any], timeout: float = 90) 
                                 "jsonpath={.status.phase}").strip()
         return phase if phase in ("Succeeded", "Failed") else None
 
-    phase = wait_for(finished, f"pod {meta['name']} to finish", timeout=timeout)
+    phase = converge(finished, f"pod {meta['name']} to finish", timeout=timeout)
     log = cluster.kubectl("logs", "-n", meta["namespace"], meta["name"])
     cluster.kubectl("delete", "pod", "-n", meta["namespace"], meta["name"], "--wait=false")
     return str(phase), log

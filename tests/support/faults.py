@@ -8,11 +8,9 @@ log.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -156,16 +154,10 @@ class Cluster:
 
     async def until_offboarded(self, name: str, check: Check,
                                timeout: float = WAIT) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        status: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            with contextlib.suppress(ApiException, OSError):
-                status = await asyncio.to_thread(self.offboarding_status, name)
-                if check(status):
-                    return status
-            await asyncio.sleep(0.3)
-        raise AssertionError(f"offboarding {name} never reached the state in {timeout:.0f}s; "
-                             f"last status {status}")
+        obj = await until_status(self.api, "principaloffboardings", "", name, check,
+                                 timeout=timeout, interval=0.3, tolerate=(ApiException, OSError),
+                                 request_timeout=30)
+        return dict(obj.get("status") or {})
 
 
 async def enabled_scope(cluster: Cluster, store: MemoryStore, scope: dict[str, Any],

@@ -54,6 +54,7 @@ from fgentic_governance.retrieval.projector_config import dump_config, projector
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
 from tests.support.objects import ROOT, example
+from tests.support.polling import until
 from tests.support.projector import AGENT, AUDIENCE, ISSUER, room_context
 from tests.support.stubs import LoopbackServer
 
@@ -239,9 +240,8 @@ class Stack:
 
     def stop_projector(self) -> None:
         terminate(self.processes.pop("projector", None))
-        deadline = time.monotonic() + 10
-        while port_open(self.ports["projector"]) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: not port_open(self.ports["projector"]), "the projector's port closed", 10,
+              interval=0.05)
 
     def projector_metrics(self) -> str:
         url = f"http://127.0.0.1:{self.ports['projector']}/metrics"

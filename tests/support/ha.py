@@ -20,6 +20,7 @@ import asyncpg
 from fgentic_devenv.ha import Failover, HaPostgres, Member
 from fgentic_governance.cli.memory import store_from_file
 from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds, dsn
+from tests.support.polling import until_async
 
 T = TypeVar("T")
 DATABASE = "fgentic_ha"
@@ -77,20 +78,21 @@ async def first_success(call: Callable[[], Awaitable[T]], failover: Failover, wh
     """Call until the store answers (bounded), printing the time from the kill to that first
     success: the measure issue 40 asks for, per client. Every refusal meanwhile must be
     STORE_UNAVAILABLE-class (a closed, content-free code), never a hang past its bounds."""
-    deadline = time.monotonic() + timeout
     failures = 0
-    while True:
+
+    async def attempt() -> T:
+        nonlocal failures
         try:
-            result = await call()
+            return await call()
         except StoreRefusal:
             failures += 1
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
-            continue
-        print(f"\n[ha] {who}: first successful store call {time.monotonic() - failover.at:.1f}"
-              f" s after the kill of {failover.killed.name} ({failures} refused meanwhile)")
-        return result
+            raise
+
+    result = await until_async(attempt, f"{who}'s first successful store call", timeout,
+                               holds=lambda _: True, tolerate=(StoreRefusal,))
+    print(f"\n[ha] {who}: first successful store call {time.monotonic() - failover.at:.1f}"
+          f" s after the kill of {failover.killed.name} ({failures} refused meanwhile)")
+    return result
 
 
 def psql(cluster: HaPostgres, member: Member, query: str, dbname: str = "postgres") -> str:

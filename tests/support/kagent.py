@@ -52,6 +52,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, DummyCookieJar, w
 
 from fgentic_devenv import free_port, log_tail, terminate
 from tests.support.objects import ROOT
+from tests.support.polling import until_async
 from tests.support.stubs import LoopbackServer, Recorded
 from tests.support.vectors import DIMENSIONS, unit_vector
 
@@ -530,21 +531,20 @@ async def start_agent(workdir: Path, *, kagent_url: str, chat: ChatStub,
 
 
 async def _wait_ready(agent: RunningAgent) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
     async with ClientSession(timeout=ClientTimeout(total=2)) as http:
-        while time.monotonic() < deadline:
+
+        async def serving() -> bool:
             if agent.process.poll() is not None:
                 raise RuntimeError(f"kagent runtime exited with {agent.process.returncode}; "
                                    f"{agent.log}:\n{log_tail(agent.log)}")
-            try:
-                async with http.get(agent.base_url + "/.well-known/agent-card.json") as resp:
-                    if resp.status == 200:
-                        return
-            except (ClientError, TimeoutError):
-                pass
-            await asyncio.sleep(0.2)
-    raise RuntimeError(f"kagent runtime not ready after {STARTUP_TIMEOUT:.0f}s; "
-                       f"{agent.log}:\n{log_tail(agent.log)}")
+            async with http.get(agent.base_url + "/.well-known/agent-card.json") as resp:
+                return resp.status == 200
+
+        try:
+            await until_async(serving, "the kagent runtime's agent card", STARTUP_TIMEOUT,
+                              tolerate=(ClientError, TimeoutError))
+        except AssertionError as exc:
+            raise RuntimeError(f"{exc}; {agent.log}:\n{log_tail(agent.log)}") from None
 
 
 @dataclass
@@ -579,15 +579,6 @@ async def kagent_stack(workdir: Path, *, log_level: str = "ERROR", kagent_url: s
             await asyncio.to_thread(agent.stop)
         for stub in reversed(started):
             await stub.stop()
-
-
-async def eventually(check: Callable[[], object], *, what: str, timeout: float = 15.0) -> None:
-    """Wait (bounded) for work the runtime does after answering, e.g. the automatic save."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f}s: {what}")
-        await asyncio.sleep(0.1)
 
 
 class OtlpReceiver(LoopbackServer):

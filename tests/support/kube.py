@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.api.common import GROUP, VERSION
 from tests.support.objects import ROOT
+from tests.support.polling import until_async
 
 Check = Callable[[dict[str, Any]], bool]
 
@@ -44,17 +44,17 @@ async def until_status(api: client.CustomObjectsApi, plural: str, namespace: str
                        request_timeout: float | None = None) -> dict[str, Any]:
     """Poll the object until ``check`` holds for its status and return the object; fail after
     ``timeout`` seconds. Errors of the ``tolerate`` types count as a poll that did not hold."""
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        with contextlib.suppress(*tolerate):
-            obj = await asyncio.to_thread(get_object, api, plural, namespace, name,
-                                          request_timeout)
-            if check(obj.get("status") or {}):
-                return obj
-        await asyncio.sleep(interval)
-    raise AssertionError(f"{plural}/{name} never reached the state in {timeout:.0f}s; "
-                         f"last status {obj.get('status')}")
+    latest: dict[str, Any] = {}
+
+    async def status() -> dict[str, Any]:
+        obj = await asyncio.to_thread(get_object, api, plural, namespace, name, request_timeout)
+        latest.clear()
+        latest.update(obj)
+        return dict(obj.get("status") or {})
+
+    await until_async(status, f"{plural}/{name} to reach the state", timeout, holds=check,
+                      interval=interval, tolerate=tolerate)
+    return latest
 
 
 def phase(expected: str, reason: str | None = None) -> Check:
@@ -107,18 +107,15 @@ async def until_refused(call: Callable[[], object], *, refused: bool = True,
                         timeout: float = 30) -> None:
     """Repeat ``call`` (bounded) until the API server refuses it (422/403), or with
     ``refused=False`` accepts it: a policy just created or deleted is then in force or gone."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    async def answer() -> bool:
         try:
             await asyncio.to_thread(call)
         except ApiException as exc:
             if exc.status not in (403, 422):
                 raise
-            if refused:
-                return
-        else:
-            if not refused:
-                return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"the API server never {'refused' if refused else 'accepted'} it "
-                         f"in {timeout:.0f}s")
+            return True
+        return False
+
+    await until_async(answer, f"the API server to {'refuse' if refused else 'accept'} it",
+                      timeout, holds=lambda was_refused: was_refused == refused)

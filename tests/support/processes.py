@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from fgentic_devenv import free_port, terminate, wait_until
 from fgentic_devenv.up import port_open, spawn_cli
 
-T = TypeVar("T")
-
-__all__ = ["free_port", "metric", "metric_total", "spawn_and_wait", "spawn_cli", "stop", "until"]
+__all__ = ["free_port", "metric", "metric_total", "spawn_and_wait", "spawn_cli", "stop"]
 
 
 def spawn_and_wait(args: Sequence[str], log: Path, port: int) -> subprocess.Popen[bytes]:
@@ -25,18 +21,6 @@ def spawn_and_wait(args: Sequence[str], log: Path, port: int) -> subprocess.Pope
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
     terminate(proc)
-
-
-def until(check: Callable[[], T], what: str, timeout: float) -> T:
-    """Poll ``check`` until it returns something true and return that; fail after ``timeout``
-    seconds (a bound, never what a test asserts)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
 
 
 def _scrape(port: int) -> list[str] | None:

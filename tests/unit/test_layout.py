@@ -7,6 +7,8 @@
   library and installed third-party packages: never a test module.
 * Each helper has one home: no function or class is defined twice in tests/support, and a
   name one support module imports from another is imported from its home, not through it.
+* One way to wait: no module of tests/ (nor a benchmark that uses tests.support) writes its
+  own polling loop; every wait calls ``until``/``until_async`` of tests/support/polling.py.
 """
 
 from __future__ import annotations
@@ -156,3 +158,118 @@ def test_every_support_helper_has_one_home() -> None:
     assert not offenders, (
         "each helper is defined once in tests/support and imported from that module:\n"
         + "\n".join(offenders))
+
+
+POLLING_HOME = SUPPORT / "polling.py"
+CLOCKS = {"monotonic", "time", "perf_counter"}  # time.monotonic(), time.time(), loop.time()
+WAITERS = {"until", "until_async"}
+
+
+def _calls(node: ast.AST) -> set[str]:
+    """The names called anywhere inside ``node`` (``a.b.c()`` counts as ``c``)."""
+    names = set()
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            func = call.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name != "sleep" or not _yields_only(call):
+                names.add(name)
+    return names
+
+
+def _yields_only(sleep: ast.Call) -> bool:
+    """``asyncio.sleep(0)``: a yield to the loop, no wait."""
+    return (len(sleep.args) == 1 and isinstance(sleep.args[0], ast.Constant)
+            and sleep.args[0].value == 0)
+
+
+def _leaves_early(loop: ast.For | ast.AsyncFor) -> bool:
+    return any(isinstance(node, ast.Break | ast.Return) for node in ast.walk(loop))
+
+
+def hand_written_waits(source: str) -> list[int]:
+    """Lines of the polling loops in ``source``: a ``while`` whose test or body reads a clock
+    and sleeps (a deadline loop), or a ``for`` over ``range`` that sleeps and leaves early (a
+    count-bounded poll). A loop that calls the one helper only repeats a bounded wait."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.While | ast.For | ast.AsyncFor) and _polls(node)]
+
+
+def _polls(loop: ast.While | ast.For | ast.AsyncFor) -> bool:
+    called = _calls(loop)
+    if "sleep" not in called or called & WAITERS:
+        return False
+    if isinstance(loop, ast.While):
+        return bool(called & CLOCKS)
+    counted = isinstance(loop.iter, ast.Call) and getattr(loop.iter.func, "id", "") == "range"
+    return counted and _leaves_early(loop)
+
+
+def _waiting_modules() -> list[Path]:
+    """Every module of tests/, and the benchmarks that use tests.support."""
+    benchmarks = [path for path in _sources(REPO / "benchmarks")
+                  if any(_is_support(module) for _, module, _ in _imports(path))]
+    return [*_sources(TESTS), *benchmarks]
+
+
+def test_every_wait_goes_through_the_one_polling_helper() -> None:
+    assert POLLING_HOME.is_file(), "tests/support/polling.py is the home of every wait"
+    offenders = [_where(path, line) for path in _waiting_modules()
+                 if path != POLLING_HOME
+                 for line in hand_written_waits(path.read_text())]
+    assert not offenders, (
+        "a hand-written polling loop (a deadline or a count with a sleep): wait with "
+        "tests.support.polling.until or until_async instead, which bounds the wait and says "
+        "what it waited for and what it last saw:\n" + "\n".join(offenders))
+
+
+SAMPLE = """\
+import asyncio, time
+
+def deadline_loop(check):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+
+async def silent_fall_through(check):
+    deadline = asyncio.get_running_loop().time() + 10
+    while not check() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+
+async def count_bounded(check):
+    for _ in range(50):
+        if check():
+            break
+        await asyncio.sleep(0.2)
+
+async def yields(n):
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+def samples(check):
+    for _ in range(5):
+        assert check()
+        time.sleep(0.5)
+
+async def retries(attempt):
+    for _ in range(3):
+        await asyncio.sleep(1.0)
+        try:
+            return await until_async(attempt, "an attempt", 10)
+        except AssertionError:
+            continue
+
+def timed(work):
+    started = time.monotonic()
+    while work():
+        pass
+    return time.monotonic() - started
+"""
+
+
+def test_the_wait_rule_finds_deadline_and_count_loops_only() -> None:
+    """The rule itself: the three polls of the sample are found (by line); yields, a sampling
+    loop, a loop around the helper and a timed loop without a sleep are not."""
+    assert hand_written_waits(SAMPLE) == [5, 12, 16]
