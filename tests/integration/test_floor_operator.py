@@ -18,6 +18,7 @@ from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from fgentic_governance.reasons import Reason
 from tests.support import processes
+from tests.support.announcements import REFUSED, announced_once_written
 from tests.support.kube import GROUP, VERSION, until_status
 from tests.support.objects import consent_obj, scope_obj
 from tests.support.polling import until_async
@@ -43,7 +44,7 @@ async def operator(control_plane: Any, postgres: LocalPostgres,
                                 "--local-homeserver", "fgentic.local", "--store-dsn-file",
                                 str(work / "dsn")], work / "op.log")
     try:
-        yield {"store": MemoryStore(pool), "proc": proc}
+        yield {"store": MemoryStore(pool), "proc": proc, "log": work / "op.log"}
     finally:
         processes.stop(proc)
         await pool.close()
@@ -69,10 +70,11 @@ def store(operator: dict[str, Any]) -> MemoryStore:
     return operator["store"]  # type: ignore[no-any-return]
 
 
-def _floor(env: dict[str, Any], level: str, posture: str, **target: str) -> str:
-    name = f"floor-{uuid.uuid4().hex[:8]}"
+def _floor(env: dict[str, Any], level: str, posture: str, *, name: str = "",
+           labels: dict[str, str] | None = None, **target: str) -> str:
+    name = name or f"floor-{uuid.uuid4().hex[:8]}"
     obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "MemoryPostureFloor",
-           "metadata": {"name": name},
+           "metadata": {"name": name, "labels": labels or {}},
            "spec": {"target": {"level": level, **target}, "posture": posture}}
     env["api"].create_cluster_custom_object(GROUP, VERSION, PLURAL, obj)
     env["floors"].append(name)
@@ -207,3 +209,17 @@ async def test_a_purge_erases_and_verifies_every_scope_under_the_floor_once_per_
     assert [r["deleted"] for r in status["purge"]["receipts"]] == [0, 0]
     assert {r["receiptId"] for r in status["purge"]["receipts"]}.isdisjoint(
         r["receiptId"] for r in receipts.values())
+
+
+async def test_an_enforced_floor_is_announced_only_once_its_status_is_written(
+    env: dict[str, Any], operator: dict[str, Any]
+) -> None:
+    """Issue 39: while the API server refuses the floor's status writes, the floor reaches
+    the store but no `Enforced` Event is posted; once the write goes through, exactly one is
+    (before: one with the refused write, another with the one that went through)."""
+    def create(name: str) -> None:
+        _floor(env, "Namespace", "enabled", name=name, labels={REFUSED: "true"},
+               namespace=env["ns"])
+
+    await announced_once_written(env["api"], operator["log"], PLURAL, "", create,
+                                 lambda s: s.get("phase") == "Enforced", "Enforced")

@@ -16,9 +16,10 @@ from kubernetes import client
 
 from fgentic_governance.api.common import OriginKind, Principal
 from fgentic_governance.api.memory import MemoryScopeSpec
-from fgentic_governance.cli.offboard import object_name
+from fgentic_governance.cli.offboard import manifest, object_name
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord
 from tests.support import processes
+from tests.support.announcements import REFUSED, announced_once_written
 from tests.support.kube import GROUP, VERSION, phase, replay, until_status
 from tests.support.objects import consent_obj, scope_obj
 
@@ -208,3 +209,30 @@ async def test_restart_mid_offboarding_resumes(env: dict[str, Any], store: Memor
 def test_offboard_cli_refuses_a_localpart(env: dict[str, Any]) -> None:
     result = _offboard(env, "alice", 0)
     assert result.returncode == 2 and "INVALID_SPEC" in result.stderr
+
+
+async def test_a_failure_is_announced_only_once_its_status_is_written(
+    env: dict[str, Any],
+) -> None:
+    """Issue 39: without a store an offboarding fails (STORE_UNAVAILABLE, retried); while the
+    API server refuses its status writes no `Failed` Event is posted, and once the write goes
+    through exactly one is (before: one with the refused write, another with the one that
+    went through)."""
+    processes.stop(env["proc"])
+    store = env["args"].index("--store-dsn-file")
+    env["proc"] = processes.spawn_cli(env["args"][:store] + env["args"][store + 2:], env["log"])
+    created: list[str] = []
+
+    def create(name: str) -> None:
+        principal = Principal(mxid=f"@{name}:fgentic.local", origin_kind=OriginKind.NATIVE_LOCAL)
+        obj = manifest(principal)
+        obj["metadata"] = {"name": name, "labels": {REFUSED: "true"}}
+        env["api"].create_cluster_custom_object(GROUP, VERSION, "principaloffboardings", obj)
+        created.append(name)
+
+    try:
+        await announced_once_written(env["api"], env["log"], "principaloffboardings", "",
+                                     create, phase("Failed", "STORE_UNAVAILABLE"), "Failed")
+    finally:
+        for name in created:
+            env["cp"].kubectl("delete", "principaloffboarding", name, "--ignore-not-found")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import kopf
 import pydantic
 
-from fgentic_governance.api.common import Model
+from fgentic_governance.api.common import GROUP, VERSION, Model
 from fgentic_governance.controller.messages import message
 from fgentic_governance.reasons import Reason
 
@@ -94,3 +96,80 @@ def update_status(patch: Any, current: Mapping[str, Any], fields: Mapping[str, A
         return False
     patch.status.update(fields)
     return True
+
+
+PENDING = "fgentic.pending-transition"
+"""The key of an object's unannounced transition in its Kopf ``memo`` (one per object)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """The Event of a status transition and how the status shows that it was written: each
+    of ``fields`` (top-level status fields) has its value, and ``condition`` (type, status,
+    reason), if given, is the status's condition of that type."""
+
+    reason: str
+    message: str
+    warning: bool = False
+    fields: tuple[tuple[str, Any], ...] = ()
+    condition: tuple[str, str, str] | None = None
+
+    def shown(self, status: Mapping[str, Any]) -> bool:
+        if any(status.get(key) != value for key, value in self.fields):
+            return False
+        if self.condition is None:
+            return True
+        kind, state, reason = self.condition
+        found = [c for c in status.get("conditions") or [] if c.get("type") == kind]
+        return [(c.get("status"), c.get("reason")) for c in found] == [(state, reason)]
+
+
+def announce(memo: MutableMapping[str, Any], status: Mapping[str, Any],
+             transition: Transition) -> None:
+    """Note a transition for the handler's status patch; its Event is posted once the watch
+    shows that status written (``announce_written``), not here: Kopf applies the patch after
+    the handler, and a write refused, failed or lost must post nothing (issue 39).
+
+    Bounded: one per object in its Kopf memo (which Kopf drops with the deleted object). A
+    later one supersedes it; a status that already shows the transition is no transition,
+    and clears whatever was pending (that state superseded it)."""
+    if transition.shown(status):
+        memo.pop(PENDING, None)
+    else:
+        memo[PENDING] = transition
+
+
+def due(memo: MutableMapping[str, Any], event: Mapping[str, Any],
+        status: Mapping[str, Any]) -> Transition | None:
+    """The pending transition to announce now that the watch shows ``status``, taken out of
+    the memo; None while its write is not seen yet. A deletion drops it unannounced."""
+    pending = memo.get(PENDING)
+    if not isinstance(pending, Transition):
+        return None
+    if event.get("type") == "DELETED":
+        del memo[PENDING]
+        return None
+    if not pending.shown(status):
+        return None  # Not written yet (a later run may still replace it).
+    del memo[PENDING]
+    return pending
+
+
+def pending(memo: Mapping[str, Any], **_: Any) -> bool:
+    """Kopf's ``when=`` filter: only objects with an unannounced transition are looked at."""
+    return PENDING in memo
+
+
+def announce_written(*, event: kopf.RawEvent, body: kopf.Body, status: kopf.Status,
+                     memo: kopf.Memo, **_: Any) -> None:
+    """The watch side: post a transition's Event once its status is seen applied."""
+    transition = due(memo, event, status)
+    if transition is not None:
+        kopf.event(body, type="Warning" if transition.warning else "Normal",
+                   reason=transition.reason, message=transition.message)
+
+
+def announced(plural: str, when: Callable[..., bool] | None = None) -> None:
+    """Register ``announce_written`` for a kind of our group (``when``: an extra filter)."""
+    kopf.on.event(GROUP, VERSION, plural, id="announce-written",
+                  when=pending if when is None else kopf.all_([pending, when]))(announce_written)

@@ -16,6 +16,9 @@ from fgentic_governance.api.memory import ErasureResult
 from fgentic_governance.api.registry import MEMORY_POSTURE_FLOOR, MEMORY_SCOPE
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
+    Transition,
+    announce,
+    announced,
     backoff,
     condition,
     merge_conditions,
@@ -46,16 +49,17 @@ def scopes_by_agent(
 @gated
 async def reconcile_floor(
     *, body: kopf.Body, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    patch: kopf.Patch, scopes_by_agent: kopf.Index[Any, Any], retry: int = 0, **_: Any,
+    patch: kopf.Patch, memo: kopf.Memo, scopes_by_agent: kopf.Index[Any, Any], retry: int = 0,
+    **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
     request = parse(MemoryPostureFloorSpec, spec)
     if request is None:
-        _fail(patch, Reason.INVALID_SPEC, body=body, status=status, generation=generation)
+        _fail(patch, Reason.INVALID_SPEC, memo=memo, status=status, generation=generation)
         return
     store = context().store
     if store is None:
-        _fail(patch, Reason.STORE_UNAVAILABLE, body=body, status=status, generation=generation)
+        _fail(patch, Reason.STORE_UNAVAILABLE, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=backoff(retry))
     floor = Floor.from_spec(name, request)
     wanted = request.purge.request_id if request.purge else None
@@ -66,7 +70,7 @@ async def reconcile_floor(
             if wanted is not None and not _purged(status, wanted):
                 receipts = await _purge(store, floor, scopes_by_agent)
     except StoreRefusal as refusal:
-        _fail(patch, refusal.reason, body=body, status=status, generation=generation)
+        _fail(patch, refusal.reason, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
     previous = status.get("conditions")
     updates = [condition("Enforced", True, Reason.OK, generation, previous)]
@@ -75,7 +79,7 @@ async def reconcile_floor(
         updates.append(condition("Purged", failed is None, failed or Reason.OK, generation,
                                  previous))
         if failed is not None:
-            _fail(patch, failed, body=body, status=status, generation=generation,
+            _fail(patch, failed, memo=memo, status=status, generation=generation,
                   extra=updates)
             raise kopf.TemporaryError(failed.value, delay=backoff(retry))
     patch.status["phase"] = FloorPhase.ENFORCED.value
@@ -84,9 +88,14 @@ async def reconcile_floor(
     patch.status["conditions"] = merge_conditions(
         previous, *updates, ready(True, Reason.OK, generation, previous))
     FLOOR_RECONCILES.labels(phase=FloorPhase.ENFORCED.value, reason=Reason.OK.value).inc()
-    if status.get("phase") != FloorPhase.ENFORCED.value or not _same_generation(status, meta):
-        kopf.event(body, type="Normal", reason=FloorPhase.ENFORCED.value,
-                   message=f"posture {request.posture.value} reason {Reason.OK.value}")
+    # One event per newly enforced generation, once that status is written.
+    announce(memo, status, Transition(
+        FloorPhase.ENFORCED.value, f"posture {request.posture.value} reason {Reason.OK.value}",
+        fields=(("phase", FloorPhase.ENFORCED.value), ("reasonCode", Reason.OK.value),
+                ("observedGeneration", generation))))
+
+
+announced(MEMORY_POSTURE_FLOOR.plural)
 
 
 @kopf.on.delete(GROUP, VERSION, MEMORY_POSTURE_FLOOR.plural)
@@ -110,10 +119,6 @@ def _purged(status: kopf.Status, request_id: str) -> bool:
     done = status.get("purge") or {}
     return bool(done.get("requestId") == request_id
                 and done.get("result") == ErasureResult.VERIFIED.value)
-
-
-def _same_generation(status: kopf.Status, meta: kopf.Meta) -> bool:
-    return bool(status.get("observedGeneration") == meta.get("generation"))
 
 
 async def _purge(store: MemoryStore, floor: Floor,
@@ -149,12 +154,12 @@ def _record_purge(patch: kopf.Patch, body: kopf.Body, request_id: str,
     return failed[0].reason
 
 
-def _fail(patch: kopf.Patch, reason: Reason, *, body: kopf.Body, status: kopf.Status,
+def _fail(patch: kopf.Patch, reason: Reason, *, memo: kopf.Memo, status: kopf.Status,
           generation: int, extra: list[dict[str, Any]] | None = None) -> None:
-    """Failed, with one Warning event per change of reason."""
-    if status.get("phase") != FloorPhase.FAILED.value or status.get("reasonCode") != reason.value:
-        kopf.event(body, type="Warning", reason=FloorPhase.FAILED.value,
-                   message=f"reason {reason.value}")
+    """Failed, with one Warning event per change of reason, once that status is written."""
+    announce(memo, status, Transition(
+        FloorPhase.FAILED.value, f"reason {reason.value}", warning=True,
+        fields=(("phase", FloorPhase.FAILED.value), ("reasonCode", reason.value))))
     previous = status.get("conditions")
     patch.status["phase"] = FloorPhase.FAILED.value
     patch.status["reasonCode"] = reason.value

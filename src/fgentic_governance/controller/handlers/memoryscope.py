@@ -19,6 +19,9 @@ from fgentic_governance.controller import api as kube
 from fgentic_governance.controller import lanes
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
+    Transition,
+    announce,
+    announced,
     backoff,
     condition,
     handled,
@@ -77,7 +80,7 @@ _READ: dict[str, frozenset[tuple[str, str, str]]] = {}
 async def _reconcile(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
     body: kopf.Body, patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
-    offboarding_principals: kopf.Index[Any, Any], retry: int = 0, **_: Any,
+    offboarding_principals: kopf.Index[Any, Any], memo: kopf.Memo, retry: int = 0, **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
     previous = status.get("conditions")
@@ -89,7 +92,7 @@ async def _reconcile(
     if scope is None:
         _commit(patch, status, _status(generation, previous, ScopePhase.DISABLED,
                                        verdict.reason))
-        _announce(body, status, ScopePhase.DISABLED, verdict.reason)
+        _announce(memo, status, ScopePhase.DISABLED, verdict.reason)
         return
     route = None if ctx.model_routes is None else await ctx.model_routes.reason(
         scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
@@ -100,7 +103,7 @@ async def _reconcile(
         problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
         _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, problem,
                                        model_route=route))
-        _announce(body, status, ScopePhase.FAILED, problem)
+        _announce(memo, status, ScopePhase.FAILED, problem)
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
@@ -110,10 +113,10 @@ async def _reconcile(
     except StoreRefusal as refusal:
         _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason,
                                        model_route=route))
-        _announce(body, status, ScopePhase.FAILED, refusal.reason)
+        _announce(memo, status, ScopePhase.FAILED, refusal.reason)
         raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
     _commit(patch, status, _outcome_status(generation, previous, outcome, route, standing))
-    _announce(body, status, outcome.phase, outcome.reason)
+    _announce(memo, status, outcome.phase, outcome.reason)
     if outcome.erasure is not None and outcome.last_erasure is not None:
         receipt = outcome.erasure
         kopf.event(body, type="Normal" if receipt.verified else "Warning",
@@ -166,35 +169,15 @@ def _int_or_none(value: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-_UNANNOUNCED: dict[str, tuple[str, str]] = {}
-"""uid → (phase, reason) of a transition whose status write is not seen on the watch yet."""
+def _announce(memo: kopf.Memo, status: kopf.Status, phase: ScopePhase, reason: Reason) -> None:
+    """One Kubernetes event per phase change, once its status is written
+    (``common.announce``); the message is the reason code only."""
+    announce(memo, status, Transition(
+        phase.value, f"reason {reason.value}", warning=phase is ScopePhase.FAILED,
+        fields=(("phase", phase.value), ("reasonCode", reason.value))))
 
 
-def _announce(body: kopf.Body, status: kopf.Status, phase: ScopePhase, reason: Reason) -> None:
-    """One Kubernetes event per phase change; the message is the reason code only. Posted once
-    the status write is seen applied (``announce_written``), not here: Kopf applies the patch
-    after the handler, and a write refused, failed or lost posts nothing."""
-    if status.get("phase") == phase.value and status.get("reasonCode") == reason.value:
-        return
-    _UNANNOUNCED[str(body.metadata.uid)] = (phase.value, reason.value)
-
-
-@kopf.on.event(GROUP, VERSION, MEMORY_SCOPE.plural, id="announce-written",
-               when=lambda body, **_: str(body.metadata.uid) in _UNANNOUNCED)
-def announce_written(*, event: kopf.RawEvent, body: kopf.Body, status: kopf.Status,
-                     **_: Any) -> None:
-    """The Event of a transition, once the watch shows its status written (the API server
-    applied it); a deleted scope's pending one is dropped."""
-    uid = str(body.metadata.uid)
-    if event.get("type") == "DELETED":
-        _UNANNOUNCED.pop(uid, None)
-        return
-    phase, reason = _UNANNOUNCED.get(uid, ("", ""))
-    if (status.get("phase"), status.get("reasonCode")) != (phase, reason):
-        return  # not written yet (or a later transition replaced it)
-    del _UNANNOUNCED[uid]
-    kopf.event(body, type="Warning" if phase == ScopePhase.FAILED.value else "Normal",
-               reason=phase, message=f"reason {reason}")
+announced(MEMORY_SCOPE.plural)
 
 
 def _status(

@@ -14,6 +14,9 @@ from fgentic_governance.controller import api as kube
 from fgentic_governance.controller import lanes
 from fgentic_governance.controller.context import context, owns_cluster_kinds, scope_lock
 from fgentic_governance.controller.handlers.common import (
+    Transition,
+    announce,
+    announced,
     condition,
     merge_conditions,
     parse,
@@ -49,15 +52,14 @@ def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], b
 @kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds)
 @gated
 async def reconcile_offboarding(
-    *, body: kopf.Body, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    name: str, patch: kopf.Patch, scopes_by_subject: kopf.Index[Any, Any], retry: int = 0,
-    **_: Any,
+    *, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, name: str, patch: kopf.Patch,
+    memo: kopf.Memo, scopes_by_subject: kopf.Index[Any, Any], retry: int = 0, **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
     previous = status.get("conditions")
     request = parse(OffboardingSpec, spec)
     if request is None:
-        _fail(patch, Reason.INVALID_SPEC, body=body, status=status, generation=generation)
+        _fail(patch, Reason.INVALID_SPEC, memo=memo, status=status, generation=generation)
         return
     principal = request.principal
     from_crs = list(scopes_by_subject.get((principal.mxid, principal.origin_kind.value), []))
@@ -70,7 +72,7 @@ async def reconcile_offboarding(
         return
     store = context().erasure_store  # The erasure lane: never behind scope reconciles.
     if store is None:
-        _fail(patch, Reason.STORE_UNAVAILABLE, body=body, status=status, generation=generation)
+        _fail(patch, Reason.STORE_UNAVAILABLE, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=RETRY_DELAY)
     try:
         async with scope_lock(f"offboarding:{principal.mxid}"):
@@ -78,17 +80,17 @@ async def reconcile_offboarding(
                 store, principal, from_crs, name=name, generation=generation,
                 previous=previous))
     except StoreRefusal as refusal:
-        _fail(patch, refusal.reason, body=body, status=status, generation=generation)
+        _fail(patch, refusal.reason, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
     failed = [o for o in outcomes if not o.verified]
     if failed:
         patch.status.update(_counts(outcomes))
-        _fail(patch, failed[0].reason, body=body, status=status, generation=generation)
+        _fail(patch, failed[0].reason, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(failed[0].reason.value, delay=RETRY_DELAY)
     if not written:
         return  # Deleted meanwhile: nothing to announce; its deletion pokes the scopes.
-    kopf.event(body, type="Normal", reason=OffboardingPhase.READY.value,
-               message=f"scopes erased {len(outcomes)} reason {Reason.OK.value}")
+    _announce(memo, status, OffboardingPhase.READY, Reason.OK,
+              f"scopes erased {len(outcomes)} reason {Reason.OK.value}")
     await poke_scopes(from_crs)  # A failure retries this handler, which pokes again (above).
 
 
@@ -145,14 +147,24 @@ async def poke_scopes(keys: list[str]) -> None:
         await asyncio.gather(*(poke(key) for key in keys[start:start + lanes.ERASURE_THREADS]))
 
 
-def _fail(patch: kopf.Patch, reason: Reason, *, body: kopf.Body, status: kopf.Status,
+def _announce(memo: kopf.Memo, status: kopf.Status, phase: OffboardingPhase, reason: Reason,
+              message: str) -> None:
+    """One event per change of phase or reason, once the watch shows that status written
+    (``common.announce``): Failed goes through Kopf's patch after the handler, Ready was
+    written on the erasure lane just before."""
+    announce(memo, status, Transition(
+        phase.value, message, warning=phase is OffboardingPhase.FAILED,
+        fields=(("phase", phase.value), ("reasonCode", reason.value))))
+
+
+announced(PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds)
+
+
+def _fail(patch: kopf.Patch, reason: Reason, *, memo: kopf.Memo, status: kopf.Status,
           generation: int) -> None:
     """Failed, with one Warning event per change of reason (a retry that fails the same way
     posts nothing new)."""
-    if status.get("phase") != OffboardingPhase.FAILED.value \
-            or status.get("reasonCode") != reason.value:
-        kopf.event(body, type="Warning", reason=OffboardingPhase.FAILED.value,
-                   message=f"reason {reason.value}")
+    _announce(memo, status, OffboardingPhase.FAILED, reason, f"reason {reason.value}")
     previous = status.get("conditions")
     patch.status["phase"] = OffboardingPhase.FAILED.value
     patch.status["reasonCode"] = reason.value

@@ -20,6 +20,9 @@ from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.controller import api as kube
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
+    Transition,
+    announce,
+    announced,
     condition,
     handled,
     merge_conditions,
@@ -84,11 +87,11 @@ async def resync_binding(*, status: kopf.Status, meta: kopf.Meta, **kwargs: Any)
 
 async def _reconcile(
     *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    patch: kopf.Patch, body: kopf.Body, bindings_by_agent: kopf.Index[Any, Any],
+    patch: kopf.Patch, memo: kopf.Memo, bindings_by_agent: kopf.Index[Any, Any],
     resync: bool = False, **_: Any,
 ) -> None:
     binding = BindingId(namespace, name)
-    report = _Report(patch, status, int(meta.get("generation", 0)), body)
+    report = _Report(patch, status, int(meta.get("generation", 0)), memo)
     parsed = parse(RetrievalBindingSpec, spec)
     if parsed is None:
         report.done(valid=False, rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
@@ -136,6 +139,9 @@ async def _reconcile(
         report.done(rendered=Reason.OK, applied=Reason.OK, result=rendered)
 
 
+announced(PLURAL)
+
+
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 @gated
 async def remove_rendered(*, namespace: str, name: str, **_: Any) -> None:
@@ -176,13 +182,14 @@ def _applied(status: kopf.Status, digest: str) -> bool:
 class _Report:
     """Writes status: conditions Valid, Rendered, Applied, Conflict, Ready and the rendered
     summary, only when something changed (a resync that finds everything as recorded writes
-    nothing); one event when Ready changes, reported as the product."""
+    nothing); one event when Ready changes, once that status is written (``announce``),
+    reported as the product."""
 
     def __init__(self, patch: kopf.Patch, current: kopf.Status, generation: int,
-                 body: kopf.Body) -> None:
+                 memo: kopf.Memo) -> None:
         self.patch, self.current, self.generation = patch, current, generation
         self.previous = current.get("conditions")
-        self.body = body
+        self.memo = memo
         self.agent = Reason.OK
 
     def done(self, *, rendered: Reason, applied: Reason, valid: bool = True,
@@ -218,10 +225,7 @@ class _Report:
         made = condition("Ready", not problems, reason, self.generation, self.previous,
                          text=text if reason is applied and problems else None)
         BINDING_RECONCILES.labels(ready=str(not problems).lower(), reason=reason.value).inc()
-        was = next((c for c in self.previous or [] if c.get("type") == "Ready"), None)
-        if was is None or (was.get("status"), was.get("reason")) != (made["status"],
-                                                                     made["reason"]):
-            kopf.event(self.body, type="Normal" if not problems else "Warning",
-                       reason="Ready" if not problems else "NotReady",
-                       message=f"reason {reason.value}")
+        announce(self.memo, self.current, Transition(
+            "NotReady" if problems else "Ready", f"reason {reason.value}",
+            warning=bool(problems), condition=("Ready", made["status"], made["reason"])))
         return made
