@@ -388,7 +388,8 @@ def shape(obj: dict[str, Any]) -> Shape:
 def what_changed(before: Shape, after: Shape) -> str:
     """The cause of one write as the watch shows it, by name only (content-free): ``spec``,
     ``finalizers``, each annotation key set or changed (``-key``: removed), ``status`` and
-    ``status.kopf`` (Kopf's progress storage); "+"-joined when one version changed several."""
+    ``status.kopf`` (Kopf's progress storage); "+"-joined when one version changed several (one
+    write, or several the watch missed while it reconnected)."""
     parts = ["spec"] if before[0] != after[0] else []
     parts += ["finalizers"] if before[1] != after[1] else []
     parts += [k if k in after[2] else f"-{k}" for k in sorted(before[2].keys() | after[2].keys())
@@ -409,6 +410,7 @@ class FirstSeen(StreamWatch):
         self._seen: dict[str, float] = {}
         self._events: dict[str, int] = {}  # watch events per object: its writes, roughly
         self._shapes: dict[str, Shape] = {}
+        self._versions: dict[str, str] = {}
         self._causes: dict[str, int] = {}
 
     def causes(self) -> dict[str, int]:
@@ -417,6 +419,10 @@ class FirstSeen(StreamWatch):
             return dict(self._causes)
 
     def _note(self, key: str, obj: dict[str, Any]) -> None:
+        version = str(obj["metadata"].get("resourceVersion"))
+        if self._versions.get(key) == version:
+            return  # the same version again (the watch re-listed after a reconnect): no write
+        self._versions[key] = version
         before, after = self._shapes.get(key), shape(obj)
         self._shapes[key] = after
         if before is not None and not key.startswith(f"{RAW_NS}/"):

@@ -63,6 +63,11 @@ def test_bench_scale_prints_every_row_of_the_issue_table_from_one_small_run() ->
     # every scope of each offboarded person found and erased, every entry gone: at rest and
     # during the creation burst
     assert cells[ISSUE_39_ROWS[5]].count("found 3, erased 3, failed 0; rows 6 -> 0") == 2
+    # each write of a scope or a consent by what it changed (finalizer, status: names only)
+    causes = re.findall(r"^  (MemoryScopes|ConsentRecords): writes per object by what they "
+                        r"changed [^:]*: (.*)$", head, re.M)
+    assert [kind for kind, _ in causes] == ["MemoryScopes", "ConsentRecords"], head[-3000:]
+    assert "finalizers " in causes[0][1] and "status " in causes[1][1], causes
     assert "during the creation burst" in cells[ISSUE_39_ROWS[5]]
     writes = cells[ISSUE_39_ROWS[6]]
     assert writes.startswith("while 2 RetrievalBindings converged (")
