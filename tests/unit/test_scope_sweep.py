@@ -3,6 +3,8 @@ store-wide condition that differs from the recorded status has the scope poked."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +18,7 @@ from fgentic_governance.controller.handlers import sweep
 from fgentic_governance.controller.handlers.sweep import ScopeView, World, stale, view_of
 from fgentic_governance.memory import ScopeState, StoreRefusal
 from fgentic_governance.reasons import Reason
+from tests.support.polling import until_async
 
 EXPIRY = datetime(2026, 12, 13, 8, 30, tzinfo=UTC)
 
@@ -143,3 +146,30 @@ async def test_a_store_that_went_down_has_every_ready_scope_poked_once(
         {"type": "StoreReady", "status": "False", "reason": "STORE_UNAVAILABLE"}])
     views = {"ns/s": [_view()], "ns/t": [down]}
     assert await _round(monkeypatch, None, views) == ["ns/s"]
+
+
+async def test_a_woken_sweep_runs_its_round_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store connecting (or its fitness changing) wakes the sweep: a scope failed for want
+    of the store is poked then, not an interval later (a test with an hour's interval had such
+    a scope stay Failed)."""
+    monkeypatch.setenv("FGENTIC_SCOPE_RESYNC_SECONDS", "3600")
+    rounds: list[int] = []
+
+    async def sweep_once(_views: Any) -> int:
+        rounds.append(1)
+        return 0
+
+    monkeypatch.setattr(sweep, "sweep_once", sweep_once)
+    task = asyncio.create_task(sweep.run({}))  # type: ignore[arg-type]
+    try:
+        await until_async(lambda: sweep._WAKE is not None, "the sweep running")
+        assert rounds == []
+        sweep.wake()
+        await until_async(lambda: len(rounds), "a round once woken", 10)
+        sweep.wake()
+        await until_async(lambda: len(rounds) == 2, "a second round once woken again", 10)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        monkeypatch.setattr(sweep, "_WAKE", None)

@@ -27,6 +27,7 @@ from fgentic_governance.reasons import Reason
 
 log = logging.getLogger("fgentic_governance")
 STORE_RETRY = 10.0
+FIRST_OPEN_SECONDS = 30.0  # connect + migrate before Kopf watches; the store loop retries after
 # Expired rows are unreadable at once; physical deletion follows within 24 h (ADR 0023 §27):
 # a cleanup every tuning.STORE_CLEANUP (an hour), a failed one retried every store check
 # (tuning.STORE_SETTINGS: a DBA may loosen the pinned settings at any time).
@@ -159,17 +160,23 @@ async def _store_loop(dsn_file: Path, cleanup_every: float) -> None:
     Until the store is ready every MemoryScope stays Failed (STORE_UNAVAILABLE); the scope
     sweep's next round pokes them once it is (`handlers.sweep`).
     """
+    from fgentic_governance.controller.handlers import sweep
+
     while context().store is None:
         try:
             await open_store(dsn_file)
         except Exception as exc:
             log.warning("content store unavailable (%s); retrying", type(exc).__name__)
             await asyncio.sleep(STORE_RETRY)
+    sweep.wake()  # Scopes failed for want of the store: poked now, not at the interval's end.
     loop = asyncio.get_running_loop()
     due = loop.time()
     while True:
+        problem = context().store_problem
         with contextlib.suppress(Exception):  # Retried next round; counted in metrics.
             await check_settings()
+        if context().store_problem != problem:
+            sweep.wake()
         if loop.time() >= due and await cleanup():
             due = loop.time() + cleanup_every
         await asyncio.sleep(min(tuning.STORE_SETTINGS.read(), cleanup_every))
@@ -212,6 +219,11 @@ def run_operator(args: argparse.Namespace) -> int:
         settings.persistence.diffbase_storage = diffbase.DIFFBASE
         lanes.open_lanes()
         if args.store_dsn_file:
+            # Kopf watches only once the start-up handlers are done: a store that answers now
+            # is there before the first reconcile, which would otherwise find none and report
+            # the scope Failed until the sweep's next round. A store that does not: retried.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(open_store(args.store_dsn_file), FIRST_OPEN_SECONDS)
             tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file, cleanup_every)))
         # One sweep for every scope (a live index: it fills as Kopf lists the scopes).
         tasks.append(asyncio.create_task(sweep.run(indices["scope_views"])))

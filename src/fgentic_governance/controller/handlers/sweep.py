@@ -20,6 +20,7 @@ What the timer covered without saying so is covered here or by an explicit handl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
@@ -218,11 +219,28 @@ async def _poke(keys: list[str]) -> int:
     return len(keys)
 
 
+_WAKE: asyncio.Event | None = None
+"""Set to run the next round now; made by :func:`run` on the loop it runs on."""
+
+
+def wake() -> None:
+    """Run the next round now, not at the interval's end: the store-wide conditions changed
+    (the store connected, or its fitness did). A scope whose reconcile found no store returned
+    Failed without a retry, and with a long interval would stay so until the round."""
+    if _WAKE is not None:
+        _WAKE.set()
+
+
 async def run(views: kopf.Index[str, ScopeView]) -> None:
     """The sweep, every FGENTIC_SCOPE_RESYNC_SECONDS while the operator runs (it starts with
-    Kopf, i.e. only in the leading replica; every poke goes through the leader gate too)."""
+    Kopf, i.e. only in the leading replica; every poke goes through the leader gate too), and
+    at once when woken (:func:`wake`)."""
+    global _WAKE  # noqa: PLW0603 (one sweep per process, on the operator's loop)
+    _WAKE = woken = asyncio.Event()
     while True:
-        await asyncio.sleep(SCOPE_RESYNC.read())
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(woken.wait(), SCOPE_RESYNC.read())
+        woken.clear()
         try:
             poked = await sweep_once(views)
         except Exception as exc:  # The next round compares again; the type only, never text.
