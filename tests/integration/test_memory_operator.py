@@ -603,9 +603,7 @@ async def test_a_consent_poke_refused_by_the_api_is_sent_again(
     accepts pokes again (before: the retry saw the status written and skipped the poke, and
     the sweep, finding the store unchanged, never looked: the scope stayed CONSENT_MISSING)."""
     def poke(scope: str) -> Callable[[], object]:
-        return lambda: api.patch_namespaced_custom_object(
-            GROUP, VERSION, NS, "memoryscopes", scope,
-            {"metadata": {"annotations": {CONSENT_POKE: uuid.uuid4().hex}}})
+        return _poke(api, scope)
 
     _create(api, "memoryscopes", _labelled("probe-poke", "probe-agent"))
     name = "poke-refused"
@@ -613,20 +611,21 @@ async def test_a_consent_poke_refused_by_the_api_is_sent_again(
     await until_status(api, "memoryscopes", NS, name, phase("Disabled", "CONSENT_MISSING"))
     with refusing(k8s_client, resource="memoryscopes", label=REFUSED, allow=POKE_REFUSED):
         await until_refused(poke("probe-poke"))
-        consent = _create(api, "consentrecords", _consent(name))
-
-        def retried(record: dict[str, Any]) -> bool:  # Kopf's progress: a retry is scheduled
-            notes = (record.get("metadata") or {}).get("annotations") or {}
-            return any(key.startswith("kopf.zalando.org/") and '"retries"' in value
-                       for key, value in notes.items())
-
-        await until_async(lambda: get_object(api, "consentrecords", NS,
-                                             consent["metadata"]["name"]),
-                          "the consent's poke refused (a retry scheduled)", 30, holds=retried)
+        consent = _create(api, "consentrecords", _consent(name))["metadata"]["name"]
+        await until_async(lambda: _retry_pending(api, "consentrecords", consent),
+                          "the consent's poke refused (a retry scheduled)", 30)
         status = get_object(api, "memoryscopes", NS, name)["status"]
         assert (status["phase"], status["reasonCode"]) == ("Disabled", "CONSENT_MISSING")
     await until_refused(poke("probe-poke"), refused=False)
     await until_status(api, "memoryscopes", NS, name, phase("Enabled", "OK"), timeout=60)
+
+
+def _poke(api: client.CustomObjectsApi, scope: str, key: str = CONSENT_POKE
+          ) -> Callable[[], object]:
+    """A call that annotates ``scope`` as a consent's poke does (refused or not)."""
+    return lambda: api.patch_namespaced_custom_object(
+        GROUP, VERSION, NS, "memoryscopes", scope,
+        {"metadata": {"annotations": {key: uuid.uuid4().hex}}})
 
 
 def _retry_pending(api: client.CustomObjectsApi, plural: str, name: str) -> bool:
@@ -645,9 +644,7 @@ async def test_a_consent_its_scope_has_read_does_not_poke_it(
     another reason, reads the record and is Enabled; the consent's retry then writes nothing
     to the scope (before: it poked it all the same)."""
     def poke(scope: str, key: str = CONSENT_POKE) -> Callable[[], object]:
-        return lambda: api.patch_namespaced_custom_object(
-            GROUP, VERSION, NS, "memoryscopes", scope,
-            {"metadata": {"annotations": {key: uuid.uuid4().hex}}})
+        return _poke(api, scope, key)
 
     _create(api, "memoryscopes", _labelled("probe-read", "probe-agent"))
     name = "read-already"
