@@ -19,7 +19,7 @@ import pytest
 _ROOT = Path(__file__).resolve().parents[1]
 # Run from a plain checkout too (no `pip install -e .`).
 if importlib.util.find_spec("fgentic_governance") is None:
-    sys.path[:0] = [str(_ROOT / "operator"), str(_ROOT / "webhooks")]
+    sys.path[:0] = [str(_ROOT / "src"), str(_ROOT / "devtools")]
 
 import asyncpg  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
