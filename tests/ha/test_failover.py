@@ -155,12 +155,20 @@ async def test_withdrawal_killed_between_delete_and_verify(
     assert retry.erasure is not None and retry.erasure.deleted == 0
 
 
+BURST_PACE = 0.1
+"""Seconds between one writer's answered saves: 4 writers, about 40 saves a second at most."""
+
+
 async def test_burst_of_saves_across_a_failover(ha: HaStore) -> None:
     acked: set[str] = set()
     refused: dict[str, Reason] = {}
     stop = asyncio.Event()
     async with ha.store() as store:
         _, access = await _scope(store, "burst", 0)
+        # The probe saves into a scope of its own: on a fast host the writers fill theirs (100,
+        # the cap) between two probes, and a probe there would be refused ENTRY_CAP_REACHED
+        # however healthy the new primary is.
+        _, probe = await _scope(store, "burst-probe", 0)
 
         async def writer(worker: int) -> None:
             index = 0
@@ -179,13 +187,16 @@ async def test_burst_of_saves_across_a_failover(ha: HaStore) -> None:
                     await asyncio.sleep(0.2)
                 else:
                     acked.add(content)
+                    # Paced: unpaced, four writers on a quiet host fill the scope (100) before
+                    # the kill lands, and the burst crosses no failover at all.
+                    await asyncio.sleep(BURST_PACE)
 
         writers = [asyncio.create_task(writer(worker)) for worker in range(4)]
         try:
             await until_async(lambda: len(acked) >= 20, "20 saves before the kill", 60)
             failover = ha.kill_primary()
             await ha.wait_new_leader(failover)
-            await first_success(lambda: store.save(access, "burst probe"), failover,
+            await first_success(lambda: store.save(probe, "burst probe"), failover,
                                 "fenced save (memory store)")
             after = len(acked)
             await until_async(lambda: len(acked) >= after + 20 or stop.is_set(),
