@@ -31,6 +31,21 @@ OTHERS = 200
 PER_SCOPE = 5
 ALICE_HELPER = Caller(ALICE, "team-a", "helper")
 QUERY = unit_vector("what does Alice drink")
+# The search statements as they were before each distance was computed once: the reference
+# the equivalence test compares with.
+OLD_API_SEARCH = """
+WITH q AS MATERIALIZED (SELECT $1::text::vector AS v)
+SELECT id, 1 - (embedding <=> (SELECT v FROM q)) AS score
+  FROM fgentic_memory.readable_memory
+ WHERE embedding IS NOT NULL AND 1 - (embedding <=> (SELECT v FROM q)) >= $3
+ ORDER BY embedding <=> (SELECT v FROM q), id LIMIT $2
+"""
+OLD_RUNTIME_SEARCH = """
+WITH q AS MATERIALIZED (SELECT $1::text::vector AS v)
+SELECT id, 1 - (embedding <=> (SELECT v FROM q)) AS score
+  FROM fgentic_memory.readable_memory WHERE embedding IS NOT NULL
+ ORDER BY embedding <=> (SELECT v FROM q), id LIMIT $2
+"""
 ReadPath = Callable[[Any, Any, Access], Awaitable[list[Any]]]
 """A read path on (delegate-role pool, runtime-role pool, Alice's access)."""
 
@@ -83,3 +98,47 @@ async def test_a_read_of_one_scope_reads_that_scope_by_key_among_many(
         assert "Seq Scan" not in text, text
         assert "Index Scan using scope_pkey on scope" in text, text
         assert "memory_scope_generation_idx on memory" in text, text
+    # A search computes each row's distance once: every ``<=>`` detoasts the row's vector
+    # again, and written out for the filter, the score and the order it was computed thrice.
+    verbose = await explain(role_pool, recorder.log,
+                            options="ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF")
+    for (statement, _), plan in zip(recorder.log, verbose, strict=True):
+        if "<=>" in statement:
+            assert sum(line.count("<=>") for line in plan) == 1, "\n".join(plan)
+
+
+async def _replayed(pool: Any, log: list[Any], reference: str) -> list[tuple[str, float]]:
+    """The recorded calls again on ``pool`` in one read-only transaction, the search replaced
+    by ``reference`` with the same arguments: (id, score) of what the reference finds."""
+    async with pool.acquire(timeout=60) as conn, conn.transaction(readonly=True):
+        found: list[tuple[str, float]] = []
+        for statement, args in log:
+            if "<=>" not in statement:
+                await conn.fetch(statement, *args)
+                continue
+            rows = await conn.fetch(reference, *args)
+            found = [(str(r["id"]), float(r["score"])) for r in rows]
+    return found
+
+
+async def test_a_search_finds_what_it_found_when_it_computed_each_distance_thrice(
+        store: MemoryStore, pool: asyncpg.Pool, delegate_pool: asyncpg.Pool,
+        runtime_pool: asyncpg.Pool) -> None:
+    # Thirty facts over ten vectors (ties: the id orders them), searched through both paths
+    # with several limits and floors, against the former statements on the same claim.
+    access = await enabled(store)
+    await leased_turn(store, pool, access, 60)
+    await DelegatedStore(delegate_pool).save(
+        ALICE_HELPER, [Fact(f"Alice's note {i}.", unit_vector(f"note {i % 10}"))
+                       for i in range(30)], DEFAULT_ENVELOPE)
+    for n, (limit, floor) in enumerate([(5, -1.0), (50, -1.0), (12, 0.0), (7, 0.02)]):
+        query = unit_vector(f"note {n}") if n % 2 else QUERY
+        api, runtime = Recorder(delegate_pool), Recorder(runtime_pool)
+        found = await DelegatedStore(api).search(ALICE_HELPER, query, limit=limit,
+                                                 min_score=floor)
+        assert [(f.id, f.score) for f in found] == \
+            await _replayed(delegate_pool, api.log, OLD_API_SEARCH)
+        entries = await MemoryStore(runtime).search(access, query, limit=limit)
+        assert [(e.id, e.score) for e in entries] == \
+            await _replayed(runtime_pool, runtime.log, OLD_RUNTIME_SEARCH)
+        assert found and entries

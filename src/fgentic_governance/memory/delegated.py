@@ -83,12 +83,16 @@ RETURNING id
 # The query vector is cast once (an InitPlan), not per row: asyncpg prepares statements, and
 # from the sixth run on a connection PostgreSQL may pick a generic plan that repeated a
 # ``$1::text::vector`` cast for every row (5-25x slower; benchmarks/bench_memory_api.py).
+# The distance is computed once per row, in a subquery that OFFSET 0 keeps from being merged:
+# written out three times (filter, score, order) PostgreSQL evaluated it three times, each
+# detoasting the row's 3 KB vector again (docs/performance.md, "How the memory store holds").
 _SEARCH: Final = """
 WITH q AS MATERIALIZED (SELECT $1::text::vector AS v)
-SELECT id, content, created_at, 1 - (embedding <=> (SELECT v FROM q)) AS score
-  FROM fgentic_memory.readable_memory
- WHERE embedding IS NOT NULL AND 1 - (embedding <=> (SELECT v FROM q)) >= $3
- ORDER BY embedding <=> (SELECT v FROM q), id LIMIT $2
+SELECT id, content, created_at, 1 - distance AS score
+  FROM (SELECT id, content, created_at, embedding <=> (SELECT v FROM q) AS distance
+          FROM fgentic_memory.readable_memory WHERE embedding IS NOT NULL OFFSET 0) AS r
+ WHERE 1 - distance >= $3
+ ORDER BY distance, id LIMIT $2
 """
 
 

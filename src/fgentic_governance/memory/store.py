@@ -72,14 +72,16 @@ T = TypeVar("T")
 # Scalar calls: a function in FROM fills a tuplestore (and a materialised CTE another) for its
 # one row, ~25-50 us per statement. One field of a scalar call evaluates it once.
 _ENTER: Final = "SELECT (fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, $7)).store_agent_name"
-# The query vector is cast once (delegated.py says why).
+# The query vector is cast once and each row's distance computed once (delegated.py says why).
 _SEARCH: Final = """
 WITH q AS MATERIALIZED (SELECT $1::text::vector AS v)
 SELECT id, content, memory_type, source_kind, write_reason, confirmation_status, sensitivity,
-       created_at, expires_at, consent_generation,
-       1 - (embedding <=> (SELECT v FROM q)) AS score
-  FROM fgentic_memory.readable_memory WHERE embedding IS NOT NULL
- ORDER BY embedding <=> (SELECT v FROM q), id LIMIT $2
+       created_at, expires_at, consent_generation, 1 - distance AS score
+  FROM (SELECT id, content, memory_type, source_kind, write_reason, confirmation_status,
+               sensitivity, created_at, expires_at, consent_generation,
+               embedding <=> (SELECT v FROM q) AS distance
+          FROM fgentic_memory.readable_memory WHERE embedding IS NOT NULL OFFSET 0) AS r
+ ORDER BY distance, id LIMIT $2
 """
 _LIST: Final = (
     "SELECT id, content, memory_type, source_kind, write_reason, confirmation_status,"
