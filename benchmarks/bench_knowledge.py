@@ -19,7 +19,10 @@ figures and never asserts timings.
    stub and the client share this process's event loop. Target: at most 2 ms added at p50.
    With ``--reference-src`` (the ``src`` of another checkout, e.g. ``git worktree add
    /tmp/before HEAD~1``), a second server process runs that code over the same corpus and
-   stub, and its calls join the same rounds: before and after in one run, on one load.
+   stub, and its calls join the same rounds: before and after in one run, on one load. The
+   two servers get the same requests (a tool call and a whole session each per round) and
+   swap places every other round: a server that sat idle longer, or always came second,
+   answered ~1 ms slower here with the very same code (an A/A run, 2026-12-07).
 2. **A whole session per turn.** kagent's runtime opens one MCP session per turn:
    ``initialize``, ``notifications/initialized``, ``tools/list``, ``tools/call``. The server is
    stateless, so there is no close.
@@ -71,6 +74,9 @@ from tests.support.vectors import unit_vector
 VERSION = "2025-11-25"
 TOPICS = 12
 ALICE_KEY = {"kind": "matrix", "principal": ALICE}
+SWAP = {"call": "before", "before": "call", "session": "session before",
+        "session before": "session"}
+"""Every other round the two servers swap places (``--reference-src``)."""
 BOB_KEY = {"kind": "matrix", "principal": "@bob:org-a.example"}
 
 
@@ -211,23 +217,27 @@ async def measure(args: argparse.Namespace, dsn: str, queries: list[str],
                                                           "encoding_format": "float"}) as r:
                 await r.read()
 
-        async def whole_session() -> None:
-            await post(session, server.url, rpc("initialize", {
+        async def whole_session(url: str = server.url) -> None:
+            await post(session, url, rpc("initialize", {
                 "protocolVersion": VERSION, "capabilities": {},
                 "clientInfo": {"name": "bench", "version": "1"}}), headers(value, version=False))
-            await post(session, server.url, rpc("notifications/initialized"), headers(value))
-            await post(session, server.url, rpc("tools/list"), headers(value))
-            await call()
+            await post(session, url, rpc("notifications/initialized"), headers(value))
+            await post(session, url, rpc("tools/list"), headers(value))
+            await call(url)
 
-        steps = {"direct": direct, "call": call, "embed": embed, "session": whole_session}
+        steps: dict[str, Callable[[], Awaitable[None]]] = {"direct": direct, "call": call}
         if reference is not None:
             steps["before"] = lambda: call(reference.url)
+        steps.update(embed=embed, session=whole_session)
+        if reference is not None:
+            steps["session before"] = lambda: whole_session(reference.url)
         figures: dict[str, list[float]] = {name: [] for name in steps}
         for step in steps.values():  # warm every path
             await time_async(step, 5, warmup=5)
-        for _ in range(args.rounds):  # interleaved, one of each per round
-            for name, step in steps.items():
-                figures[name] += await time_async(step, 1, warmup=0)
+        swapped = [SWAP.get(name, name) for name in steps]
+        for round_ in range(args.rounds):  # interleaved, one of each per round
+            for name in (swapped if round_ % 2 else steps):
+                figures[name] += await time_async(steps[name], 1, warmup=0)
         report(args, figures)
 
         for name, served in (("", server), (" (reference)", reference)):
@@ -254,6 +264,9 @@ def report(args: argparse.Namespace, figures: dict[str, list[float]]) -> None:
     before = (table.add(f"tools/call through the reference server ({args.reference_src})",
                         figures["before"], baseline=figures["direct"])
               if "before" in figures else None)
+    if "session before" in figures:
+        table.add("whole session through the reference server", figures["session before"],
+                  baseline=figures["direct"])
     table.print()
     base = sorted(figures["direct"])[len(figures["direct"]) // 2]
     print(f"added at p50: {(added.median - base) * 1e3:+.2f} ms (target <= +2 ms)")
