@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import pickle
+import random
 import signal
+import struct
 import subprocess
 import sys
 import urllib.request
@@ -72,6 +75,42 @@ def test_unchecked_floats_overflow_to_inf_but_constants_are_still_refused() -> N
     with pytest.raises(Refused) as info:
         strict_json.loads(b'{"a": 1, "a": 2}', finite_floats=False)
     assert info.value.code is Refusal.DUPLICATE_NAME
+
+
+def _token(rng: random.Random) -> bytes:
+    """A float literal in one of the notations providers send, from any finite double."""
+    value = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+    if not math.isfinite(value):
+        value = rng.uniform(-1.0, 1.0)
+    text = rng.choice((repr(value), f"{value:.17e}", f"{value:.9g}", f"{value:.25E}"))
+    return (text if "e" in text.lower() or "." in text else text + ".0").encode()
+
+
+def _loads_result(raw: bytes, loads: Any) -> Any:
+    try:
+        return ("value", loads(raw))
+    except Refused as refused:
+        return ("refused", refused.code)
+
+
+def test_loads_floats_reads_what_loads_reads_and_refuses_what_it_refuses() -> None:
+    """The two-pass reader (every rule of ``loads``, then the values from pydantic's parser)
+    gives the same structure and bit-identical doubles as ``loads(finite_floats=False)``."""
+    rng = random.Random(40)
+    tokens = [_token(rng) for _ in range(4000)]
+    edges = [b"1e999", b"-1e999", b"1e-400", b"-0.0", b"4.9e-324", b"2.4703282292062328e-324",
+             b"2.4703282292062327e-324", b"3.4028235677973366e38", b"0." + b"1" * 400]
+    answer = b'{"data": [{"index": 0, "embedding": [' + b", ".join(tokens + edges) + b"]}]}"
+    expected = strict_json.loads(answer, finite_floats=False)
+    got = strict_json.loads_floats(answer)
+    assert got == expected
+    pack = struct.Struct(f"<{len(tokens) + len(edges)}d").pack
+    assert pack(*got["data"][0]["embedding"]) == pack(*expected["data"][0]["embedding"])
+    for raw in (b'[1.5, -0.0, 1e300, 12345678901234567890]', b'{"a": 1, "b": {"a": 2.5}}',
+                b'{"a": 1, "a": 2.5}', b'[NaN]', b'[1.0, Infinity]', b'"\\ud800"', b'"\xff"',
+                b'[1.0,]', b"", b'[' * 129 + b']' * 129, b'{"\\u0061": 1.25, "b": "\\u00e9"}'):
+        assert _loads_result(raw, strict_json.loads_floats) == _loads_result(
+            raw, lambda r: strict_json.loads(r, finite_floats=False)), raw
 
 
 def test_the_depth_bound_is_inclusive_and_a_parameter() -> None:

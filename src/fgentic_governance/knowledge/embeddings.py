@@ -15,7 +15,7 @@ import aiohttp
 
 from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval.search.corpus import is_vector
-from fgentic_governance.serving.strict_json import Refused, loads
+from fgentic_governance.serving.strict_json import Refused, loads_floats
 
 TIMEOUT_SECONDS: Final = 5.0
 MAX_ANSWER_BYTES: Final = 1 << 20
@@ -77,8 +77,8 @@ def vectors_of(raw: bytes, dimensions: int, count: int) -> list[list[float]]:
     if len(raw) > MAX_ANSWER_BYTES * count:
         raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
     try:
-        # Floats in C: the only ones used are the embeddings', and is_vector checks each.
-        answer: Any = loads(raw, finite_floats=False)
+        # Floats unchecked (is_vector checks each) and parsed in Rust: ~0.1 ms less a call.
+        answer: Any = loads_floats(raw)
     except Refused:
         answer = None
     data = answer.get("data") if isinstance(answer, dict) else None

@@ -14,6 +14,8 @@ import re
 from enum import StrEnum
 from typing import Any, Final, NoReturn
 
+import pydantic_core
+
 from fgentic_governance.contract.jcs import DuplicateName, has_lone_surrogate, unique_object
 from fgentic_governance.reasons import Coded
 
@@ -79,11 +81,14 @@ def loads(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH, finite_floats: bool = 
     (``1e999``) comes back as ``inf``; NaN and Infinity are still refused. Checking each
     number in Python costs ~0.8 ms on a 768-number answer.
     """
+    return _checked(raw, max_depth, parse_float=_float if finite_floats else float)
+
+
+def _checked(raw: bytes, max_depth: int, *, parse_float: Any) -> Any:
     failure: Refusal | None = None
     try:
         value = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_object,
-                           parse_float=_float if finite_floats else float,
-                           parse_constant=_constant)
+                           parse_float=parse_float, parse_constant=_constant)
     except UnicodeDecodeError:
         failure = Refusal.NOT_UTF8
     except DuplicateName:
@@ -101,6 +106,24 @@ def loads(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH, finite_floats: bool = 
     if failure is not None:
         refuse(failure)
     return value
+
+
+def loads_floats(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``loads(raw, finite_floats=False)`` in about half the time, for a body that is mostly
+    floats (an embeddings answer: 768 of them, ~0.17 ms of ``json``'s float parsing).
+
+    Two passes over the same text: ``loads``' own, with every rule (duplicate names, UTF-8 and
+    lone surrogates, NaN and Infinity, depth) but its floats left unparsed, then pydantic's
+    Rust parser for the values. Once the first pass holds, the two read the same structure
+    (no duplicate name is left to resolve differently) and the same doubles (both round
+    correctly; an overflow is ``inf`` in both). What the second refuses and ``json`` accepts
+    (an integer past its range) is refused here too (NOT_JSON): never looser than ``loads``.
+    """
+    _checked(raw, max_depth, parse_float=len)  # len: the cheapest C call per float literal
+    try:
+        return pydantic_core.from_json(raw)
+    except ValueError:
+        refuse(Refusal.NOT_JSON)
 
 
 def _deeper_than(raw: bytes, value: Any, max_depth: int) -> bool:
