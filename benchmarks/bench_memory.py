@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.bench_memory [--erase-rounds 20] [--inserts 1000]
         [--scopes 10] [--patches 50] [--skip-operator] [--keep]
+    .venv/bin/python -m benchmarks.bench_memory --fence-reference REV [--inserts 1000]
 
 Starts its own PostgreSQL 18 + pgvector and, for the last figures, its own etcd +
 kube-apiserver and the real operator process. Prints figures; never asserts timings.
@@ -21,6 +22,13 @@ kube-apiserver and the real operator process. Prints figures; never asserts timi
    a watch shows ``status.phase == Enabled``; and a ConsentRecord for a scope already waiting
    in ``Disabled`` (CONSENT_MISSING). Baseline: the raw status-patch round trip of the same
    API server, and the two creates alone in a namespace the operator does not watch.
+
+``--fence-reference REV`` runs only this: the fenced save (``MemoryStore.save``), search
+(``MemoryStore.search``, 5 of a scope's 20 facts) and an adapted kagent's INSERT with the
+function, view and trigger files of this checkout against those of git revision ``REV``, in
+one database: the files that differ are re-applied (``CREATE OR REPLACE``) before each batch,
+the two sides alternating batch by batch in a rotating order, warmed up after each swap. For
+a fence change measured against the fence it replaces (docs/store-fence.md's source, issue 41).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import argparse
 import asyncio
 import random
 import statistics
+import subprocess
 import time
 import uuid
 from collections.abc import Sequence
@@ -61,6 +70,7 @@ from fgentic_governance.memory import (
     Operation,
     ScopeRecord,
     migrate,
+    schema,
     write_policy,
 )
 from fgentic_governance.memory.model import vector_literal
@@ -260,16 +270,19 @@ async def bench_inserts(
     return _insert_table(samples, rounds * batch, batch)
 
 
-def _print_paired(fenced: list[list[float]], plain: list[list[float]]) -> None:
+def _print_paired(fenced: list[list[float]], plain: list[list[float]], *,
+                  label: str = "fenced save with embedding / plain INSERT",
+                  target: float = 1.3) -> None:
     """The same ratio per round (each batch against the plain batch of its own round): how
     much of the run-to-run spread is the machine's load drifting between batches."""
     ratios = sorted(statistics.median(f) / statistics.median(p)
                     for f, p in zip(fenced, plain, strict=True))
     spread = ratios * 2 if len(ratios) == 1 else ratios  # quantiles need two points
     quartiles = statistics.quantiles(spread, n=4)
-    print(f"fenced save with embedding / plain INSERT, per round ({len(ratios)} rounds): "
+    print(f"{label}, per round ({len(ratios)} rounds): "
           f"median {statistics.median(ratios):.2f}x, quartiles {quartiles[0]:.2f}x-"
-          f"{quartiles[2]:.2f}x, {sum(r <= 1.3 for r in ratios)} rounds <= 1.3x", flush=True)
+          f"{quartiles[2]:.2f}x, {sum(r <= target for r in ratios)} rounds <= {target}x",
+          flush=True)
 
 
 def _insert_table(samples: dict[str, list[float]], per_variant: int, batch: int) -> Table:
@@ -360,6 +373,109 @@ async def store_benchmarks(pg: LocalPostgres, args: argparse.Namespace) -> list[
         return [erasure, inserts, components]
     finally:
         await runtime.close()
+        await owner.close()
+
+
+# -- the fence against a reference revision (--fence-reference) --------------------------------
+
+_ROOT: Final = Path(__file__).resolve().parents[1]
+_OBJECT_DIR: Final = "src/fgentic_governance/memory/sql"
+
+
+def _at_revision(rev: str, name: str) -> str | None:
+    """Object file ``name`` (``functions/refuse``) as it is at git revision ``rev``."""
+    done = subprocess.run(["git", "show", f"{rev}:{_OBJECT_DIR}/{name}.sql"], cwd=_ROOT,
+                          capture_output=True, text=True, timeout=30, check=False)
+    return done.stdout if done.returncode == 0 else None
+
+
+def _fence_sides(rev: str) -> dict[str, str]:
+    """The SQL that puts each side's definitions in place: the object files ``rev`` has and
+    defines otherwise, in the migrator's order (a file new here stays; nothing at ``rev``
+    calls it)."""
+    sides: dict[str, list[str]] = {"this checkout": [], rev: []}
+    for item in schema.object_files():
+        old = _at_revision(rev, item.name)
+        if old is not None and old != item.sql:
+            sides["this checkout"].append(item.sql)
+            sides[rev].append(old)
+    if not sides[rev]:
+        raise SystemExit(f"no function, view or trigger file differs from {rev}")
+    return {side: "\n".join(texts) for side, texts in sides.items()}
+
+
+async def bench_fence_reference(owner: Any, store: MemoryStore, dsn: str, rev: str, *,
+                                total: int, batch: int = 10) -> Table:
+    """The fenced save, search and adapted INSERT under each side's definitions."""
+    sides = _fence_sides(rev)
+    vectors = _vectors(20, seed=19)
+    scopes = {name: await _enabled(store, name) for name in ("ref-save", "ref-find", "ref-sql")}
+    # One runtime connection: after each swap two calls per path recompile its functions.
+    runtime = await asyncpg.create_pool(dsn, min_size=1, max_size=1,
+                                        server_settings={"role": RUNTIME_ROLE})
+    runtime_store = MemoryStore(runtime)
+    for i, vector in enumerate(vectors):
+        await runtime_store.save(scopes["ref-find"], f"Alice's note {i}.", embedding=vector)
+    fenced_insert = _KAGENT_INSERT.format(table=_FENCED)
+
+    async def save() -> None:
+        await runtime_store.save(scopes["ref-save"], "Alice prefers green tea.",
+                                 embedding=vectors[0])
+
+    async def search() -> None:
+        await runtime_store.search(scopes["ref-find"], vectors[1], limit=5)
+
+    async def adapted_sql() -> None:
+        access = scopes["ref-sql"]
+        async with runtime.acquire() as conn, conn.transaction():
+            await conn.fetchrow(_ENTER, *access.params(), "capture")
+            await conn.fetchval(fenced_insert, "bench/helper", SUBJECT, "Alice likes tea.",
+                                _plain_literal(vectors[2]), "{}", access.scope_key,
+                                access.generation)
+
+    paths = {"MemoryStore.save (save_fact)": save,
+             "MemoryStore.search, 5 of 20 (enter_scope recall)": search,
+             "adapted kagent INSERT (enter_scope capture + trigger)": adapted_sql}
+    by_round: dict[tuple[str, str], list[list[float]]] = {(s, p): [] for s in sides
+                                                           for p in paths}
+    order = list(sides)
+    try:
+        for round_ in range(max(1, total // batch) + 1):  # round 0 warms up every path
+            for side in order[round_ % 2:] + order[:round_ % 2]:
+                async with owner.acquire() as conn:
+                    await conn.execute(sides[side])
+                for path, func in paths.items():
+                    took = await time_async(func, batch, warmup=2)
+                    if round_:
+                        by_round[(side, path)].append(took)
+                    async with owner.acquire() as conn:  # untimed: under the entry cap
+                        await conn.execute("DELETE FROM fgentic_memory.memory"
+                                           " WHERE scope_key <> $1", scopes["ref-find"].scope_key)
+    finally:
+        await runtime.close()
+    table = Table(f"the fence of this checkout vs {rev} (per call, {batch}-call batches"
+                  " alternating)")
+    for path in paths:
+        mine, theirs = by_round[("this checkout", path)], by_round[(rev, path)]
+        base = table.add(f"{path}, {rev}", [t for batch_ in theirs for t in batch_])
+        table.add(f"{path}, this checkout", [t for batch_ in mine for t in batch_],
+                  baseline=base, target="<= 1.05x")
+        _print_paired(mine, theirs, label=f"{path}: this checkout / {rev}", target=1.05)
+    return table
+
+
+async def fence_reference(pg: LocalPostgres, args: argparse.Namespace) -> list[Table]:
+    dsn = await pg.create_database("bench_fence", extensions=("vector",))
+    owner = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    try:
+        async with owner.acquire() as conn:
+            await migrate(conn)
+        banner(f"the fence against {args.fence_reference}")
+        table = await bench_fence_reference(owner, MemoryStore(owner), dsn,
+                                            args.fence_reference, total=args.inserts)
+        table.print()
+        return [table]
+    finally:
         await owner.close()
 
 
@@ -506,6 +622,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--patches", type=int, default=50, help="status patches (baseline)")
     parser.add_argument("--skip-operator", action="store_true",
                         help="skip the control plane and the operator figures")
+    parser.add_argument("--fence-reference", metavar="REV",
+                        help="only: the fence's object files against those of git REV")
     parser.add_argument("--keep", action="store_true", help="keep logs and server state")
     args = parser.parse_args(argv)
     if not 1 <= args.entries <= 100:
@@ -516,8 +634,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     tables: list[Table] = []
     with scratch_dir("memory", keep=args.keep) as work, local_postgres(work / "postgres") as pg:
-        tables += asyncio.run(store_benchmarks(pg, args))
-        if not args.skip_operator:
+        if args.fence_reference:
+            tables += asyncio.run(fence_reference(pg, args))
+        else:
+            tables += asyncio.run(store_benchmarks(pg, args))
+        if not args.skip_operator and not args.fence_reference:
             banner("grant-to-enabled")
             operator_table = operator_benchmarks(pg, work, args)
             operator_table.print()

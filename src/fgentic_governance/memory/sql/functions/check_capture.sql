@@ -1,6 +1,6 @@
 -- requires: functions/check_floor, functions/refuse
 -- check_capture: the capture gate (scope enabled, posture 'enabled', current generation),
--- then the posture floor (the triggers and save_fact() call it).
+-- then the posture floor (the triggers, save_fact() and enter_scope() call it).
 CREATE OR REPLACE FUNCTION fgentic_memory.check_capture(
     s fgentic_memory.scope, p_generation bigint)
 RETURNS void

@@ -1,4 +1,4 @@
--- requires: functions/check_capture, functions/refuse
+-- requires: functions/check_binding, functions/check_capture, functions/refuse
 -- Validate a request context against the scope record. p_mode:
 --   'capture' - a write: enabled, posture enabled, current generation;
 --   'recall'  - a read: enabled, posture enabled or capture_disabled, current generation;
@@ -23,16 +23,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM fgentic_memory.refuse('SCOPE_MISSING');
     END IF;
-    -- ADR 0023 §6: fail closed unless principal, Agent and room match the scope exactly.
-    IF p_subject IS DISTINCT FROM s.subject_mxid THEN
-        PERFORM fgentic_memory.refuse('CONSENT_SUBJECT_MISMATCH');
-    END IF;
-    IF p_agent_namespace IS DISTINCT FROM s.agent_namespace
-       OR p_agent_name IS DISTINCT FROM s.agent_name
-       OR p_room IS DISTINCT FROM s.control_room
-    THEN
-        PERFORM fgentic_memory.refuse('SCOPE_MISSING');
-    END IF;
+    PERFORM fgentic_memory.check_binding(s, p_subject, p_agent_namespace, p_agent_name, p_room);
     IF p_mode = 'capture' THEN
         PERFORM fgentic_memory.check_capture(s, p_generation);
     ELSIF p_mode = 'recall' THEN

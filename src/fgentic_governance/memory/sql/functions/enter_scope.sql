@@ -1,4 +1,4 @@
--- requires: functions/bound_transaction, functions/check_floor, functions/entry_lock, functions/refuse
+-- requires: functions/bound_transaction, functions/check_binding, functions/check_capture, functions/check_floor, functions/entry_lock, functions/refuse
 -- enter_scope: the gate of a capture, recall or erase: the transaction bounds, the claim, the
 -- scope's binding, posture and generation, then the floor after the scope's own posture.
 CREATE OR REPLACE FUNCTION fgentic_memory.enter_scope(
@@ -21,7 +21,7 @@ BEGIN
     PERFORM fgentic_memory.bound_transaction();
     -- Before the scope is read: its statement then takes its snapshot after any wait here.
     PERFORM fgentic_memory.entry_lock(p_scope_key, false);
-    -- check_scope(), inline.
+    -- check_scope()'s checks; the scope read here with the hold and the key.
     IF p_mode IS NULL OR p_mode NOT IN ('capture', 'recall', 'erase') THEN
         PERFORM fgentic_memory.refuse('INVALID_SPEC');
     END IF;
@@ -37,30 +37,18 @@ BEGIN
     s := r.s;
     v_held := r.held;
     v_secret := r.secret;
-    IF p_subject IS DISTINCT FROM s.subject_mxid THEN
-        PERFORM fgentic_memory.refuse('CONSENT_SUBJECT_MISMATCH');
-    END IF;
-    IF p_agent_namespace IS DISTINCT FROM s.agent_namespace
-       OR p_agent_name IS DISTINCT FROM s.agent_name
-       OR p_room IS DISTINCT FROM s.control_room
-    THEN
-        PERFORM fgentic_memory.refuse('SCOPE_MISSING');
-    END IF;
+    PERFORM fgentic_memory.check_binding(s, p_subject, p_agent_namespace, p_agent_name, p_room);
+    -- A capture's gate is the triggers' and save_fact()'s: posture, floor, generation.
     IF p_mode = 'capture' THEN
-        IF NOT s.enabled OR s.posture = 'fully_disabled' THEN
+        PERFORM fgentic_memory.check_capture(s, p_generation);
+    ELSE
+        IF p_mode = 'recall' AND (NOT s.enabled OR s.posture = 'fully_disabled') THEN
             PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
         END IF;
-        IF s.posture <> 'enabled' THEN
-            PERFORM fgentic_memory.refuse('CAPTURE_DISABLED');
+        PERFORM fgentic_memory.check_floor(s.agent_namespace, s.agent_name, p_mode);
+        IF p_generation IS DISTINCT FROM s.consent_generation THEN
+            PERFORM fgentic_memory.refuse('STALE_GENERATION');
         END IF;
-    ELSIF p_mode = 'recall' THEN
-        IF NOT s.enabled OR s.posture = 'fully_disabled' THEN
-            PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
-        END IF;
-    END IF;
-    PERFORM fgentic_memory.check_floor(s.agent_namespace, s.agent_name, p_mode);
-    IF p_generation IS DISTINCT FROM s.consent_generation THEN
-        PERFORM fgentic_memory.refuse('STALE_GENERATION');
     END IF;
     -- A per-entry forget ('erase') is never blocked: erasure needs no consent.
     IF p_mode <> 'erase' AND v_held THEN

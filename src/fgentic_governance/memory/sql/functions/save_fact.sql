@@ -1,4 +1,4 @@
--- requires: functions/bound_transaction, functions/check_capture, functions/check_payload, functions/entry_lock, functions/refuse
+-- requires: functions/bound_transaction, functions/check_binding, functions/check_capture, functions/check_payload, functions/entry_lock, functions/refuse
 CREATE OR REPLACE FUNCTION fgentic_memory.save_fact(
     p_scope_key text, p_generation bigint, p_subject text,
     p_agent_namespace text, p_agent_name text, p_room text,
@@ -41,15 +41,8 @@ BEGIN
     END IF;
     s := r.s;
     -- enter_scope's checks, in its order (check_capture() is the trigger's, the same three).
-    IF p_subject IS DISTINCT FROM s.subject_mxid THEN
-        PERFORM fgentic_memory.refuse('CONSENT_SUBJECT_MISMATCH');
-    END IF;
-    IF p_agent_namespace IS DISTINCT FROM s.agent_namespace
-       OR p_agent_name IS DISTINCT FROM s.agent_name
-       OR p_room IS DISTINCT FROM s.control_room
-    THEN
-        PERFORM fgentic_memory.refuse('SCOPE_MISSING');
-    END IF;
+    v_void := fgentic_memory.check_binding(s, p_subject, p_agent_namespace, p_agent_name,
+                                           p_room);
     v_void := fgentic_memory.check_capture(s, p_generation);
     IF r.held THEN
         PERFORM fgentic_memory.refuse('SCOPE_DISABLED');

@@ -1,0 +1,11 @@
+-- 0026: the scope checks written once (issue 41 item 1). enter_scope, save_fact and
+-- check_scope call check_binding() for principal, Agent and room instead of each restating
+-- them, and enter_scope calls check_capture() for a capture as the triggers and save_fact()
+-- do instead of restating its posture checks. Same checks, same order, same reason codes.
+--
+-- This step changes no table; it is the version step after which the migrator re-applies the
+-- object files (functions/check_binding.sql is new; enter_scope, save_fact, check_scope and
+-- check_capture changed). Measured before keeping it, against the restated checks in one
+-- database (`bench_memory --fence-reference`): 1.00-1.02x per save and search, within the
+-- 1.05x the restatements had to beat (docs/performance.md).
+SELECT 1;
