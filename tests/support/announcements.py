@@ -59,10 +59,11 @@ async def announced_once_written(  # noqa: PLR0917
                       status=True)
 
     refusal = f'{plural}.{GROUP} "{name}" is forbidden'  # as Kopf logs the API's refusal
+    failed = f"{plural} {namespace}/{name}: reconcile failed"  # as the operator's work queue
     with refusing(api.api_client, resource=f"{plural}/status", label=REFUSED, allow="false"):
         await until_refused(probe_status)
         create(name)
-        await until_async(lambda: refusal in log.read_text(),
+        await until_async(lambda: refusal in (text := log.read_text()) or failed in text,
                           f"the operator's refused status write of {plural}/{name}")
         status = get_object(api, plural, namespace, name).get("status") or {}
         assert not shown(status), status  # the refused write left no trace

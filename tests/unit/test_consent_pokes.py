@@ -1,13 +1,16 @@
 """A ConsentRecord pokes its MemoryScope only when the scope's reconcile could miss the record
-(issue 39): not when the scope waits for its reconcile slot (it reads the consent index only
-once it holds one) nor when its latest reconcile read this very record; unsure, it pokes.
+(issue 39): not when the scope's run is queued and still to start (it reads the consent index
+when it starts) nor when its latest run read this very record; unsure, it pokes.
 
-Real pieces: the handlers, the index function, the reconcile lane's slots; the API calls and
-the scope's store work (`_reconcile`) are replaced by recorders."""
+Real pieces: the handlers, the index function, the scope work queue and its one worker (the
+one reconcile slot), the scope's run without a store; the API calls are replaced by recorders,
+and a blocker scope's run holds the worker while the test says."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,11 +19,16 @@ import pytest
 
 from fgentic_governance.controller import api as kube_api
 from fgentic_governance.controller import lanes
+from fgentic_governance.controller.context import context
 from fgentic_governance.controller.handlers import memoryscope, offboarding
 from fgentic_governance.controller.tuning import RECONCILE_SLOTS
+from fgentic_governance.controller.workqueue import Retry
+from tests.support.objects import scope_obj
+from tests.support.polling import until_async
 
 BOUND = 10.0  # seconds: every wait below is bounded
 NS, SCOPE, RECORD = "team", "alice-prefs", "alice-prefs-grant"
+BLOCKER = "blocker"
 GRANTED = {"scopeRef": {"name": SCOPE},
            "subject": {"mxid": "@alice:fgentic.local", "originKind": "native-local"},
            "purpose": "personal-preferences", "policyVersion": "2026-11", "decision": "granted"}
@@ -51,6 +59,9 @@ class Recorder:
     def __init__(self) -> None:
         self.pokes: list[str] = []
         self.reads: list[list[tuple[str, str, str]]] = []
+        self.release = asyncio.Event()
+        self.held = asyncio.Event()
+        self.original = memoryscope._reconcile
 
     async def annotate(self, *, plural: str, name: str, **_: Any) -> None:
         self.pokes.append(f"{plural}/{name}")
@@ -58,11 +69,16 @@ class Recorder:
     async def patch_status(self, **_: Any) -> str:
         return "1"
 
-    async def reconcile(self, *, namespace: str, name: str, consents_by_scope: Index,
-                        **_: Any) -> None:
-        # As `_reconcile`: the index is read before the first await.
-        self.reads.append(sorted(consents_by_scope.get((namespace, name), [])))
-        await asyncio.sleep(0)
+    async def reconcile(self, key: str, latest: Any) -> None:
+        if key == f"{NS}/{BLOCKER}":  # holds the one worker (a creation burst)
+            self.held.set()
+            await self.release.wait()
+            return
+        # The real run, which reads the index before any await (no store: it writes Failed
+        # and asks for a retry, which the test does not need).
+        self.reads.append(sorted(memoryscope._INDEX["consents_by_scope"].get((NS, SCOPE), [])))
+        with contextlib.suppress(Retry):
+            await self.original(key, latest)
 
 
 @pytest.fixture
@@ -72,10 +88,12 @@ async def api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Recorder]:
     monkeypatch.setattr(kube_api, "patch_status", recorder.patch_status)
     monkeypatch.setattr(memoryscope, "_reconcile", recorder.reconcile)
     monkeypatch.setattr(memoryscope, "_READ", {}, raising=False)  # (raising: before issue 39)
+    monkeypatch.setattr(context(), "store", None)
     monkeypatch.setenv(RECONCILE_SLOTS.env, "1")  # one slot: the test holds it or not
     lanes.open_lanes()
     yield recorder
-    lanes.close_lanes()
+    lanes.close_lanes()  # (and the scope queue's workers)
+    memoryscope._WRITTEN.clear()
 
 
 async def _validate(spec: dict[str, Any], index: Index, retry: int = 0) -> None:
@@ -85,12 +103,39 @@ async def _validate(spec: dict[str, Any], index: Index, retry: int = 0) -> None:
         consents_by_scope=index, retry=retry)
 
 
+def _latest(name: str) -> memoryscope.Latest:
+    spec = scope_obj(NS, name, "@alice:fgentic.local")["spec"]
+    return memoryscope.Latest(f"uid-{name}", 1, False, json.dumps(spec), "{}", {})
+
+
+LATEST = {f"{NS}/{name}": [_latest(name)] for name in (SCOPE, BLOCKER, "other")}
+
+
+async def _queue(name: str, index: Index) -> None:
+    """Kopf's scope handler for an event of ``name`` (it queues the key and returns)."""
+    await memoryscope.reconcile_scope(namespace=NS, name=name, scope_latest=LATEST,
+                                      consents_by_scope=index, offboarding_principals={})
+
+
 async def _reconcile_scope(index: Index) -> None:
-    await memoryscope.reconcile_scope(namespace=NS, name=SCOPE, consents_by_scope=index)
+    """An event of the scope, and its run to the end."""
+    await _queue(SCOPE, index)
+    await until_async(lambda: lanes.SCOPES.held() == 0, "the scope's run", BOUND)
+
+
+@contextlib.asynccontextmanager
+async def _busy(api: Recorder) -> AsyncIterator[None]:
+    """Every worker busy (the one worker runs the blocker) until the block ends."""
+    await _queue(BLOCKER, {})
+    await asyncio.wait_for(api.held.wait(), BOUND)
+    try:
+        yield
+    finally:
+        api.release.set()
 
 
 async def _waiting(index: Index) -> asyncio.Future[None]:
-    """The scope's reconcile, entered and waiting for the slot the caller holds."""
+    """The scope's run, queued behind the blocker's (the caller holds it busy)."""
     scope = asyncio.ensure_future(_reconcile_scope(index))
     for _ in range(5):
         await asyncio.sleep(0)
@@ -102,7 +147,7 @@ async def _waiting(index: Index) -> asyncio.Future[None]:
 async def test_a_consent_validated_while_its_scope_waits_for_a_slot_does_not_poke(
         api: Recorder, retry: int) -> None:
     index = _index(GRANTED)
-    async with lanes.reconcile_slot(1.0):  # every slot busy (a creation burst)
+    async with _busy(api):  # every slot busy (a creation burst)
         scope = await _waiting(index)
         await _validate(GRANTED, index, retry)
         assert api.pokes == []
@@ -133,7 +178,7 @@ async def test_a_changed_consent_pokes_though_its_scope_read_the_earlier_version
 
 async def test_a_waiting_scope_is_poked_when_the_index_lacks_the_record(api: Recorder) -> None:
     # Unsure (the index does not hold this version): poke, even though the scope will read.
-    async with lanes.reconcile_slot(1.0):
+    async with _busy(api):
         scope = await _waiting(_index(GRANTED))
         await _validate(WITHDRAWN, _index(GRANTED))
         assert api.pokes == [f"memoryscopes/{SCOPE}"]
@@ -141,17 +186,15 @@ async def test_a_waiting_scope_is_poked_when_the_index_lacks_the_record(api: Rec
 
 
 async def test_a_scope_that_has_its_slot_is_not_counted_as_waiting(api: Recorder) -> None:
-    async with lanes.reconcile_slot(1.0, key=f"{NS}/{SCOPE}"):
-        assert not lanes.waiting_for_slot(f"{NS}/{SCOPE}")
-        await _validate(GRANTED, _index(GRANTED))  # neither waiting nor read by it: poke
-    assert api.pokes == [f"memoryscopes/{SCOPE}"]
+    async with _busy(api):  # the blocker's run has started: it holds its slot
+        assert not lanes.waiting_for_slot(f"{NS}/{BLOCKER}")
 
 
 async def test_an_offboarding_pokes_only_the_scopes_not_waiting_for_a_slot(
         api: Recorder) -> None:
     # The same for `poke_scopes` (offboarding, posture floors): the store is erased before it
     # is called, and a waiting scope reads the store and the indices once it has its slot.
-    async with lanes.reconcile_slot(1.0):
+    async with _busy(api):
         scope = await _waiting({})
         await offboarding.poke_scopes([f"{NS}/{SCOPE}", f"{NS}/other"])
         assert api.pokes == ["memoryscopes/other"]

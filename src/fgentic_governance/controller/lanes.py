@@ -1,10 +1,11 @@
 """Two lanes through the operator's shared resources (issue 39).
 
-The reconcile lane: every MemoryScope/ConsentRecord reconcile takes a slot before it touches
-the store pool, and there are as many slots as pooled connections. Waiting for a slot is cheap
-and quiet (no status, no Event); without it, an overloaded operator's reconciles waited inside
-the pool's 5 s acquire timeout, failed with STORE_UNAVAILABLE while PostgreSQL sat idle, and
-flapped Enabled → Failed → Enabled, every flap a status write and an Event.
+The reconcile lane: as many slots as pooled connections. The MemoryScope work queue's workers
+are its slots (``SCOPES``: Kopf's handler only queues the key); every ConsentRecord reconcile
+takes a slot of ``reconcile_slot``. Waiting for a slot is cheap and quiet (no status, no
+Event); without it, an overloaded operator's reconciles waited inside the pool's 5 s acquire
+timeout, failed with STORE_UNAVAILABLE while PostgreSQL sat idle, and flapped Enabled →
+Failed → Enabled, every flap a status write and an Event.
 
 The erasure lane: PrincipalOffboarding and the delete finalizer use a pool of their own
 (``context().erasure_store``) and a thread executor of their own for API calls, so a person's
@@ -28,6 +29,7 @@ import kopf
 
 from fgentic_governance.controller import tuning
 from fgentic_governance.controller.metrics import RECONCILE_SLOT_TIMEOUTS
+from fgentic_governance.controller.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -41,8 +43,9 @@ SLOT_WAIT_SECONDS: Final = 300.0
 LOOP_STOP_SECONDS: Final = 5.0
 
 _slots: asyncio.Semaphore | None = None
-_waiting: set[str] = set()
-"""Keys of the scopes whose reconcile has entered and waits for its slot (`waiting_for_slot`)."""
+SCOPES: Final = WorkQueue("memoryscopes")
+"""Every MemoryScope that needs a reconcile, by key (namespace/name); its workers are the
+reconcile slots (started by ``handlers.memoryscope``, stopped by ``close_lanes``)."""
 _erasure_executor: ThreadPoolExecutor | None = None
 _erasure_loop: asyncio.AbstractEventLoop | None = None
 _erasure_thread: threading.Thread | None = None
@@ -58,8 +61,10 @@ def open_lanes() -> None:
 
 
 def close_lanes() -> None:
-    """Stop the erasure lane's executor and loop (close its pool on it first)."""
+    """Stop the scope queue's workers, the erasure lane's executor and loop (close its pool
+    on it first)."""
     global _erasure_executor, _erasure_loop, _erasure_thread  # noqa: PLW0603
+    SCOPES.stop()
     if _erasure_executor is not None:
         _erasure_executor.shutdown(wait=False, cancel_futures=True)
         _erasure_executor = None
@@ -103,25 +108,21 @@ def erasure_executor() -> ThreadPoolExecutor:
 
 
 def waiting_for_slot(key: str) -> bool:
-    """Whether the reconcile of the scope ``key`` has entered and does not hold its slot yet.
-    Such a reconcile reads Kopf's indices (its consents) only once it holds the slot, in the
-    same step of the loop as it leaves this set (`reconcile_slot`): whatever an index holds
-    now, it will read, so a poke to have it read that is redundant."""
-    return key in _waiting
+    """Whether the reconcile of the scope ``key`` is queued and still to start (``SCOPES``).
+    Such a run reads Kopf's indices (its consents) and the store only when it starts, before
+    its first await: whatever an index holds now, it will read, so a poke to have it read that
+    is redundant."""
+    return SCOPES.pending(key)
 
 
 @contextlib.asynccontextmanager
-async def reconcile_slot(delay: float, key: str | None = None) -> AsyncIterator[None]:
-    """A slot of the reconcile lane, held for the whole reconcile. A slot not had within
-    SLOT_WAIT_SECONDS is a Kopf retry after ``delay`` that wrote nothing: not a transition
-    of the scope. ``key``: the scope's, counted in `waiting_for_slot` until it has its slot
-    (the caller reads the indices before its first await after entering)."""
+async def reconcile_slot(delay: float) -> AsyncIterator[None]:
+    """A slot of the reconcile lane (a ConsentRecord's), held for the whole reconcile. A slot
+    not had within SLOT_WAIT_SECONDS is a Kopf retry after ``delay`` that wrote nothing."""
     global _slots  # noqa: PLW0603
     if _slots is None:
         _slots = asyncio.Semaphore(tuning.RECONCILE_SLOTS.read())
     slots = _slots
-    if key is not None:
-        _waiting.add(key)
     try:
         async with asyncio.timeout(SLOT_WAIT_SECONDS):
             await slots.acquire()
@@ -129,11 +130,6 @@ async def reconcile_slot(delay: float, key: str | None = None) -> AsyncIterator[
         RECONCILE_SLOT_TIMEOUTS.inc()
         log.warning("no reconcile slot within %.0f s; retrying", SLOT_WAIT_SECONDS)
         raise kopf.TemporaryError("reconcile slot", delay=delay) from None
-    finally:
-        # With the slot (no await from here to the caller's index read), timed out (Kopf
-        # retries the handler, which reads them then) or cancelled (nothing reads them).
-        if key is not None:
-            _waiting.discard(key)
     try:
         yield
     finally:

@@ -5,7 +5,7 @@ No label may carry a principal, a room, an Agent name or content.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 SCOPE_TRANSITIONS = Counter(
     "fgentic_scope_reconciles_total",
@@ -35,8 +35,29 @@ SCOPE_SWEEP_POKES = Counter(
 )
 RECONCILE_SLOT_TIMEOUTS = Counter(
     "fgentic_reconcile_slot_timeouts_total",
-    "MemoryScope/ConsentRecord reconciliations that found no reconcile slot in time and were "
-    "retried later without writing anything (the operator is overloaded, not the store).",
+    "ConsentRecord reconciliations that found no reconcile slot in time and were retried later "
+    "without writing anything (the operator is overloaded, not the store).",
+)
+QUEUE_DEPTH = Gauge(
+    "fgentic_workqueue_depth",
+    "Keys queued in the operator's work queue and not yet started, by queue (memoryscopes).",
+    ["queue"],
+)
+QUEUE_RUNNING = Gauge(
+    "fgentic_workqueue_running",
+    "Runs of the work queue in progress, by queue: at most its workers (the reconcile slots).",
+    ["queue"],
+)
+QUEUE_RETRIES = Counter(
+    "fgentic_workqueue_retries_total",
+    "Failed runs of the work queue scheduled again after the handlers' backoff, by queue.",
+    ["queue"],
+)
+QUEUE_WAIT = Histogram(
+    "fgentic_workqueue_queue_duration_seconds",
+    "Time a key waited in the work queue between being queued and its run starting, by queue.",
+    ["queue"],
+    buckets=(0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0),
 )
 LEADING = Gauge(
     "fgentic_operator_leading",

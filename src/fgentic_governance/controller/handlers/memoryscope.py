@@ -3,12 +3,15 @@ content-free status. The flow itself lives in `consent.flow`."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import kopf
+from kopf._core.engines import posting
 
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Posture, ScopePhase
@@ -17,6 +20,7 @@ from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Environment, Verdict, consent_standing, evaluate
 from fgentic_governance.controller import api as kube
 from fgentic_governance.controller import lanes
+from fgentic_governance.controller import workqueue as wq
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
     Transition,
@@ -24,16 +28,17 @@ from fgentic_governance.controller.handlers.common import (
     announced,
     backoff,
     condition,
+    differs,
     handled,
     merge_conditions,
     now,
     parse,
     ready,
     revision,
-    update_status,
 )
 from fgentic_governance.controller.leadership import gated
 from fgentic_governance.controller.metrics import SCOPE_STATUS_WRITES, SCOPE_TRANSITIONS
+from fgentic_governance.controller.tuning import RECONCILE_SLOTS
 from fgentic_governance.memory import ScopeRecord, StoreRefusal
 from fgentic_governance.reasons import Reason
 
@@ -53,46 +58,129 @@ def consents_by_scope(
                   _compact(spec))}
 
 
-def _compact(spec: kopf.Spec) -> str:
-    """A record's spec as the consent index holds it."""
-    return json.dumps(dict(spec), separators=(",", ":"))
+def _compact(fields: Any) -> str:
+    """A spec or status as the indices hold it: one compact string."""
+    return json.dumps(dict(fields), separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Latest:
+    """What a queued scope's reconcile reads of it: its latest watched state, compact (two
+    JSON strings, not the body's dicts)."""
+
+    uid: str
+    generation: int
+    deleting: bool
+    spec: str
+    status: str
+    memo: kopf.Memo = field(compare=False)
+    """Kopf's own memo of the object (held by Kopf anyway): where a transition waits for its
+    status to be seen written (``common.announce``)."""
+
+
+@kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
+def scope_latest(*, namespace: str, name: str, meta: kopf.Meta, spec: kopf.Spec,
+                 status: kopf.Status, memo: kopf.Memo, **_: Any) -> dict[str, Latest]:
+    """scope key → its latest state. Kopf indexes each event before it runs the event's
+    handlers, so a key queued by a handler is read here at least as new as that event."""
+    key = f"{namespace}/{name}"
+    written = _WRITTEN.get(key)
+    if written is not None and not differs(status, written):
+        del _WRITTEN[key]  # The watch shows our write: the index is as new as we are.
+    return {key: Latest(str(meta.get("uid", "")), int(meta.get("generation", 0)),
+                        meta.get("deletionTimestamp") is not None, _compact(spec),
+                        _compact(status), memo)}
+
+
+_WRITTEN: dict[str, dict[str, Any]] = {}
+"""scope key → the status fields this process wrote that the watch has not shown yet: a key
+queued again meanwhile reads them over its indexed status (as Kopf waits for its own patch's
+resourceVersion), instead of rewriting the same status from a stale one."""
+_INDEX: dict[str, kopf.Index[Any, Any]] = {}
+"""The Kopf indices the queue's workers read (handed over by each handler call; Kopf's index
+objects live as long as the operator)."""
+
+
+async def _reconcile_key(key: str) -> None:
+    """One worker's run for a queued key: the object's latest state, or nothing if it is gone
+    or being deleted (the finalizer, ``erase_on_delete``, owns it then)."""
+    latest = _latest(key)
+    if latest is None:
+        _WRITTEN.pop(key, None)
+        return
+    await _reconcile(key, latest)
+
+
+def _latest(key: str) -> Latest | None:
+    index = _INDEX.get("scope_latest")
+    found = index.get(key) if index is not None else None
+    latest = next(iter(found), None) if found else None
+    return None if latest is None or latest.deleting else latest
+
+
+KOPF_POSTING: Final[tuple[contextvars.ContextVar[Any], ...]] = (
+    posting.settings_var, posting.event_queue_var, posting.event_queue_loop_var)
+"""Kopf's private context variables that ``kopf.event`` reads (kopf/_core/engines/posting.py),
+set by Kopf for its per-object tasks (kopf/_core/reactor/processing.py, running.py): what the
+workers copy. tests/unit/test_scope_queue.py fails if a Kopf upgrade moves them."""
+
+
+def _start_workers() -> None:
+    """Start the workers on this loop, once. Started from a handler, not at start-up: they post
+    Events (``kopf.event``), which reads Kopf's posting queue from the context Kopf sets for
+    its per-object tasks only. Only those variables are copied (not the handler's cause)."""
+    if lanes.SCOPES.running:
+        return
+    fresh = contextvars.Context()
+    for var in KOPF_POSTING:
+        value = var.get(None)
+        if value is not None:  # (unset only outside a running Kopf, e.g. in unit tests)
+            fresh.run(var.set, value)
+    # The queue's workers are the reconcile slots: one per pooled store connection.
+    lanes.SCOPES.start(RECONCILE_SLOTS.read(), _reconcile_key, backoff, fresh)
 
 
 @kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)
 @kopf.on.create(GROUP, VERSION, MEMORY_SCOPE.plural)
 @kopf.on.update(GROUP, VERSION, MEMORY_SCOPE.plural)
 @gated
-async def reconcile_scope(*, namespace: str, name: str, consents_by_scope: kopf.Index[Any, Any],
-                          retry: int = 0, **kwargs: Any) -> None:
-    key = f"{namespace}/{name}"
-    async with lanes.reconcile_slot(backoff(retry), key=key):  # Before any pooled connection.
-        # What `_reconcile` reads of the consent index before its first await, so in this
-        # same step of the loop: a consent so read need not poke the scope (`_poke_needed`).
-        _READ[key] = frozenset(consents_by_scope.get((namespace, name), []))
-        await _reconcile(namespace=namespace, name=name, consents_by_scope=consents_by_scope,
-                         retry=retry, **kwargs)
+async def reconcile_scope(
+    *, namespace: str, name: str, scope_latest: kopf.Index[Any, Any],
+    consents_by_scope: kopf.Index[Any, Any], offboarding_principals: kopf.Index[Any, Any],
+    **_: Any,
+) -> None:
+    """Queue the scope's key and return: Kopf's part is done. The handler returns None, so
+    Kopf writes no result into the status (``progression.deliver_results``) and, having
+    nothing to retry, moves its in-memory diff base on (``diffbase``): "handled" means the
+    latest state is queued. The reconcile itself, its status write and its retries are the
+    queue's (``lanes.SCOPES``); the body, cause and handler state go back to Kopf at once."""
+    _INDEX.update(scope_latest=scope_latest, consents_by_scope=consents_by_scope,
+                  offboarding_principals=offboarding_principals)
+    _start_workers()
+    lanes.SCOPES.add(f"{namespace}/{name}")
 
 
 _READ: dict[str, frozenset[tuple[str, str, str]]] = {}
-"""scope key → the consent index entries its latest reconcile read (the index's own strings)."""
+"""scope key → the consent index entries its latest run read (the index's own strings)."""
 
 
-async def _reconcile(
-    *, namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    body: kopf.Body, patch: kopf.Patch, consents_by_scope: kopf.Index[Any, Any],
-    offboarding_principals: kopf.Index[Any, Any], memo: kopf.Memo, retry: int = 0, **_: Any,
-) -> None:
-    generation = int(meta.get("generation", 0))
+async def _reconcile(key: str, latest: Latest) -> None:
+    namespace, name = key.split("/", 1)
+    generation = latest.generation
+    status = {**json.loads(latest.status), **_WRITTEN.get(key, {})}
     previous = status.get("conditions")
-    scope = parse(MemoryScopeSpec, spec)
-    records = sorted(consents_by_scope.get((namespace, name), []))
+    scope = parse(MemoryScopeSpec, json.loads(latest.spec))
+    records = sorted(_INDEX["consents_by_scope"].get((namespace, name), []))
+    # What this run read of the consent index, before its first await: a consent so read
+    # need not poke the scope (`_poke_needed`).
+    _READ[key] = frozenset(records)
     consents = [parse(ConsentRecordSpec, json.loads(r[2])) for r in records]
-    verdict, standing = _verdict(scope, consents, offboarding_principals)
+    verdict, standing = _verdict(scope, consents, _INDEX["offboarding_principals"])
     ctx = context()
     if scope is None:
-        _commit(patch, status, _status(generation, previous, ScopePhase.DISABLED,
-                                       verdict.reason))
-        _announce(memo, status, ScopePhase.DISABLED, verdict.reason)
+        _announce(latest.memo, status, ScopePhase.DISABLED, verdict.reason)
+        await _commit(key, status, _status(generation, previous, ScopePhase.DISABLED,
+                                           verdict.reason))
         return
     route = None if ctx.model_routes is None else await ctx.model_routes.reason(
         scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
@@ -101,32 +189,43 @@ async def _reconcile(
         # there: report a failure, not a disabled scope. A store unfit to grant (its settings
         # could log content) grants nothing, but a withdrawal still erases (below).
         problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
-        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, problem,
-                                       model_route=route))
-        _announce(memo, status, ScopePhase.FAILED, problem)
+        _announce(latest.memo, status, ScopePhase.FAILED, problem)
+        await _commit(key, status, _status(generation, previous, ScopePhase.FAILED, problem,
+                                           model_route=route))
+        if ctx.store is None:  # Not connected yet (start-up) or lost: retried with backoff,
+            raise wq.Retry(problem)  # not left to the sweep's next round (up to an hour).
         return
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
-        async with scope_lock(record.scope_key):  # Change handlers and the finalizer may overlap.
+        async with scope_lock(record.scope_key):  # The finalizer may overlap.
+            if _latest(key) is None:  # Deleted (or being) while this run waited for the lock:
+                return  # the finalizer's erasure stands; granting now would undo it.
             outcome = await flow.reconcile(ctx.store, record, verdict,
                                            _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
-        _commit(patch, status, _status(generation, previous, ScopePhase.FAILED, refusal.reason,
-                                       model_route=route))
-        _announce(memo, status, ScopePhase.FAILED, refusal.reason)
-        raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
-    _commit(patch, status, _outcome_status(generation, previous, outcome, route, standing))
-    _announce(memo, status, outcome.phase, outcome.reason)
+        _announce(latest.memo, status, ScopePhase.FAILED, refusal.reason)
+        await _commit(key, status, _status(generation, previous, ScopePhase.FAILED,
+                                           refusal.reason, model_route=route))
+        raise wq.Retry(refusal.reason) from None
+    _announce(latest.memo, status, outcome.phase, outcome.reason)
+    await _commit(key, status, _outcome_status(generation, previous, outcome, route, standing))
     if outcome.erasure is not None and outcome.last_erasure is not None:
         receipt = outcome.erasure
-        kopf.event(body, type="Normal" if receipt.verified else "Warning",
+        kopf.event(_reference(namespace, name, latest.uid),
+                   type="Normal" if receipt.verified else "Warning",
                    reason="ErasureVerified" if receipt.verified else "ErasureFailed",
                    message=f"receipt {receipt.id} generation {receipt.generation} "
                            f"reason {outcome.last_erasure.reason_code}")
     if records and (outcome.granted or outcome.erasure is not None):
         await _receipt(namespace, records[-1][1], outcome)
     if outcome.phase is ScopePhase.FAILED:
-        raise kopf.TemporaryError(outcome.reason.value, delay=backoff(retry))
+        raise wq.Retry(outcome.reason)
+
+
+def _reference(namespace: str, name: str, uid: str) -> kopf.Body:
+    """What an Event names of a scope (Kopf's object reference), without its body."""
+    return kopf.Body({"apiVersion": f"{GROUP}/{VERSION}", "kind": MEMORY_SCOPE.kind,
+                      "metadata": {"namespace": namespace, "name": name, "uid": uid}})
 
 
 @kopf.on.delete(GROUP, VERSION, MEMORY_SCOPE.plural)
@@ -137,6 +236,7 @@ async def erase_on_delete(
     """The finalizer: the CR goes away only after its memory is erased and verified. On the
     erasure lane: no reconcile slot, the erasure pool on its own loop (``controller.lanes``)."""
     _READ.pop(f"{namespace}/{name}", None)
+    _WRITTEN.pop(f"{namespace}/{name}", None)
     store = context().erasure_store
     scope = parse(MemoryScopeSpec, spec)
     if store is None or scope is None:
@@ -244,9 +344,18 @@ def _outcome_status(
     return fields
 
 
-def _commit(patch: kopf.Patch, status: kopf.Status, fields: dict[str, Any]) -> None:
-    written = update_status(patch, status, fields)
-    SCOPE_STATUS_WRITES.labels(result="written" if written else "unchanged").inc()
+async def _commit(key: str, status: dict[str, Any], fields: dict[str, Any]) -> None:
+    """Write ``fields`` with one status-subresource PATCH, only if one differs from the
+    status: a resync that finds everything as recorded writes nothing."""
+    if not differs(status, fields):
+        SCOPE_STATUS_WRITES.labels(result="unchanged").inc()
+        return
+    namespace, name = key.split("/", 1)
+    if await kube.patch_status(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
+                               namespace=namespace, name=name, status=fields) is None:
+        return  # Gone: its next run finds no state and drops the key.
+    _WRITTEN[key] = {**_WRITTEN.get(key, {}), **fields}
+    SCOPE_STATUS_WRITES.labels(result="written").inc()
 
 
 async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
@@ -282,9 +391,9 @@ def _poke_needed(namespace: str, name: str, spec: kopf.Spec, record: ConsentReco
     it is now. Kopf indexes each event before it runs that event's handlers
     (kopf/_core/reactor/processing.py), so the index holds it; and either the scope's latest
     reconcile read this very entry (`_READ`: its outcome, in progress or done, follows from it;
-    one that fails is retried by Kopf and reads again), or the reconcile has entered and
-    waits for its slot (`lanes.waiting_for_slot`: it reads the index only once it holds one,
-    before any await). A later change of the record is a new event with a handler of its own;
+    one that fails is retried by the queue and reads again), or its run is queued and still
+    to start (`lanes.waiting_for_slot`: it reads the index when it starts, before any
+    await). A later change of the record is a new event with a handler of its own;
     its deletion pokes (`sweep.consent_deleted`). Unsure: poke. A creation burst otherwise
     poked nearly every scope once more, each poke a PATCH and a reconcile of their own."""
     scope = record.scope_ref.name
