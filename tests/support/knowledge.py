@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 import urllib.request
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,6 +35,8 @@ from tests.support.stubs import LoopbackServer
 from tests.support.vectors import DIMENSIONS, unit_vector
 
 TOOL = "search_knowledge"
+ANSWERS_KEPT = 1024
+"""Distinct inputs whose answers the embeddings stub keeps (17 KB each at 768 dimensions)."""
 
 
 class QueryEmbeddings(LoopbackServer):
@@ -44,6 +48,13 @@ class QueryEmbeddings(LoopbackServer):
         """Answer in 512-byte pieces (a provider's answer arrives in many reads)."""
         self.vector: list[float] | None = None
         """Answer every text with this vector instead (a provider's wrong answer)."""
+        self.answers: OrderedDict[tuple[int, str, tuple[str, ...]], bytes] = OrderedDict()
+        """Each distinct input's serialised answer, most recently used last (at most
+        ``ANSWERS_KEPT``): a provider's answer time is not the server's, so the stub builds the
+        768 floats and their JSON once per input and serves the bytes afterwards."""
+        self.handler_seconds = 0.0
+        """Time spent in the handler so far (reading the request, finding or building the
+        answer): the provider's own answer time, which a benchmark may take out of its figure."""
 
     @property
     def url(self) -> str:
@@ -53,15 +64,20 @@ class QueryEmbeddings(LoopbackServer):
         app.router.add_post("/v1/embeddings", self._embeddings)
 
     async def _embeddings(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        try:
+            return await self._answer(request)
+        finally:
+            self.handler_seconds += time.perf_counter() - started
+
+    async def _answer(self, request: web.Request) -> web.Response:
         body = await request.json()
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         if self.fail:  # a provider error that quotes the input
             return web.json_response({"error": {"message": f"cannot embed {texts[0]!r}"}},
                                      status=500)
-        answer = web.json_response({"object": "list", "model": body.get("model"), "data": [
-            {"object": "embedding", "index": i,
-             "embedding": self.vector or unit_vector(str(text), self.dimensions)}
-            for i, text in enumerate(texts)]})
+        answer = web.Response(body=self._serialised(body.get("model"), texts),
+                              content_type="application/json", charset="utf-8")
         if not self.trickle:
             return answer
         assert isinstance(answer.body, bytes)
@@ -72,6 +88,25 @@ class QueryEmbeddings(LoopbackServer):
             await asyncio.sleep(0)
         await stream.write_eof()
         return stream  # type: ignore[return-value]
+
+    def _serialised(self, model: Any, texts: list[Any]) -> bytes:
+        """The answer's bytes, exactly as ``web.json_response`` wrote them before the cache."""
+        if self.vector is not None:  # a chosen wrong answer: tests change it, never kept
+            return self._build(model, texts)
+        key = (self.dimensions, json.dumps(model), tuple(str(text) for text in texts))
+        if (kept := self.answers.get(key)) is not None:
+            self.answers.move_to_end(key)
+            return kept
+        answer = self.answers[key] = self._build(model, texts)
+        if len(self.answers) > ANSWERS_KEPT:
+            self.answers.popitem(last=False)
+        return answer
+
+    def _build(self, model: Any, texts: list[Any]) -> bytes:
+        return json.dumps({"object": "list", "model": model, "data": [
+            {"object": "embedding", "index": i,
+             "embedding": self.vector or unit_vector(str(text), self.dimensions)}
+            for i, text in enumerate(texts)]}).encode()
 
 
 def _method(body: bytes) -> str | None:
