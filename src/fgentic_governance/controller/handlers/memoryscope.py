@@ -165,61 +165,94 @@ _READ: dict[str, frozenset[tuple[str, str, str]]] = {}
 
 
 async def _reconcile(key: str, latest: Latest) -> None:
-    namespace, name = key.split("/", 1)
-    generation = latest.generation
+    """One run: decide what the scope's state is (``_decide``), then report it (``_report``)."""
     status = {**json.loads(latest.status), **_WRITTEN.get(key, {})}
-    previous = status.get("conditions")
-    scope = parse(MemoryScopeSpec, json.loads(latest.spec))
+    namespace, name = key.split("/", 1)
     records = sorted(_INDEX["consents_by_scope"].get((namespace, name), []))
     # What this run read of the consent index, before its first await: a consent so read
     # need not poke the scope (`_poke_needed`).
     _READ[key] = frozenset(records)
+    decision = await _decide(key, latest, status, records)
+    if decision is not None:
+        await _report(key, latest, status, records, decision)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a run found: the phase and reason to report, the status fields to write, the
+    flow's outcome when it ran (its erasure's Event and the consent's receipt), and whether
+    the queue runs the scope again (after its backoff)."""
+
+    phase: ScopePhase
+    reason: Reason
+    fields: dict[str, Any]
+    outcome: flow.Outcome | None = None
+    retry: bool = False
+
+
+async def _decide(key: str, latest: Latest, status: dict[str, Any],
+                  records: list[tuple[str, str, str]]) -> Decision | None:
+    """The gates and, when they may run, the store's flow; None when the scope was deleted
+    meanwhile (nothing to report: the finalizer's erasure stands)."""
+    namespace, name = key.split("/", 1)
+    generation, previous = latest.generation, status.get("conditions")
+    scope = parse(MemoryScopeSpec, json.loads(latest.spec))
     consents = [parse(ConsentRecordSpec, json.loads(r[2])) for r in records]
     verdict, standing = _verdict(scope, consents, _INDEX["offboarding_principals"])
     ctx = context()
     if scope is None:
-        _announce(latest.memo, status, ScopePhase.DISABLED, verdict.reason)
-        await _commit(key, status, _status(generation, previous, ScopePhase.DISABLED,
-                                           verdict.reason))
-        return
+        return Decision(ScopePhase.DISABLED, verdict.reason,
+                        _status(generation, previous, ScopePhase.DISABLED, verdict.reason))
     route = None if ctx.model_routes is None else await ctx.model_routes.reason(
         scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
     if ctx.store is None or (verdict.enabled and ctx.store_problem is not None):
         # Without the store nothing is fenced, and an earlier enablement may still stand
         # there: report a failure, not a disabled scope. A store unfit to grant (its settings
-        # could log content) grants nothing, but a withdrawal still erases (below).
+        # could log content) grants nothing, but a withdrawal still erases (below). Not
+        # connected yet (start-up) or lost: retried with backoff, not left to the sweep's
+        # next round (up to an hour).
         problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
-        _announce(latest.memo, status, ScopePhase.FAILED, problem)
-        await _commit(key, status, _status(generation, previous, ScopePhase.FAILED, problem,
-                                           model_route=route))
-        if ctx.store is None:  # Not connected yet (start-up) or lost: retried with backoff,
-            raise wq.Retry(problem)  # not left to the sweep's next round (up to an hour).
-        return
+        return _failed(generation, previous, problem, route, retry=ctx.store is None)
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
         async with scope_lock(record.scope_key):  # The finalizer may overlap.
             if _latest(key) is None:  # Deleted (or being) while this run waited for the lock:
-                return  # the finalizer's erasure stands; granting now would undo it.
+                return None  # the finalizer's erasure stands; granting now would undo it.
             outcome = await flow.reconcile(ctx.store, record, verdict,
                                            _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
-        _announce(latest.memo, status, ScopePhase.FAILED, refusal.reason)
-        await _commit(key, status, _status(generation, previous, ScopePhase.FAILED,
-                                           refusal.reason, model_route=route))
-        raise wq.Retry(refusal.reason) from None
-    _announce(latest.memo, status, outcome.phase, outcome.reason)
-    await _commit(key, status, _outcome_status(generation, previous, outcome, route, standing))
-    if outcome.erasure is not None and outcome.last_erasure is not None:
+        return _failed(generation, previous, refusal.reason, route, retry=True)
+    return Decision(outcome.phase, outcome.reason,
+                    _outcome_status(generation, previous, outcome, route, standing), outcome,
+                    retry=outcome.phase is ScopePhase.FAILED)
+
+
+def _failed(generation: int, previous: list[dict[str, Any]] | None, reason: Reason,
+            route: Reason | None, *, retry: bool) -> Decision:
+    return Decision(ScopePhase.FAILED, reason, _status(generation, previous, ScopePhase.FAILED,
+                                                       reason, model_route=route), retry=retry)
+
+
+async def _report(key: str, latest: Latest, status: dict[str, Any],
+                  records: list[tuple[str, str, str]], decision: Decision) -> None:
+    """The one place a run reports: its transition noted (announced once the watch shows the
+    write, so noted before it), its status written, the erasure's Event and the consent's
+    receipt when the flow ran, then a retry asked of the queue if the run failed."""
+    namespace, name = key.split("/", 1)
+    _announce(latest.memo, status, decision.phase, decision.reason)
+    await _commit(key, status, decision.fields)
+    outcome = decision.outcome
+    if outcome is not None and outcome.erasure is not None and outcome.last_erasure is not None:
         receipt = outcome.erasure
         kopf.event(_reference(namespace, name, latest.uid),
                    type="Normal" if receipt.verified else "Warning",
                    reason="ErasureVerified" if receipt.verified else "ErasureFailed",
                    message=f"receipt {receipt.id} generation {receipt.generation} "
                            f"reason {outcome.last_erasure.reason_code}")
-    if records and (outcome.granted or outcome.erasure is not None):
+    if outcome is not None and records and (outcome.granted or outcome.erasure is not None):
         await _receipt(namespace, records[-1][1], outcome)
-    if outcome.phase is ScopePhase.FAILED:
-        raise wq.Retry(outcome.reason)
+    if decision.retry:
+        raise wq.Retry(decision.reason)
 
 
 def _reference(namespace: str, name: str, uid: str) -> kopf.Body:
