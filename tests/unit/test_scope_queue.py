@@ -19,17 +19,19 @@ from kopf._core import reactor
 from kopf._core.engines import posting
 from prometheus_client import REGISTRY
 
-from fgentic_governance.api.memory import ScopePhase
+from fgentic_governance.api.memory import ConsentRecordSpec, ScopePhase
 from fgentic_governance.consent import flow
 from fgentic_governance.controller import api as kube_api
 from fgentic_governance.controller.context import context
 from fgentic_governance.controller.handlers import memoryscope
+from fgentic_governance.controller.handlers.common import parse
 from fgentic_governance.controller.handlers.memoryscope import Latest, reconcile_scope
 from fgentic_governance.controller.lanes import SCOPES
 from fgentic_governance.controller.tuning import RECONCILE_SLOTS
+from fgentic_governance.controller.workqueue import Retry
 from fgentic_governance.memory import StoreRefusal
 from fgentic_governance.reasons import Reason
-from tests.support.objects import scope_obj
+from tests.support.objects import consent_obj, scope_obj
 from tests.support.polling import until_async
 
 NS = "queue"
@@ -239,3 +241,39 @@ async def test_kopf_still_posts_the_events_of_a_worker(
     posted = await asyncio.wait_for(queue.get(), 10)  # Kopf's poster would send it
     assert (posted.reason, posted.ref["name"], posted.ref["uid"]) == ("Probe", "s", "uid-1")
     assert seen == [None]  # the handler's own context is not carried into the worker
+
+
+async def test_a_consent_is_parsed_once_per_version(
+    idle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope's runs parse each consent index entry's JSON once per version of the record
+    (review of issue 41 item 7), not once per run: a resync, a retry or a poke re-reads it."""
+    parsed: list[str] = []
+
+    def counting(model: type[Any], spec: Any) -> Any:
+        if model is ConsentRecordSpec:
+            parsed.append(spec["decision"])
+        return parse(model, spec)
+
+    async def patch_status(**_: Any) -> str:
+        return "1"
+
+    monkeypatch.setattr(memoryscope, "parse", counting)
+    monkeypatch.setattr(kube_api, "patch_status", patch_status)
+    monkeypatch.setattr(context(), "store", None)  # each run fails closed, after reading
+    monkeypatch.setattr(context(), "model_routes", None)
+    memoryscope._consent.cache_clear()
+    record = consent_obj(NS, "s", "@alice:fgentic.local")
+
+    def version(decision: str) -> None:
+        spec = {**record["spec"], "decision": decision}
+        memoryscope._INDEX["consents_by_scope"] = {
+            (NS, "s"): [("2026-12-07T00:00:00Z", record["metadata"]["name"],
+                         json.dumps(spec, separators=(",", ":")))]}
+
+    memoryscope._INDEX["offboarding_principals"] = {}
+    for decision in ("granted", "granted", "granted", "withdrawn", "withdrawn"):
+        version(decision)
+        with pytest.raises(Retry):
+            await memoryscope._reconcile(f"{NS}/s", _latest())
+    assert parsed == ["granted", "withdrawn"]

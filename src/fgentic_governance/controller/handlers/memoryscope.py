@@ -4,6 +4,7 @@ content-free status. The flow itself lives in `consent.flow`."""
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import uuid
 from collections.abc import Iterable
@@ -197,7 +198,7 @@ async def _decide(key: str, latest: Latest, status: dict[str, Any],
     namespace, name = key.split("/", 1)
     generation, previous = latest.generation, status.get("conditions")
     scope = parse(MemoryScopeSpec, json.loads(latest.spec))
-    consents = [parse(ConsentRecordSpec, json.loads(r[2])) for r in records]
+    consents = [_consent(r[2]) for r in records]
     verdict, standing = _verdict(scope, consents, _INDEX["offboarding_principals"])
     ctx = context()
     if scope is None:
@@ -225,6 +226,19 @@ async def _decide(key: str, latest: Latest, status: dict[str, Any],
     return Decision(outcome.phase, outcome.reason,
                     _outcome_status(generation, previous, outcome, route, standing), outcome,
                     retry=outcome.phase is ScopePhase.FAILED)
+
+
+CONSENTS_PARSED: Final = 1024
+"""Parsed consent specs kept (the latest versions used): bounded memory, one frozen model
+each; a version read again past it is parsed again, which costs only time."""
+
+
+@functools.lru_cache(maxsize=CONSENTS_PARSED)
+def _consent(compact: str) -> ConsentRecordSpec | None:
+    """A consent index entry's spec, parsed once per version of the record: the entry's
+    compact JSON is the version (a changed record is a new string), and the model is frozen.
+    A resync, a retry or a poke of its scope reads the same version again."""
+    return parse(ConsentRecordSpec, json.loads(compact))
 
 
 def _failed(generation: int, previous: list[dict[str, Any]] | None, reason: Reason,
