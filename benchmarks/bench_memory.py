@@ -24,7 +24,9 @@ kube-apiserver and the real operator process. Prints figures; never asserts timi
    API server, and the two creates alone in a namespace the operator does not watch.
 
 ``--fence-reference REV`` runs only this: the fenced save (``MemoryStore.save``), search
-(``MemoryStore.search``, 5 of a scope's 20 facts) and an adapted kagent's INSERT with the
+(``MemoryStore.search``, 5 of a scope's 20 facts), an adapted kagent's INSERT, the periodic
+cleanup (``MemoryStore.cleanup_expired``, nothing due) and a delegated call's lease lookups
+(``open_lease``, ``leased_scope``, ``enter_delegation``, rolled back) with the
 function, view and trigger files of this checkout against those of git revision ``REV``, in
 one database: the files that differ are re-applied (``CREATE OR REPLACE``) before each batch,
 the two sides alternating batch by batch in a rotating order, warmed up after each swap. For
@@ -40,7 +42,7 @@ import statistics
 import subprocess
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
@@ -101,6 +103,9 @@ VALUES ($1, $2, $3, $4::text::vector, $5::jsonb, NOW(), NOW() + interval '6 days
 RETURNING id
 """
 _ENTER: Final = "SELECT * FROM fgentic_memory.enter_scope($1, $2, $3, $4, $5, $6, $7)"
+_OPEN_LEASE: Final = "SELECT * FROM fgentic_memory.open_lease($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+_LEASED_SCOPE: Final = "SELECT (fgentic_memory.leased_scope($1, $2, $3)).scope_key"
+_ENTER_DELEGATION: Final = "SELECT * FROM fgentic_memory.enter_delegation($1, $2, $3, $4)"
 _FENCED: Final = "fgentic_memory.memory"
 _PLAIN: Final = "bench_plain.memory"
 
@@ -404,9 +409,36 @@ def _fence_sides(rev: str) -> dict[str, str]:
     return {side: "\n".join(texts) for side, texts in sides.items()}
 
 
+async def _lease_and_cleanup_paths(owner: Any, store: MemoryStore, runtime_store: MemoryStore,
+                                   ) -> dict[str, Callable[[], Awaitable[None]]]:
+    """--fence-reference's paths through the periodic cleanup and a delegated call's lease
+    lookups (a live lease of its own scope)."""
+    leased = await _enabled(store, "ref-lease")
+    await store.open_lease(leased, 540, context_id="ctx-bench")
+    delegate = (leased.subject_mxid, leased.agent_namespace, leased.agent_name)
+
+    async def cleanup() -> None:  # nothing due: the four statements' own cost
+        await runtime_store.cleanup_expired()
+
+    async def delegation() -> None:  # as the memory API's calls do, rolled back
+        async with owner.acquire() as conn:
+            tx = conn.transaction()
+            await tx.start()
+            try:
+                await conn.fetchrow(_OPEN_LEASE, *leased.params(), 60, None, "ctx-bench")
+                await conn.fetchval(_LEASED_SCOPE, *delegate[1:], delegate[0])
+                await conn.fetchrow(_ENTER_DELEGATION, *delegate, "recall")
+            finally:
+                await tx.rollback()
+
+    return {"MemoryStore.cleanup_expired (cleanup + 3 prunes)": cleanup,
+            "open_lease + leased_scope + enter_delegation (a live lease)": delegation}
+
+
 async def bench_fence_reference(owner: Any, store: MemoryStore, dsn: str, rev: str, *,
                                 total: int, batch: int = 10) -> Table:
-    """The fenced save, search and adapted INSERT under each side's definitions."""
+    """The fenced save, search, adapted INSERT, cleanup and lease lookups under each side's
+    definitions."""
     sides = _fence_sides(rev)
     vectors = _vectors(20, seed=19)
     scopes = {name: await _enabled(store, name) for name in ("ref-save", "ref-find", "ref-sql")}
@@ -435,7 +467,8 @@ async def bench_fence_reference(owner: Any, store: MemoryStore, dsn: str, rev: s
 
     paths = {"MemoryStore.save (save_fact)": save,
              "MemoryStore.search, 5 of 20 (enter_scope recall)": search,
-             "adapted kagent INSERT (enter_scope capture + trigger)": adapted_sql}
+             "adapted kagent INSERT (enter_scope capture + trigger)": adapted_sql,
+             **await _lease_and_cleanup_paths(owner, store, runtime_store)}
     by_round: dict[tuple[str, str], list[list[float]]] = {(s, p): [] for s in sides
                                                            for p in paths}
     order = list(sides)

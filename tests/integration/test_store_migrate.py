@@ -28,7 +28,7 @@ async def test_migrate_is_versioned_and_idempotent(pg_dsn: str) -> None:
             await require_current(conn)
         assert info.value.reason is Reason.STORE_SCHEMA_MISMATCH
 
-        assert await migrate(conn) == SCHEMA_VERSION == len(migrations()) == 26
+        assert await migrate(conn) == SCHEMA_VERSION == len(migrations()) == 27
         objects = await conn.fetchval(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = 'fgentic_memory'")
@@ -125,9 +125,12 @@ def _without_the_record(dump: Catalog) -> Catalog:
             for kind, objects in dump.items()}
 
 
-# The functions version steps after 0025 redefined (0026: the scope checks written once); 0025
-# itself changed no object.
-CHANGED_AFTER_0025 = frozenset({"check_binding", "check_scope", "enter_scope", "save_fact"})
+# The functions version steps after 0025 redefined (0026: the scope checks written once; 0027:
+# the claim MAC, the entry cap and the live-lease join written once); 0025 changed no object.
+CHANGED_AFTER_0025 = frozenset({"check_binding", "check_scope", "enter_scope", "save_fact",
+                                "claim_sign", "claim_mac", "check_entry_cap",
+                                "memory_before_insert", "live_leases", "open_lease",
+                                "leased_scope", "enter_delegation", "bind_context"})
 
 
 def _differing(a: Catalog, b: Catalog) -> set[str]:

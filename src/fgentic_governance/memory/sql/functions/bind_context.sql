@@ -1,4 +1,4 @@
--- requires: functions/contexts_in_progress, functions/refuse
+-- requires: functions/contexts_in_progress, functions/live_leases, functions/refuse
 -- Bind a memory call of (subject, Agent) to its lease's context, in the admission's
 -- transaction: CONTEXT_CONFLICT unless the contexts in progress are exactly the one context
 -- every live lease of the pair names. Returns whether that context has an outstanding
@@ -17,15 +17,8 @@ DECLARE
     v_active fgentic_memory.agent_context[];
 BEGIN
     SELECT array_agg(DISTINCT coalesce(l.context_id, '')) INTO v_leased
-      FROM fgentic_memory.scope sc
-      JOIN fgentic_memory.delegation_lease l ON l.scope_key = sc.scope_key
-     WHERE sc.subject_mxid = p_subject
-       AND sc.agent_namespace = p_agent_namespace
-       AND sc.agent_name = p_agent_name
-       AND l.closed_at IS NULL
-       AND l.expires_at > statement_timestamp()
-       AND l.consent_generation = sc.consent_generation
-       AND sc.enabled;
+      FROM fgentic_memory.live_leases(p_agent_namespace, p_agent_name) l
+     WHERE l.subject_mxid = p_subject;
     IF v_leased IS NULL THEN
         RETURN false;  -- no live lease: enter_delegation has refused the call already
     END IF;

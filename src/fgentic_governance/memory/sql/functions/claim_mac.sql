@@ -1,3 +1,4 @@
+-- requires: functions/claim_sign
 -- The MAC of one claim in one transaction: H(k || H(k || message)), the nested form, so a
 -- known token cannot be extended. The message fields cannot contain '|' (mode and generation
 -- are checked; scope keys match the scope_guard pattern). Owner only: it is the signing
@@ -9,9 +10,7 @@ LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT encode(sha256(k.secret || sha256(k.secret || convert_to(
-               format('fgentic-claim|%s|%s|%s|%s', p_xact, p_mode, p_generation, p_scope_key),
-               'UTF8'))), 'hex')
+    SELECT fgentic_memory.claim_sign(k.secret, p_xact, p_mode, p_generation, p_scope_key)
       FROM fgentic_memory.claim_key k
 $$;
 

@@ -1,5 +1,6 @@
 -- Physical deletion of expired rows (ADR 0023 §27: within 24 hours). It only deletes; it never
 -- moves an expiry.
+-- Restated in cleanup_expired/prune_*: one shared EXECUTE'd DELETE measured 1.19-1.20x (sql/0027).
 CREATE OR REPLACE FUNCTION fgentic_memory.cleanup_expired() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER

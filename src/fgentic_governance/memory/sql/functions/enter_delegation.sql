@@ -1,4 +1,4 @@
--- requires: functions/enter_scope, functions/refuse
+-- requires: functions/enter_scope, functions/live_leases, functions/refuse
 CREATE OR REPLACE FUNCTION fgentic_memory.enter_delegation(
     p_subject text, p_agent_namespace text, p_agent_name text, p_mode text)
 RETURNS fgentic_memory.delegation_context
@@ -16,17 +16,10 @@ BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('capture', 'recall') THEN
         PERFORM fgentic_memory.refuse('INVALID_SPEC');
     END IF;
-    SELECT count(DISTINCT sc.scope_key), min(sc.scope_key)
+    SELECT count(DISTINCT l.scope_key), min(l.scope_key)
       INTO v_found, v_key
-      FROM fgentic_memory.scope sc
-      JOIN fgentic_memory.delegation_lease l ON l.scope_key = sc.scope_key
-     WHERE sc.subject_mxid = p_subject
-       AND sc.agent_namespace = p_agent_namespace
-       AND sc.agent_name = p_agent_name
-       AND l.closed_at IS NULL
-       AND l.expires_at > statement_timestamp()
-       AND l.consent_generation = sc.consent_generation
-       AND sc.enabled;
+      FROM fgentic_memory.live_leases(p_agent_namespace, p_agent_name) l
+     WHERE l.subject_mxid = p_subject;
     IF v_found = 0 THEN
         PERFORM fgentic_memory.refuse('LEASE_MISSING');
     ELSIF v_found > 1 THEN

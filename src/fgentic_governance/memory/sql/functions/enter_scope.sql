@@ -1,4 +1,4 @@
--- requires: functions/bound_transaction, functions/check_binding, functions/check_capture, functions/check_floor, functions/entry_lock, functions/refuse
+-- requires: functions/bound_transaction, functions/check_binding, functions/check_capture, functions/check_floor, functions/claim_sign, functions/entry_lock, functions/refuse
 -- enter_scope: the gate of a capture, recall or erase: the transaction bounds, the claim, the
 -- scope's binding, posture and generation, then the floor after the scope's own posture.
 CREATE OR REPLACE FUNCTION fgentic_memory.enter_scope(
@@ -54,12 +54,11 @@ BEGIN
     IF p_mode <> 'erase' AND v_held THEN
         PERFORM fgentic_memory.refuse('SCOPE_DISABLED');
     END IF;
-    -- claim_mac(), inline (a NULL key signs nothing that verifies, as before).
+    -- claim_mac()'s formula with the key read above (a NULL key signs nothing that verifies).
     PERFORM set_config('fgentic_memory.claim',
         format('%s|%s|%s|%s', p_mode, p_generation, p_scope_key,
-               encode(sha256(v_secret || sha256(v_secret || convert_to(
-                   format('fgentic-claim|%s|%s|%s|%s', pg_current_xact_id(), p_mode,
-                          p_generation, p_scope_key), 'UTF8'))), 'hex')),
+               fgentic_memory.claim_sign(v_secret, pg_current_xact_id(), p_mode, p_generation,
+                                         p_scope_key)),
         true);
     -- Informational only: nothing trusts these.
     PERFORM set_config('fgentic_memory.scope_key', p_scope_key, true);

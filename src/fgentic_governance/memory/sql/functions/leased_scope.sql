@@ -1,4 +1,4 @@
--- requires: functions/refuse
+-- requires: functions/live_leases, functions/refuse
 CREATE OR REPLACE FUNCTION fgentic_memory.leased_scope(
     p_agent_namespace text, p_agent_name text, p_subject text)
 RETURNS fgentic_memory.scope
@@ -17,18 +17,11 @@ BEGIN
     END IF;
     -- Every live lease of the Agent, whoever's: the attributed user's scopes, and how many
     -- users hold one.
-    SELECT count(DISTINCT sc.scope_key) FILTER (WHERE sc.subject_mxid = p_subject),
-           min(sc.scope_key) FILTER (WHERE sc.subject_mxid = p_subject),
-           count(DISTINCT sc.subject_mxid)
+    SELECT count(DISTINCT l.scope_key) FILTER (WHERE l.subject_mxid = p_subject),
+           min(l.scope_key) FILTER (WHERE l.subject_mxid = p_subject),
+           count(DISTINCT l.subject_mxid)
       INTO v_found, v_key, v_subjects
-      FROM fgentic_memory.scope sc
-      JOIN fgentic_memory.delegation_lease l ON l.scope_key = sc.scope_key
-     WHERE sc.agent_namespace = p_agent_namespace
-       AND sc.agent_name = p_agent_name
-       AND l.closed_at IS NULL
-       AND l.expires_at > statement_timestamp()
-       AND l.consent_generation = sc.consent_generation
-       AND sc.enabled;
+      FROM fgentic_memory.live_leases(p_agent_namespace, p_agent_name) l;
     IF v_found = 0 THEN
         PERFORM fgentic_memory.refuse('LEASE_MISSING');
     ELSIF v_found > 1 OR v_subjects > 1 THEN

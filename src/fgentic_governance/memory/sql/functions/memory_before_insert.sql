@@ -1,4 +1,4 @@
--- requires: functions/bound_transaction, functions/check_capture, functions/check_payload, functions/refuse
+-- requires: functions/bound_transaction, functions/check_capture, functions/check_entry_cap, functions/check_payload, functions/claim_sign, functions/refuse
 -- The insert gate of every writer but save_fact() (see triggers/memory_before_insert.sql).
 CREATE OR REPLACE FUNCTION fgentic_memory.memory_before_insert() RETURNS trigger
 LANGUAGE plpgsql
@@ -7,8 +7,6 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s fgentic_memory.scope;
-    n bigint;
-    v_expired bigint;
     v_token text := current_setting('fgentic_memory.claim', true);
     v_xact xid8 := pg_current_xact_id_if_assigned();
     v_part text[];
@@ -31,10 +29,10 @@ BEGIN
     IF octet_length(v_part[2]) > 18 OR octet_length(v_part[4]) <> 64 THEN
         PERFORM fgentic_memory.refuse('SCOPE_MISSING');
     END IF;
-    -- claim_mac() of this transaction, inline; then the claim's scope must be the row's.
-    IF encode(sha256(v_secret || sha256(v_secret || convert_to(
-           format('fgentic-claim|%s|%s|%s|%s', v_xact, v_part[1], v_part[2]::bigint, v_part[3]),
-           'UTF8'))), 'hex') IS DISTINCT FROM v_part[4]
+    -- claim_mac() of this transaction with the key read above; then the claim's scope must
+    -- be the row's.
+    IF fgentic_memory.claim_sign(v_secret, v_xact, v_part[1], v_part[2]::bigint, v_part[3])
+           IS DISTINCT FROM v_part[4]
        OR v_part[3] IS DISTINCT FROM NEW.scope_key
     THEN
         PERFORM fgentic_memory.refuse('SCOPE_MISSING');
@@ -80,19 +78,8 @@ BEGIN
     THEN
         PERFORM fgentic_memory.refuse('RETENTION_EXCEEDED');
     END IF;
-    -- The cap, under the scope lock, in a statement after it (a fresh snapshot): expired rows
-    -- are deleted first, as before, but only looked for in the same scan as the count.
-    SELECT count(*), count(*) FILTER (WHERE m.expires_at <= statement_timestamp())
-      INTO n, v_expired
-      FROM fgentic_memory.memory m WHERE m.scope_key = s.scope_key;
-    IF v_expired > 0 THEN
-        DELETE FROM fgentic_memory.memory
-         WHERE scope_key = s.scope_key AND expires_at <= statement_timestamp();
-        SELECT count(*) INTO n FROM fgentic_memory.memory WHERE scope_key = s.scope_key;
-    END IF;
-    IF n >= s.entry_cap THEN
-        PERFORM fgentic_memory.refuse('ENTRY_CAP_REACHED');
-    END IF;
+    -- The cap, under the scope lock, as save_fact() counts it.
+    PERFORM fgentic_memory.check_entry_cap(s);
     RETURN NEW;
 END
 $$;

@@ -1,4 +1,4 @@
--- requires: functions/bound_transaction, functions/check_scope, functions/context_pattern, functions/max_live_leases, functions/refuse, functions/refuse_if_held
+-- requires: functions/bound_transaction, functions/check_scope, functions/context_pattern, functions/live_leases, functions/max_live_leases, functions/refuse, functions/refuse_if_held
 CREATE OR REPLACE FUNCTION fgentic_memory.open_lease(
     p_scope_key text, p_generation bigint, p_subject text,
     p_agent_namespace text, p_agent_name text, p_room text, p_seconds integer,
@@ -41,15 +41,8 @@ BEGIN
         END IF;
     END IF;
     SELECT count(*) INTO v_live
-      FROM fgentic_memory.scope sc
-      JOIN fgentic_memory.delegation_lease l ON l.scope_key = sc.scope_key
-     WHERE sc.subject_mxid = p_subject
-       AND sc.agent_namespace = p_agent_namespace
-       AND sc.agent_name = p_agent_name
-       AND l.closed_at IS NULL
-       AND l.expires_at > statement_timestamp()
-       AND l.consent_generation = sc.consent_generation
-       AND sc.enabled;
+      FROM fgentic_memory.live_leases(p_agent_namespace, p_agent_name) l
+     WHERE l.subject_mxid = p_subject;
     IF v_live >= fgentic_memory.max_live_leases() THEN
         PERFORM fgentic_memory.refuse('LEASE_LIMIT_REACHED');
     END IF;

@@ -1,5 +1,6 @@
 -- Notes older than the longest window serve nothing (the operator's periodic cleanup). Like
 -- prune_leases(), the runtime role may run it too: it deletes only notes no window counts.
+-- Restated in cleanup_expired/prune_*: one shared EXECUTE'd DELETE measured 1.19-1.20x (sql/0027).
 CREATE OR REPLACE FUNCTION fgentic_memory.prune_activity() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER

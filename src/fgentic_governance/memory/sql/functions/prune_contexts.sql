@@ -1,6 +1,7 @@
 -- Notes no window counts any more (the operator's periodic cleanup, like prune_activity()).
 -- A pruned session's count restarts unknown: its every final state is then followed by the
 -- save wait (more refusals, never a missed save).
+-- Restated in cleanup_expired/prune_*: one shared EXECUTE'd DELETE measured 1.19-1.20x (sql/0027).
 CREATE OR REPLACE FUNCTION fgentic_memory.prune_contexts() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER

@@ -1,5 +1,6 @@
 -- Housekeeping: a closed lease's row now stays until its own expiry, so that its delegation
 -- id is still known to the replay check above for as long as the lease could have lived.
+-- Restated in cleanup_expired/prune_*: one shared EXECUTE'd DELETE measured 1.19-1.20x (sql/0027).
 CREATE OR REPLACE FUNCTION fgentic_memory.prune_leases() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER

@@ -1,4 +1,4 @@
--- requires: functions/bound_transaction, functions/check_binding, functions/check_capture, functions/check_payload, functions/entry_lock, functions/refuse
+-- requires: functions/bound_transaction, functions/check_binding, functions/check_capture, functions/check_entry_cap, functions/check_payload, functions/entry_lock, functions/refuse
 CREATE OR REPLACE FUNCTION fgentic_memory.save_fact(
     p_scope_key text, p_generation bigint, p_subject text,
     p_agent_namespace text, p_agent_name text, p_room text,
@@ -14,8 +14,6 @@ DECLARE
     s fgentic_memory.scope;
     m fgentic_memory.memory;
     r record;
-    n bigint;
-    v_expired bigint;
     v_void text;
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -70,19 +68,8 @@ BEGIN
     m.sensitivity := p_sensitivity;
     m.lifecycle := 'active';
     v_void := fgentic_memory.check_payload(s, m);
-    -- The cap, under the scope lock, in a statement after it (a fresh snapshot), as the
-    -- trigger counts it.
-    SELECT count(*), count(*) FILTER (WHERE x.expires_at <= statement_timestamp())
-      INTO n, v_expired
-      FROM fgentic_memory.memory x WHERE x.scope_key = s.scope_key;
-    IF v_expired > 0 THEN
-        DELETE FROM fgentic_memory.memory
-         WHERE scope_key = s.scope_key AND expires_at <= statement_timestamp();
-        SELECT count(*) INTO n FROM fgentic_memory.memory WHERE scope_key = s.scope_key;
-    END IF;
-    IF n >= s.entry_cap THEN
-        PERFORM fgentic_memory.refuse('ENTRY_CAP_REACHED');
-    END IF;
+    -- The cap, under the scope lock, as the trigger counts it.
+    v_void := fgentic_memory.check_entry_cap(s);
     v_void := set_config('fgentic_memory.gate', 'on', true);
     INSERT INTO fgentic_memory.memory SELECT m.*;  -- the row checked above, as it is
     v_void := set_config('fgentic_memory.gate', '', true);

@@ -1,0 +1,13 @@
+-- 0027: more of the fence's restated SQL written once (issue 41 item 1). The claim MAC's
+-- formula is claim_sign() (new), which claim_mac(), enter_scope and the insert trigger call
+-- with the key each has read; the entry cap of save_fact() and the insert trigger is
+-- check_entry_cap() (new); the live-lease join of open_lease, leased_scope, enter_delegation
+-- and bind_context is live_leases() (new). claim_sign() and live_leases() are inlined by the
+-- planner. Same checks, same order, same reason codes, same locks and snapshots.
+--
+-- This step changes no table; it is the version step after which the migrator re-applies the
+-- object files. Measured against the restatements in one database (`bench_memory
+-- --fence-reference 57b10b2`): save, search, the adapted INSERT and the lease lookups
+-- 0.98-1.02x, kept. The cleanup_expired()/prune_*() DELETEs stay restated: one shared DELETE
+-- (EXECUTE'd, the table being a parameter) measured 1.19-1.20x per cleanup, over 1.05x.
+SELECT 1;
