@@ -3,7 +3,8 @@ write throughput of the same run, offboarding of a principal holding many scopes
 operator's resident memory.
 
     .venv/bin/python -m benchmarks.bench_scale [--scopes 1000] [--bindings 1000]
-        [--offboard-scopes 100] [--entries 10] [--namespaces 10] [--threads 8] [--keep]
+        [--offboard-scopes 100] [--entries 10] [--namespaces 10] [--threads 8] [--restart]
+        [--keep]
 
     # issue 39's run (docs/scale.md): every figure of its table, in one run
     .venv/bin/python -m benchmarks.bench_scale --scopes 10000 --bindings 10 --offboard-scopes 10
@@ -41,6 +42,14 @@ the API allows. Prints figures; never asserts timings.
     version) against the next transaction id at the window's start: exact at both edges, where
     ``pg_stat_user_tables.n_tup_upd`` is published by each backend 1-10 s late and so blurred
     the convergence into the window.
+(r) Restart (``--restart``, off by default), after everything above: the operator holding every
+    scope is stopped with SIGTERM (its exit timed, SIGKILL after ``EXIT_BOUND``) and a fresh
+    process started with the same settings plus a metrics port. Measured: start -> every scope
+    reconciled once, read from its ``/metrics``: the memoryscopes work queue's runs started
+    (``fgentic_workqueue_queue_duration_seconds_count``) >= the scopes held, with nothing queued
+    or running; the writes from the SIGTERM to the end of a ``--settle`` window after that (API
+    writes per scope by cause from the watches, store rows by ``xmin``, as in (e)); the new
+    process's VmRSS after that window and its CPU over it. An unchanged pair writes nothing.
 
 The run ends with one block, "issue 39 table", whose rows are exactly those of issue 39's table
 (docs/scale.md pastes it); ``tests/integration/test_benchmarks_run.py`` runs the benchmark small
@@ -56,8 +65,11 @@ import asyncio
 import json
 import os
 import random
+import re
+import signal
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +95,7 @@ from benchmarks.common import (
     machine,
     scratch_dir,
 )
+from fgentic_devenv import free_port, terminate
 from fgentic_devenv.controlplane import LocalControlPlane
 from fgentic_governance.api.common import OriginKind, Principal
 from fgentic_governance.api.memory import MemoryScopeSpec
@@ -818,6 +831,139 @@ async def operator_offboarding(dsn: str, api: k8s.CustomObjectsApi, mxid: str,
     return Offboarding(elapsed, direct, status, before, left, usage)
 
 
+# -- (r) restart -----------------------------------------------------------------------------------
+
+EXIT_BOUND: Final = 30.0  # seconds a SIGTERM'd operator gets (Kubernetes' default grace period)
+_SAMPLE: Final = re.compile(r'^(fgentic_\w+)\{queue="memoryscopes"\} (\S+)$', re.M)
+
+
+def queue_metrics(port: int) -> dict[str, float]:
+    """The memoryscopes work queue's samples on the operator's ``/metrics`` (empty until the
+    queue's first run labels them, or while the port is not yet served)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return {}
+    return {name: float(value) for name, value in _SAMPLE.findall(text)}
+
+
+def status_writes(port: int) -> str:
+    """``fgentic_scope_status_writes_total`` by result, as the operator counted its runs."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    found = re.findall(r'^fgentic_scope_status_writes_total\{result="(\w+)"\} (\S+)$', text,
+                       re.M)
+    return ", ".join(f"{result} {float(n):,.0f}" for result, n in found) or "none"
+
+
+def reconciled_once(port: int, scopes: int, proc: Any, timeout: float) -> float | None:
+    """Seconds until the queue has started a run per held scope (``scopes``) and holds nothing
+    queued or running; None past ``timeout`` (or if the process dies). Polled every 0.2 s."""
+    start = time.perf_counter()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        got = queue_metrics(port)
+        if (got.get("fgentic_workqueue_queue_duration_seconds_count", 0.0) >= scopes
+                and got.get("fgentic_workqueue_depth") == 0.0
+                and got.get("fgentic_workqueue_running") == 0.0):
+            return time.perf_counter() - start
+        time.sleep(0.2)
+    return None
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The operator restarted while holding ``scopes`` converged scopes."""
+
+    scopes: int
+    exit_seconds: float
+    exit_code: int | None
+    reconciled: float | None  # start -> every scope reconciled once (None: not within bound)
+    writes: Writes  # SIGTERM -> end of the at-rest window after
+    causes: list[Figure]  # per scope / consent / binding, by what each write changed
+    status_writes: str  # the new process's own count of its runs' status writes
+    rss: tuple[float, float]  # VmRSS, VmHWM after the at-rest window
+    rest: Usage
+
+    def rows(self) -> list[tuple[str, str]]:
+        n = max(1, self.scopes)
+        total = sum(self.writes.api_writes.values())
+        code = ("killed after the bound" if self.exit_code == -signal.SIGKILL
+                else f"exit code {self.exit_code}")
+        return [
+            ("SIGTERM -> old process exited",
+             f"{self.exit_seconds:.2f} s ({code}; bound {EXIT_BOUND:.0f} s)"),
+            ("fresh process start -> every scope reconciled once",
+             "not within the bound" if self.reconciled is None else
+             f"{self.reconciled:.1f} s (work queue runs started >= {self.scopes:,} scopes held, "
+             "depth 0, running 0, on its /metrics)"),
+            ("API writes per scope, SIGTERM -> end of the at-rest window",
+             f"{total / n:.2f} ({total:,.0f} in all over {self.writes.seconds:.0f} s: "
+             + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(self.writes.api_writes.items(),
+                                                           key=lambda kv: -kv[1])[:6])
+             + "; by cause (watch): "
+             + "; ".join(f"{c.name.split(':')[0]} {c.value.replace('-', 'none', c.value == '-')}"
+                         for c in self.causes)
+             + f"; the runs' status writes: {self.status_writes})"),
+            ("writes in that window", self.writes.text()),
+            ("fresh operator resident memory after it settled",
+             f"VmRSS {self.rss[0]:.0f} MiB (VmHWM {self.rss[1]:.0f} MiB)"),
+            ("fresh operator CPU at rest after",
+             f"{self.rest.operator_cpu:.1%} of a core (machine {self.rest.machine:.0%} busy) "
+             f"over {self.rest.wall:.0f} s"),
+        ]
+
+    def table(self) -> str:
+        lines = [f"| restart | {self.scopes:,} scopes held |", "|---|---|"]
+        return "\n".join(lines + [f"| {name} | {value} |" for name, value in self.rows()])
+
+
+def held_scopes(api: k8s.CustomObjectsApi, namespaces: Sequence[str]) -> int:
+    answer: Any = api.list_cluster_custom_object(GROUP, VERSION, "memoryscopes")
+    return sum(1 for item in answer["items"] if item["metadata"]["namespace"] in namespaces)
+
+
+def quiet(watches: Sequence[tuple[str, FirstSeen]], still: float = 2.0,
+          bound: float = 30.0) -> None:
+    """Wait until no watch has seen a new write for ``still`` seconds (at most ``bound``)."""
+    deadline = time.monotonic() + bound
+    last, since = [w.causes() for _, w in watches], time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < still:
+        time.sleep(0.25)
+        now = [w.causes() for _, w in watches]
+        if now != last:
+            last, since = now, time.monotonic()
+
+
+def restart(  # noqa: PLR0917
+    probe: Probe, api: k8s.CustomObjectsApi, old: OperatorProcess, fresh: OperatorProcess,
+    watches: Sequence[tuple[str, FirstSeen]], namespaces: Sequence[str], settle: float,
+    timeout: float,
+) -> Restart:
+    """Stop ``old`` (SIGTERM, bounded), run ``fresh`` (left running: the caller stops it)."""
+    assert old.proc is not None
+    scopes = held_scopes(api, namespaces)
+    quiet(watches)  # (c)'s last writes delivered: they are not the restart's
+    before = probe()
+    causes_before = [watch.causes() for _, watch in watches]
+    start = time.perf_counter()
+    terminate(old.proc, signal.SIGTERM, EXIT_BOUND)
+    exit_seconds = time.perf_counter() - start
+    port = free_port()
+    fresh.args += ["--metrics-port", str(port)]  # the only setting the first one lacks
+    fresh.start()
+    assert fresh.proc is not None
+    reconciled = reconciled_once(port, scopes, fresh.proc, timeout)
+    with Usage(fresh.proc.pid) as rest:
+        time.sleep(settle)
+    writes = Writes.between(before, probe())
+    causes = [cause_figure(kind, b, watch.causes(), scopes)
+              for (kind, watch), b in zip(watches, causes_before, strict=True)]
+    return Restart(scopes, exit_seconds, old.proc.returncode, reconciled, writes, causes,
+                   status_writes(port), proc_memory(fresh.proc.pid), rest)
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 
@@ -853,6 +999,7 @@ class Issue39:
     bindings_rest: Writes | None = None  # the settle window after (b)
     offboarding: Offboarding | None = None
     burst: Offboarding | None = None  # the offboarding during (a)'s creation burst
+    restart: Restart | None = None  # (r), with --restart
 
     def rows(self) -> list[tuple[str, str]]:
         run, rest, off, burst = self.scopes_run, self.rest, self.offboarding, self.burst
@@ -928,9 +1075,13 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
         core = k8s.CoreV1Api(client)
         probe = Probe(plane, core, dsn)
         ensure_namespaces(plane, core, watched)
-        operator = OperatorProcess(plane.kubeconfig, work / "operator",
+
+        def operator_process(name: str) -> OperatorProcess:
+            return OperatorProcess(plane.kubeconfig, work / name,
                                    namespaces=[*watched, OFFBOARD_NS], dsn=dsn,
                                    local_homeserver=HOMESERVER, env=resync_env(args))
+
+        operator = operator_process("operator")
         scopes_seen = FirstSeen(api, "memoryscopes", enabled)
         bindings_seen = FirstSeen(api, "retrievalbindings", applied)
         consents_seen = FirstSeen(api, "consentrecords", receipted)
@@ -1082,6 +1233,20 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                     figures += off
                     print_figures(off)
                     figures.append(memory_figure("at the end", pid, "<= 200 MiB"))
+                if args.restart:
+                    banner("(r) restart: SIGTERM, then a fresh operator with the same settings")
+                    fresh = operator_process("operator-restart")
+                    try:
+                        issue.restart = restart(
+                            probe, api, operator, fresh,
+                            [("MemoryScopes", scopes_seen), ("ConsentRecords", consents_seen),
+                             ("RetrievalBindings", bindings_seen)],
+                            [*watched, OFFBOARD_NS], args.settle, args.timeout)
+                    finally:
+                        fresh.stop()
+                    figures += [Figure(f"restart: {name}", value)
+                                for name, value in issue.restart.rows()]
+                    print_figures(figures[-6:])
                 figures.append(Figure("load average before (a) / at the end",
                                       f"{load} / "
                                       + " ".join(f"{x:.2f}" for x in os.getloadavg())))
@@ -1120,6 +1285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="FGENTIC_SCOPE_RESYNC_SECONDS for the operator (default: its own)")
     parser.add_argument("--binding-resync", type=float, default=0.0,
                         help="FGENTIC_BINDING_RESYNC_SECONDS for the operator (default: its own)")
+    parser.add_argument("--restart", action="store_true",
+                        help="at the end, restart the operator holding every scope (r)")
     parser.add_argument("--keep", action="store_true", help="keep logs and server state")
     args = parser.parse_args(argv)
     if not 1 <= args.entries <= 100:
@@ -1133,6 +1300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures = bench(work, args, issue)
     banner("summary (figures only; nothing is asserted)")
     print(render(figures))
+    if issue.restart is not None:
+        banner(f"restart table ({issue.restart.scopes:,} scopes held, the same run)")
+        print(issue.restart.table(), flush=True)
     banner(f"issue 39 table ({args.scopes:,} scopes, one run)")
     print(f"command: {command_line()}")
     print(f"machine: {machine()}; load average at the end "
