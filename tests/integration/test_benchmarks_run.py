@@ -69,6 +69,8 @@ def test_bench_scale_prints_every_row_of_the_issue_table_from_one_small_run() ->
     assert [kind for kind, _ in causes] == ["MemoryScopes", "ConsentRecords"], head[-3000:]
     assert "finalizers " in causes[0][1] and "status " in causes[1][1], causes
     assert "during the creation burst" in cells[ISSUE_39_ROWS[5]]
+    # ReadyForDeactivation as a watch from before the create saw it, the 20 ms poll's beside
+    assert cells[ISSUE_39_ROWS[5]].count("; polled every 20 ms: ") == 2
     writes = cells[ISSUE_39_ROWS[6]]
     assert writes.startswith("while 2 RetrievalBindings converged (")
     # (the windows last --settle plus the probes' own seconds: not asserted)
