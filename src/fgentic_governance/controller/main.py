@@ -228,15 +228,11 @@ def run_operator(args: argparse.Namespace) -> int:
         # One sweep for every scope (a live index: it fills as Kopf lists the scopes).
         tasks.append(asyncio.create_task(sweep.run(indices["scope_views"])))
 
+    stop = asyncio.Event()  # bound to a loop only when awaited: asyncio.run's, in _serve
+
     @kopf.on.cleanup()
     async def _cleanup(**_: Any) -> None:
-        for task in tasks:
-            task.cancel()
-        if context().store_pool is not None:
-            await context().store_pool.close()
-        if context().erasure_pool is not None:  # on the loop it belongs to
-            await lanes.on_erasure_lane(context().erasure_pool.close())
-        lanes.close_lanes()
+        await wind_down(tasks, stop)
 
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)
@@ -245,7 +241,21 @@ def run_operator(args: argparse.Namespace) -> int:
     if elector is not None:  # claim this shard's namespaces, refuse to overlap another's
         shards.check(api_client, elector.namespace, elector.name,
                      shards.Claim.of(namespaces, args.cluster_kinds))
-    return asyncio.run(_serve(args.metrics_port, namespaces, elector))
+    return asyncio.run(_serve(args.metrics_port, namespaces, elector, stop))
+
+
+async def wind_down(tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
+    """Kopf's cleanup: end our tasks, close the pools and lanes, and raise ``stop``. Kopf
+    stopped by its own SIGTERM handler leaves its task waiting on ``stop`` pending, and then
+    waits 5 s for every pending task before it returns: raised, that task ends now."""
+    stop.set()
+    for task in tasks:
+        task.cancel()
+    if context().store_pool is not None:
+        await context().store_pool.close()
+    if context().erasure_pool is not None:  # on the loop it belongs to
+        await lanes.on_erasure_lane(context().erasure_pool.close())
+    lanes.close_lanes()
 
 
 def _identity(identity: str) -> str:
@@ -263,7 +273,7 @@ def _elector(api_client: Any, lease: str, who: str) -> LeaseElector | None:
 
 
 async def _serve(metrics_port: int | None, namespaces: list[str],
-                 elector: LeaseElector | None) -> int:
+                 elector: LeaseElector | None, stop: asyncio.Event) -> int:
     """Probes and metrics from the start (a standby is live), then the handlers once this
     replica leads; exit 1 when leadership is lost, so the Pod restarts as a standby."""
     runner: Any = None
@@ -272,7 +282,6 @@ async def _serve(metrics_port: int | None, namespaces: list[str],
 
         serving.scrub_library_logs()
         runner = await serving.serve(serving.health_handler(), "0.0.0.0", metrics_port)  # noqa: S104
-    stop = asyncio.Event()
     # Until Kopf installs its own: a SIGTERM while standing by, or between taking the Lease
     # and Kopf's start, stops this process cleanly (and hands the Lease over) too.
     loop = asyncio.get_running_loop()
