@@ -17,7 +17,7 @@ from tests.support.cluster import PYTHON, Release, converge, kubectl_result, rea
 
 GOV = "governance.fgentic.dev"
 # What each component's code calls (handlers, kube.py, controller/retrieval_apply.py; the webhook's
-# informers, live lookups and audit; control/cluster_directory.py).
+# informers, live lookups and audit; controlapi/cluster_directory.py).
 NEEDS: dict[str, list[tuple[str, str]]] = {
     "operator": [
         *[(verb, f"{plural}.{GOV}") for plural in

@@ -31,12 +31,12 @@ from kubernetes import client
 from prometheus_client import REGISTRY, generate_latest
 
 from fgentic_governance.api.memory import MemoryScopeSpec
-from fgentic_governance.control.auth import BearerTokenFile
-from fgentic_governance.control.cluster_directory import KubeDirectory
-from fgentic_governance.control.confirm import ConfirmationBook
-from fgentic_governance.control.http import make_handler
-from fgentic_governance.control.room import RoomPolicy
-from fgentic_governance.control.service import ControlService
+from fgentic_governance.controlapi.auth import BearerTokenFile
+from fgentic_governance.controlapi.cluster_directory import KubeDirectory
+from fgentic_governance.controlapi.confirm import ConfirmationBook
+from fgentic_governance.controlapi.http import make_handler
+from fgentic_governance.controlapi.room import RoomPolicy
+from fgentic_governance.controlapi.service import ControlService
 from fgentic_governance.memory import Access, MemoryStore, ScopeRecord, bounds
 from fgentic_governance.memory.confirmations import StoreLedger
 from fgentic_governance.serving.http import scrub_library_logs, serve
@@ -867,7 +867,7 @@ async def test_sentinels_leave_only_through_inspects_text(
     assert first["confirmation"]["token"] not in log_capture.text
     assert TOKEN not in log_capture.text
     lines = [r.getMessage() for r in log_capture.records
-             if r.name == "fgentic_governance.control"]
+             if r.name == "fgentic_governance.controlapi"]
     assert any("action=forget-all reason=OK" in line for line in lines)
     assert any("action=unknown reason=NOT_FOUND" in line for line in lines)
     # aiohttp did log the malformed framing - reduced to the exception type by the filter.

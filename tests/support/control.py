@@ -19,12 +19,12 @@ from kubernetes import client
 
 from fgentic_devenv import free_port
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
-from fgentic_governance.control.auth import BearerTokenFile
-from fgentic_governance.control.cluster_directory import KubeDirectory
-from fgentic_governance.control.confirm import ConfirmationBook
-from fgentic_governance.control.http import make_handler
-from fgentic_governance.control.room import RoomPolicy
-from fgentic_governance.control.service import ControlService
+from fgentic_governance.controlapi.auth import BearerTokenFile
+from fgentic_governance.controlapi.cluster_directory import KubeDirectory
+from fgentic_governance.controlapi.confirm import ConfirmationBook
+from fgentic_governance.controlapi.http import make_handler
+from fgentic_governance.controlapi.room import RoomPolicy
+from fgentic_governance.controlapi.service import ControlService
 from fgentic_governance.memory import MemoryStore
 from fgentic_governance.memory.confirmations import StoreLedger
 from fgentic_governance.serving.http import serve

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fgentic_governance.control.auth import MIN_TOKEN_BYTES, BearerTokenFile
+from fgentic_governance.controlapi.auth import MIN_TOKEN_BYTES, BearerTokenFile
 
 TOKEN = "t" * 24 + "0123456789abcdef"
 

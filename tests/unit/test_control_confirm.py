@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from fgentic_governance.control.codes import ControlError, ControlReason
-from fgentic_governance.control.confirm import Action, Binding, ConfirmationBook
+from fgentic_governance.controlapi.codes import ControlError, ControlReason
+from fgentic_governance.controlapi.confirm import Action, Binding, ConfirmationBook
 from fgentic_governance.reasons import Reason
 
 BINDING = Binding("team-a/alice-helper", Action.FORGET_ALL, "@alice:fgentic.local",
@@ -20,7 +20,7 @@ BINDING = Binding("team-a/alice-helper", Action.FORGET_ALL, "@alice:fgentic.loca
 
 
 class MemoryLedger:
-    """The ledger contract of ``control.confirm.Ledger``, in a dict."""
+    """The ledger contract of ``controlapi.confirm.Ledger``, in a dict."""
 
     def __init__(self) -> None:
         self.rows: dict[bytes, tuple[Binding, float]] = {}

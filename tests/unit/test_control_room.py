@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from fgentic_governance.control.codes import ControlError, ControlReason, Drift
-from fgentic_governance.control.room import RoomPolicy, check_room
-from fgentic_governance.control.wire import AgentKey, RoomState
+from fgentic_governance.controlapi.codes import ControlError, ControlReason, Drift
+from fgentic_governance.controlapi.room import RoomPolicy, check_room
+from fgentic_governance.controlapi.wire import AgentKey, RoomState
 
 LOCAL = "fgentic.local"
 SUBJECT = "@alice:fgentic.local"
@@ -151,7 +151,7 @@ def test_policy_refuses_a_non_local_bot_or_ghost(bot: str, template: str) -> Non
 
 
 def test_snapshot_omissions_are_malformed_not_allowed() -> None:
-    from fgentic_governance.control.wire import Command, parse
+    from fgentic_governance.controlapi.wire import Command, parse
 
     for field in ("serverAcl", "encrypted", "roomVersion", "members"):
         doc = allowed()

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from fgentic_governance.api.memory import MemoryScopeSpec
-from fgentic_governance.control.codes import ControlError, ControlReason, Drift
-from fgentic_governance.control.directory import DirectoryScope, select
-from fgentic_governance.control.wire import (
+from fgentic_governance.controlapi.codes import ControlError, ControlReason, Drift
+from fgentic_governance.controlapi.directory import DirectoryScope, select
+from fgentic_governance.controlapi.wire import (
     AgentKey,
     Command,
     ConfirmableCommand,

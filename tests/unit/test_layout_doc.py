@@ -31,7 +31,7 @@ def _tree() -> str:
 
 def _names(tree: str, wanted: list[str]) -> list[str]:
     """Those of ``wanted`` the tree does not name as a whole word (``api/`` is not in
-    ``memoryapi/``, ``control/`` is not ``controller/``)."""
+    ``memoryapi/`` or ``controlapi/``)."""
     return [name for name in wanted
             if not re.search(rf"(?<![\w/.]){re.escape(name)}(?![\w])", tree)]
 

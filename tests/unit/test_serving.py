@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from fgentic_devenv import free_port
-from fgentic_governance.control.codes import ControlError, ControlReason, Drift
+from fgentic_governance.controlapi.codes import ControlError, ControlReason, Drift
 from fgentic_governance.memory.errors import StoreRefusal
 from fgentic_governance.memoryapi.codes import ApiError, ApiReason
 from fgentic_governance.reasons import Coded, Reason

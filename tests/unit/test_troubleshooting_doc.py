@@ -18,7 +18,7 @@ import pytest
 
 from fgentic_governance.admission.policy import AdmissionCode
 from fgentic_governance.contract.errors import Code as ContractCode
-from fgentic_governance.control.codes import ControlReason, Drift
+from fgentic_governance.controlapi.codes import ControlReason, Drift
 from fgentic_governance.knowledge.codes import KnowledgeReason
 from fgentic_governance.memory.errors import SQLSTATE_REASONS
 from fgentic_governance.memoryapi.codes import ApiReason

@@ -99,8 +99,8 @@ def _projector(args: argparse.Namespace) -> int:
 
 
 def _control_api(args: argparse.Namespace) -> int:
-    from fgentic_governance.control.room import RoomPolicy
-    from fgentic_governance.control.server import run_control_api
+    from fgentic_governance.controlapi.room import RoomPolicy
+    from fgentic_governance.controlapi.server import run_control_api
 
     # The server checks these too, but a template that does not format ends there in a traceback.
     try:
@@ -139,7 +139,7 @@ def _add_memory_commands(sub: Any) -> None:
     """`memory status|list-scopes|erase-scope`, `control-api` (the memory control API) and
     `memory-api` (kagent's memory calls)."""
     from fgentic_governance.cli import memory
-    from fgentic_governance.control import server
+    from fgentic_governance.controlapi import server
 
     parser = sub.add_parser("memory", help="content-free memory store status and erasure")
     memory.add_arguments(parser)

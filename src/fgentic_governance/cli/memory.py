@@ -31,7 +31,7 @@ from fgentic_governance.cli.errors import fail
 from fgentic_governance.reasons import Reason
 
 if TYPE_CHECKING:  # Imported when a command runs: building the CLI parser stays light.
-    from fgentic_governance.control.cluster_directory import KubeDirectory
+    from fgentic_governance.controlapi.cluster_directory import KubeDirectory
     from fgentic_governance.memory import ErasureReceipt, MemoryStore, ScopeState
 
     Command = Callable[[argparse.Namespace, MemoryStore, KubeDirectory | None], Awaitable[int]]
@@ -125,7 +125,7 @@ def _kube(args: argparse.Namespace) -> KubeDirectory | None:
     credentials can be found; a --kubeconfig that cannot be used is an InputError."""
     if getattr(args, "no_kube", True):
         return None
-    from fgentic_governance.control.cluster_directory import KubeDirectory
+    from fgentic_governance.controlapi.cluster_directory import KubeDirectory
 
     if args.kubeconfig is not None:
         return KubeDirectory(inputs.kube_client(args.kubeconfig))
@@ -156,7 +156,7 @@ async def _status(args: argparse.Namespace, store: MemoryStore,
 
 async def _object_status(directory: KubeDirectory | None, namespace: str,
                          name: str) -> dict[str, Any]:
-    from fgentic_governance.control.codes import ControlError, ControlReason
+    from fgentic_governance.controlapi.codes import ControlError, ControlReason
 
     if directory is None:
         return {"phase": None, "reasonCode": None, "lastErasure": None}
@@ -202,7 +202,7 @@ async def _erase_scope(args: argparse.Namespace, store: MemoryStore,
 
 async def _record(directory: KubeDirectory | None, key: tuple[str, str],
                   receipt: ErasureReceipt) -> bool:
-    from fgentic_governance.control.codes import ControlError
+    from fgentic_governance.controlapi.codes import ControlError
 
     if directory is None:
         return False
@@ -214,6 +214,6 @@ async def _record(directory: KubeDirectory | None, key: tuple[str, str],
 
 
 def _iso(value: datetime | None) -> str | None:
-    from fgentic_governance.control.service import iso
+    from fgentic_governance.controlapi.service import iso
 
     return iso(value)

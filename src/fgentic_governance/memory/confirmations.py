@@ -1,6 +1,6 @@
 """Pending confirmations of ``!memory forget all`` and ``!memory off``, kept in the store.
 
-The control API's two-step confirmations (``control.confirm``) live here, in
+The control API's two-step confirmations (``controlapi.confirm``) live here, in
 ``fgentic_memory.confirmation`` (sql/0012), so that the call that issues a token and the call
 that redeems it may reach different replicas. A row holds the SHA-256 of a token (never the
 token), everything the token is bound to, and its expiry in epoch seconds of the issuing

@@ -24,10 +24,10 @@ from typing import Any, Final, TypeVar
 from aiohttp import web
 from prometheus_client import Counter
 
-from fgentic_governance.control.auth import BearerTokenFile
-from fgentic_governance.control.codes import ControlError, ControlReason
-from fgentic_governance.control.service import ControlService, Reply
-from fgentic_governance.control.wire import (
+from fgentic_governance.controlapi.auth import BearerTokenFile
+from fgentic_governance.controlapi.codes import ControlError, ControlReason
+from fgentic_governance.controlapi.service import ControlService, Reply
+from fgentic_governance.controlapi.wire import (
     MAX_BODY_BYTES,
     Command,
     ConfirmableCommand,
@@ -41,7 +41,7 @@ from fgentic_governance.reasons import Reason
 from fgentic_governance.serving import http as serving
 from fgentic_governance.serving import strict_json
 
-log = logging.getLogger("fgentic_governance.control")
+log = logging.getLogger("fgentic_governance.controlapi")
 C = TypeVar("C", bound=Command | LeaseCloseCommand)
 Handler = serving.Handler
 

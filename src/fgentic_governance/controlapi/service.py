@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from fgentic_governance.api.memory import LastErasure, Posture
-from fgentic_governance.control.codes import ControlError, ControlReason
-from fgentic_governance.control.confirm import Action, Binding, ConfirmationBook
-from fgentic_governance.control.directory import DirectoryScope, ScopeDirectory, select
-from fgentic_governance.control.room import RoomPolicy, check_room, server_of
-from fgentic_governance.control.wire import (
+from fgentic_governance.controlapi.codes import ControlError, ControlReason
+from fgentic_governance.controlapi.confirm import Action, Binding, ConfirmationBook
+from fgentic_governance.controlapi.directory import DirectoryScope, ScopeDirectory, select
+from fgentic_governance.controlapi.room import RoomPolicy, check_room, server_of
+from fgentic_governance.controlapi.wire import (
     MAX_OFFSET,
     MAX_PAGE_SIZE,
     Command,
@@ -41,7 +41,7 @@ from fgentic_governance.memory import (
 )
 from fgentic_governance.reasons import Reason
 
-log = logging.getLogger("fgentic_governance.control")
+log = logging.getLogger("fgentic_governance.controlapi")
 T = TypeVar("T")
 
 

@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from fgentic_governance.api.common import DNS1123_LABEL, MXID_PATTERN, ROOM_ID_PATTERN
 from fgentic_governance.contract import limits
-from fgentic_governance.control.codes import ControlError, ControlReason
+from fgentic_governance.controlapi.codes import ControlError, ControlReason
 from fgentic_governance.memory.model import CONTEXT_ID, MAX_LEASE_SECONDS
 from fgentic_governance.serving import strict_json
 

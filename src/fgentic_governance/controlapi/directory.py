@@ -13,8 +13,8 @@ from typing import Protocol
 
 from fgentic_governance.api.common import OriginKind
 from fgentic_governance.api.memory import LastErasure, MemoryScopeSpec
-from fgentic_governance.control.codes import ControlError, ControlReason, Drift
-from fgentic_governance.control.wire import AgentKey
+from fgentic_governance.controlapi.codes import ControlError, ControlReason, Drift
+from fgentic_governance.controlapi.wire import AgentKey
 from fgentic_governance.memory import ScopeRecord
 from fgentic_governance.reasons import Reason
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 from fgentic_governance.contract import limits
-from fgentic_governance.control.codes import Drift
-from fgentic_governance.control.wire import AgentKey, RoomState
+from fgentic_governance.controlapi.codes import Drift
+from fgentic_governance.controlapi.wire import AgentKey, RoomState
 
 ROOM_VERSION = "12"
 JOIN_RULE = "invite"

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 from fgentic_governance.serving.process import add_serving_flags
 
 if TYPE_CHECKING:  # Imported when the server starts: building the CLI parser stays light.
-    from fgentic_governance.control.directory import ScopeDirectory
+    from fgentic_governance.controlapi.directory import ScopeDirectory
     from fgentic_governance.serving.process import Shell
 
-log = logging.getLogger("fgentic_governance.control")
+log = logging.getLogger("fgentic_governance.controlapi")
 POOL_SIZE = 8
 
 
@@ -52,12 +52,12 @@ async def start(args: argparse.Namespace, shell: Shell,
     pool (created on the running loop)."""
     import asyncpg
 
-    from fgentic_governance.control.auth import BearerTokenFile
-    from fgentic_governance.control.cluster_directory import KubeDirectory
-    from fgentic_governance.control.confirm import ConfirmationBook
-    from fgentic_governance.control.http import make_handler
-    from fgentic_governance.control.room import RoomPolicy
-    from fgentic_governance.control.service import ControlService
+    from fgentic_governance.controlapi.auth import BearerTokenFile
+    from fgentic_governance.controlapi.cluster_directory import KubeDirectory
+    from fgentic_governance.controlapi.confirm import ConfirmationBook
+    from fgentic_governance.controlapi.http import make_handler
+    from fgentic_governance.controlapi.room import RoomPolicy
+    from fgentic_governance.controlapi.service import ControlService
     from fgentic_governance.kube.client import api_client
     from fgentic_governance.memory import MemoryStore, bounds, dsn
     from fgentic_governance.memory.confirmations import StoreLedger

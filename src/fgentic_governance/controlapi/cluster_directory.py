@@ -21,8 +21,8 @@ from urllib3.exceptions import HTTPError
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import LastErasure, MemoryScopeSpec
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE
-from fgentic_governance.control.codes import ControlError, ControlReason
-from fgentic_governance.control.directory import DirectoryScope
+from fgentic_governance.controlapi.codes import ControlError, ControlReason
+from fgentic_governance.controlapi.directory import DirectoryScope
 
 SCOPES = MEMORY_SCOPE.plural
 CONSENTS = CONSENT_RECORD.plural

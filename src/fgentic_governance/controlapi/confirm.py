@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from fgentic_governance.control.codes import ControlError, ControlReason
+from fgentic_governance.controlapi.codes import ControlError, ControlReason
 from fgentic_governance.memory.confirmations import Action, Binding
 from fgentic_governance.reasons import Reason
 
