@@ -35,7 +35,7 @@ never asserts timings.
    The figure is calls per CPU-second of the server process, read from ``/proc/<pid>/stat``
    (its CPU, not the stub's or the database's).
 4. **The MCP layer alone, before and after in one run.** In this process, one admitted
-   ``tools/call`` answered by ``knowledge.protocol.Protocol`` (the SDK's handler kernel alone)
+   ``tools/call`` answered by ``retrievalserver.protocol.Protocol`` (the SDK's handler kernel alone)
    and by the SDK's stateless Streamable HTTP transport it replaced
    (``tests.support.mcp_transport``), interleaved, over a search that returns five fixed hits.
 """
@@ -69,8 +69,8 @@ from benchmarks.common import (
 )
 from fgentic_governance import contract
 from fgentic_governance.contract import VerifiedIdentity
-from fgentic_governance.knowledge import protocol, tool
 from fgentic_governance.retrieval.search import corpus, ingest, prefilter
+from fgentic_governance.retrievalserver import protocol, tool
 from tests.support.knowledge import TOOL, QueryEmbeddings, retrieval_server
 from tests.support.mcp_transport import SdkProtocol
 from tests.support.projector import AGENT, ALICE, room_context

@@ -29,10 +29,10 @@ from fgentic_governance import faults
 from fgentic_governance.api.memory import Posture, ScopePhase
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Verdict
-from fgentic_governance.knowledge.codes import KnowledgeReason
 from fgentic_governance.memory import Access, MemoryStore, Operation, ScopeRecord, StoreRefusal
 from fgentic_governance.memory.cost import CostGate
 from fgentic_governance.reasons import Reason
+from fgentic_governance.retrievalserver.codes import KnowledgeReason
 from tests.support import processes
 from tests.support.faults import (
     Cluster,

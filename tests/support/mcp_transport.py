@@ -1,5 +1,5 @@
 """The `mcp` SDK's own stateless Streamable HTTP transport, as the knowledge server ran it
-before it answered with the SDK's handler kernel alone (``knowledge.protocol.Protocol``).
+before it answered with the SDK's handler kernel alone (``retrievalserver.protocol.Protocol``).
 
 Kept for tests only, as the reference the lean path is compared with request by request
 (tests/unit/test_knowledge_protocol.py): the same ``answer`` signature, called as an ASGI
@@ -18,7 +18,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from fgentic_governance.contract import VerifiedIdentity
-from fgentic_governance.knowledge.protocol import IDENTITY_KEY, Answer
+from fgentic_governance.retrievalserver.protocol import IDENTITY_KEY, Answer
 
 
 class SdkProtocol:

@@ -12,11 +12,11 @@ import pytest
 
 from fgentic_governance import contract
 from fgentic_governance.contract import AgentRef, Code
-from fgentic_governance.knowledge import guard, http, protocol, tool
-from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason, http_status
-from fgentic_governance.knowledge.embeddings import vector_of
-from fgentic_governance.knowledge.service import KnowledgeSearch
 from fgentic_governance.retrieval.search.prefilter import Hit
+from fgentic_governance.retrievalserver import guard, http, protocol, tool
+from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason, http_status
+from fgentic_governance.retrievalserver.embeddings import vector_of
+from fgentic_governance.retrievalserver.service import KnowledgeSearch
 from tests.support.mcp_requests import VERSION, carrier, rpc_body
 from tests.support.projector import AGENT, NOW
 

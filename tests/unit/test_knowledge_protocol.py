@@ -17,9 +17,9 @@ from mcp.server import streamable_http
 
 from fgentic_devenv import free_port
 from fgentic_governance.contract import AgentRef, VerifiedIdentity
-from fgentic_governance.knowledge import http, protocol, tool
-from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval.search.prefilter import Hit
+from fgentic_governance.retrievalserver import http, protocol, tool
+from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.serving import http as serving
 from tests.support.mcp_requests import VERSION, carrier, rpc_body
 from tests.support.mcp_transport import SdkProtocol

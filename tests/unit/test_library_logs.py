@@ -24,7 +24,7 @@ def test_a_child_loggers_exception_is_reduced_to_its_type() -> None:
         except ValueError:
             logging.getLogger("mcp.shared.jsonrpc_dispatcher").exception("handler for %r raised",
                                                                          SECRET)
-        logging.getLogger("fgentic_governance.knowledge").warning("refused code=%s", "X")
+        logging.getLogger("fgentic_governance.retrievalserver").warning("refused code=%s", "X")
     finally:
         undo()
         root.removeHandler(handler)

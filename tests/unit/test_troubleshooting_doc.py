@@ -19,13 +19,13 @@ import pytest
 from fgentic_governance.admission.policy import AdmissionCode
 from fgentic_governance.contract.errors import Code as ContractCode
 from fgentic_governance.controlapi.codes import ControlReason, Drift
-from fgentic_governance.knowledge.codes import KnowledgeReason
 from fgentic_governance.memory.errors import SQLSTATE_REASONS
 from fgentic_governance.memoryapi.codes import ApiReason
 from fgentic_governance.reasons import Reason
 from fgentic_governance.retrieval.projector.core import ProjectorReason
 from fgentic_governance.retrieval.render.rules import DEVIATIONS, UNENFORCEABLE
 from fgentic_governance.retrieval.search.ingest import RowCode
+from fgentic_governance.retrievalserver.codes import KnowledgeReason
 from fgentic_governance.serving.strict_json import Refusal
 from tests.support.objects import ROOT
 

@@ -124,7 +124,7 @@ def _memory_api(args: argparse.Namespace) -> int:
 
 
 def _retrieval_server(args: argparse.Namespace) -> int:
-    from fgentic_governance.knowledge.server import run_retrieval_server
+    from fgentic_governance.retrievalserver.server import run_retrieval_server
 
     inputs.http_url(args.embeddings_url, "--embeddings-url")  # before it listens
     return int(run_retrieval_server(args))
@@ -258,12 +258,12 @@ def _add_projector(sub: Any) -> None:
                       help="projector configuration (JSON or YAML, see docs/projector.md)")
     add_serving_flags(proj, port=9090)
     proj.set_defaults(func=_projector)
-    from fgentic_governance.knowledge import server
+    from fgentic_governance.retrievalserver import server
 
-    knowledge = sub.add_parser("retrieval-server",
-                               help="run the knowledge-retrieval MCP server (one binding's tool)")
-    server.add_arguments(knowledge)
-    knowledge.set_defaults(func=_retrieval_server)
+    retrieval_server = sub.add_parser(
+        "retrieval-server", help="run the knowledge-retrieval MCP server (one binding's tool)")
+    server.add_arguments(retrieval_server)
+    retrieval_server.set_defaults(func=_retrieval_server)
     from fgentic_governance.cli import corpus
 
     corpus.add_arguments(sub.add_parser(

@@ -34,8 +34,8 @@ from fgentic_governance.cli.errors import EXIT_FAILED, fail
 if TYPE_CHECKING:
     import asyncpg
 
-    from fgentic_governance.knowledge.embeddings import Embedder
     from fgentic_governance.retrieval.search.ingest import Row
+    from fgentic_governance.retrievalserver.embeddings import Embedder
 
 BATCH = 64
 BATCH_SECONDS = 120.0
@@ -177,10 +177,10 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
     import aiohttp
     import asyncpg
 
-    from fgentic_governance.knowledge.codes import KnowledgeError
-    from fgentic_governance.knowledge.embeddings import Embedder
     from fgentic_governance.memory.dsn import read_write
     from fgentic_governance.retrieval.search import corpus
+    from fgentic_governance.retrievalserver.codes import KnowledgeError
+    from fgentic_governance.retrievalserver.embeddings import Embedder
 
     conn = await asyncpg.connect(read_write(inputs.dsn(args.store_dsn_file)), timeout=10)
     session = aiohttp.ClientSession()

@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from fgentic_governance.knowledge.codes import KnowledgeReason
 from fgentic_governance.retrieval.search import corpus
+from fgentic_governance.retrievalserver.codes import KnowledgeReason
 
-log = logging.getLogger("fgentic_governance.knowledge")
+log = logging.getLogger("fgentic_governance.retrievalserver")
 
 PROBE_SECONDS: Final = 5.0
 PROBE_TIMEOUT: Final = 2.0

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from fgentic_governance.contract import AgentRef, ContractError, VerifiedIdentity
 from fgentic_governance.contract import decode_verified_identity as decode
-from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval import names
+from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.serving.strict_json import Refused, loads
 
 PROTOCOL_VERSION: Final = names.MCP_PROTOCOL_VERSION[1]

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from fgentic_governance.serving.process import Shell
 
-log = logging.getLogger("fgentic_governance.knowledge")
+log = logging.getLogger("fgentic_governance.retrievalserver")
 POOL_SIZE = 8
 
 
@@ -70,12 +70,12 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     import asyncpg
 
     from fgentic_governance.contract import AgentRef
-    from fgentic_governance.knowledge.embeddings import Embedder
-    from fgentic_governance.knowledge.http import BOUNDS, make_handler
-    from fgentic_governance.knowledge.protocol import Protocol, build_server
-    from fgentic_governance.knowledge.readiness import Readiness
-    from fgentic_governance.knowledge.service import KnowledgeSearch
     from fgentic_governance.memory import dsn
+    from fgentic_governance.retrievalserver.embeddings import Embedder
+    from fgentic_governance.retrievalserver.http import BOUNDS, make_handler
+    from fgentic_governance.retrievalserver.protocol import Protocol, build_server
+    from fgentic_governance.retrievalserver.readiness import Readiness
+    from fgentic_governance.retrievalserver.service import KnowledgeSearch
     from fgentic_governance.serving import http as serving
 
     namespace, name, tool, path = _binding(args)

@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from fgentic_governance.contract.limits import utf8_bytes
-from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval.search.prefilter import Hit
+from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
 
 MAX_QUERY_BYTES: Final = 512
 MAX_K: Final = 10

@@ -6,8 +6,8 @@ from typing import Final
 
 from prometheus_client import Counter, Histogram
 
-from fgentic_governance.knowledge.codes import Code
-from fgentic_governance.knowledge.guard import METHODS
+from fgentic_governance.retrievalserver.codes import Code
+from fgentic_governance.retrievalserver.guard import METHODS
 
 OTHER: Final = "other"
 OK: Final = "OK"

@@ -13,8 +13,8 @@ from typing import Any, Final
 
 import aiohttp
 
-from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval.search.corpus import is_vector
+from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.serving.strict_json import Refused, loads_floats
 
 TIMEOUT_SECONDS: Final = 5.0

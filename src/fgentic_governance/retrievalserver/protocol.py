@@ -39,9 +39,9 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from fgentic_governance.contract import VerifiedIdentity
-from fgentic_governance.knowledge import metrics, tool
-from fgentic_governance.knowledge.codes import KnowledgeError, KnowledgeReason
-from fgentic_governance.knowledge.service import KnowledgeSearch
+from fgentic_governance.retrievalserver import metrics, tool
+from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
+from fgentic_governance.retrievalserver.service import KnowledgeSearch
 
 IDENTITY_KEY: Final = "fgentic.identity"
 SERVER_NAME: Final = "fgentic-knowledge-retrieval"

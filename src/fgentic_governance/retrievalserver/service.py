@@ -12,10 +12,10 @@ from typing import Any, Protocol
 import asyncpg
 
 from fgentic_governance.contract import ContractError, VerifiedIdentity
-from fgentic_governance.knowledge import tool
-from fgentic_governance.knowledge.codes import Code, KnowledgeError, KnowledgeReason
 from fgentic_governance.retrieval.search import prefilter
 from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS
+from fgentic_governance.retrievalserver import tool
+from fgentic_governance.retrievalserver.codes import Code, KnowledgeError, KnowledgeReason
 
 Clock = Callable[[], int]
 

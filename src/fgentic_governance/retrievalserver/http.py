@@ -15,19 +15,19 @@ from typing import Final
 from aiohttp import web
 
 from fgentic_governance.contract import IDENTITY_HEADER, AgentRef
-from fgentic_governance.knowledge import guard, metrics
-from fgentic_governance.knowledge.codes import (
+from fgentic_governance.retrievalserver import guard, metrics
+from fgentic_governance.retrievalserver.codes import (
     Code,
     KnowledgeReason,
     http_status,
     rpc_code,
 )
-from fgentic_governance.knowledge.protocol import Answer, Protocol
+from fgentic_governance.retrievalserver.protocol import Answer, Protocol
 from fgentic_governance.serving import http as serving
 from fgentic_governance.serving import strict_json
 from fgentic_governance.serving.strict_json import Refusal, Refused
 
-log = logging.getLogger("fgentic_governance.knowledge")
+log = logging.getLogger("fgentic_governance.retrievalserver")
 
 MAX_BODY_BYTES: Final = 64 * 1024
 """A tools/call of a 512-byte query is well under 2 KiB; initialize is smaller still."""
