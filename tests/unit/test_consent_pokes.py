@@ -17,7 +17,7 @@ from typing import Any
 import kopf
 import pytest
 
-from fgentic_governance.controller import api as kube_api
+from fgentic_governance.controller import kube_calls as kube_api
 from fgentic_governance.controller import lanes
 from fgentic_governance.controller.context import context
 from fgentic_governance.controller.handlers import memoryscope, offboarding

@@ -21,7 +21,7 @@ from prometheus_client import REGISTRY
 
 from fgentic_governance.api.memory import ConsentRecordSpec, ScopePhase
 from fgentic_governance.consent import flow
-from fgentic_governance.controller import api as kube_api
+from fgentic_governance.controller import kube_calls as kube_api
 from fgentic_governance.controller.context import context
 from fgentic_governance.controller.handlers import memoryscope
 from fgentic_governance.controller.handlers.common import parse

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fgentic_governance.api.memory import Posture
-from fgentic_governance.controller import api as kube_api
+from fgentic_governance.controller import kube_calls as kube_api
 from fgentic_governance.controller.context import context
 from fgentic_governance.controller.handlers import sweep
 from fgentic_governance.controller.handlers.sweep import ScopeView, World, stale, view_of

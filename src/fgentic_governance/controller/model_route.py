@@ -17,7 +17,7 @@ from typing import Any
 
 from fgentic_governance.api import kagent
 from fgentic_governance.api.kagent import governed, model_refs
-from fgentic_governance.controller import api as kube
+from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller.tuning import SCOPE_RESYNC
 from fgentic_governance.reasons import Reason
 

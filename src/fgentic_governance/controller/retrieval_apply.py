@@ -24,7 +24,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from fgentic_governance.controller import api as kube
+from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.retrieval.render import ownership
 from fgentic_governance.retrieval.render.binding import Rendered
 from fgentic_governance.retrieval.render.names import (

@@ -19,7 +19,7 @@ from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Po
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Environment, Verdict, consent_standing, evaluate
-from fgentic_governance.controller import api as kube
+from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller import lanes
 from fgentic_governance.controller import workqueue as wq
 from fgentic_governance.controller.context import context, scope_lock

@@ -10,7 +10,7 @@ import kopf
 from fgentic_governance.api.common import GROUP, VERSION, Principal
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
-from fgentic_governance.controller import api as kube
+from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller import lanes
 from fgentic_governance.controller.context import context, owns_cluster_kinds, scope_lock
 from fgentic_governance.controller.handlers.common import (

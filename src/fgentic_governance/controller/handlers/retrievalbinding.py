@@ -17,7 +17,7 @@ from fgentic_governance.api.common import API_VERSION, GROUP, VERSION
 from fgentic_governance.api.kagent import lists_tool
 from fgentic_governance.api.registry import RETRIEVAL_BINDING
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
-from fgentic_governance.controller import api as kube
+from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
     Transition,

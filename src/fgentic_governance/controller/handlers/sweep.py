@@ -33,7 +33,7 @@ import kopf
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import ScopePhase
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
-from fgentic_governance.controller import api as kube
+from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller.context import OperatorContext, context
 from fgentic_governance.controller.handlers.common import revision
 from fgentic_governance.controller.metrics import SCOPE_SWEEP_POKES, SCOPE_SWEEPS

@@ -1,5 +1,5 @@
 """The operator's direct Kubernetes API calls besides Kopf's own patching (async, via a
-thread): the handlers' and `retrieval.apply`'s."""
+thread): the handlers' and `retrieval_apply`'s."""
 
 from __future__ import annotations
 
