@@ -30,7 +30,7 @@ from benchmarks.common import Table, banner, command_line, machine, scratch_dir,
 from fgentic_devenv import free_port, wait_until
 from fgentic_devenv.up import port_open
 from fgentic_governance import contract
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.projector.core import Projector
 from fgentic_governance.retrieval.projector_config import projector_config
 from tests.support.gateway import (

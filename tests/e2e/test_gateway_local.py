@@ -12,7 +12,7 @@ import pytest
 from aiohttp import ClientSession
 
 from fgentic_governance import contract
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from tests.support.gateway import (
     AGENT_MCP_KEY,
     BACKEND_HEADERS,

@@ -18,7 +18,7 @@ from aiohttp import ClientSession
 
 from fgentic_governance import contract
 from fgentic_governance.contract import OAuthClient, OAuthProjection
-from fgentic_governance.retrieval.names import WIRES
+from fgentic_governance.retrieval.vocabulary import WIRES
 from tests.support.gateway import (
     BACKEND_HEADERS,
     PARTNER_AZP,

@@ -33,7 +33,7 @@ from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import A2aWire
 from fgentic_governance.contract import limits as contract_limits
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from tests.support.gateway import (
     AGENT_MCP_KEY,
     BRIDGE_KEY,

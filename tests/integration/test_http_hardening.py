@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 
 from fgentic_governance.admission.server import MAX_REVIEW_BYTES
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.projector_config import dump_config
 from fgentic_governance.serving import http as serving
 from fgentic_governance.serving.tls import write_serving_bundle

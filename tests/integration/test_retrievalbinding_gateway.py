@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from fgentic_devenv import free_port, terminate
 from fgentic_devenv.binaries import upstream_dir
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.render import names as rn
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
 from fgentic_governance.serving.tls import CertificateAuthority

@@ -49,10 +49,10 @@ from fgentic_devenv.up import port_open, spawn_cli
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
 from fgentic_governance.contract import RoomContext
-from fgentic_governance.retrieval.names import WIRES, agent_route_path
 from fgentic_governance.retrieval.projector_config import dump_config, projector_config
 from fgentic_governance.retrieval.render import names as n
 from fgentic_governance.retrieval.render.binding import RenderOptions, render
+from fgentic_governance.retrieval.vocabulary import WIRES, agent_route_path
 from tests.support.objects import ROOT, example
 from tests.support.polling import until
 from tests.support.projector import AGENT, AUDIENCE, ISSUER, room_context

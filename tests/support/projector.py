@@ -10,7 +10,7 @@ from typing import Any
 from fgentic_governance import contract
 from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
 from fgentic_governance.contract import AgentRef, RoomContext
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.projector_config import ProjectorConfig, projector_config
 from tests.support.objects import example
 

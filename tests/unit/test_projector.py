@@ -19,7 +19,7 @@ from fgentic_governance.contract import (
     OAuthClient,
     OAuthProjection,
 )
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.projector.core import (
     Decision,
     Headers,

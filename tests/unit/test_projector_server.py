@@ -15,7 +15,7 @@ from multidict import CIMultiDict
 from fgentic_devenv import free_port
 from fgentic_governance import contract
 from fgentic_governance.cli import main
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.projector.core import Projector
 from fgentic_governance.retrieval.projector.server import projector_runner
 from tests.support.projector import AGENT, ALICE, NOW, config, local_headers, public_headers

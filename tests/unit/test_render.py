@@ -14,7 +14,7 @@ import rfc8785
 
 from fgentic_devenv.binaries import upstream_dir
 from fgentic_governance.cli import main
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.projector_config import (
     ProjectorConfig,
     dump_config,

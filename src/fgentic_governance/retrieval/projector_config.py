@@ -44,7 +44,7 @@ from fgentic_governance.contract import (
     encode_identity,
 )
 from fgentic_governance.contract import limits as contract_limits
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 
 # The two classification sets a projection may carry (contract: exactly these tuples).
 PUBLIC_ONLY: tuple[str, ...] = ("public",)

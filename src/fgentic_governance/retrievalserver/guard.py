@@ -21,12 +21,12 @@ from typing import Any, Final
 
 from fgentic_governance.contract import AgentRef, ContractError, VerifiedIdentity
 from fgentic_governance.contract import decode_verified_identity as decode
-from fgentic_governance.retrieval import names
+from fgentic_governance.retrieval import vocabulary
 from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
 from fgentic_governance.serving.strict_json import Refused, loads
 
-PROTOCOL_VERSION: Final = names.MCP_PROTOCOL_VERSION[1]
-VERSION_HEADER: Final = names.MCP_PROTOCOL_VERSION[0]
+PROTOCOL_VERSION: Final = vocabulary.MCP_PROTOCOL_VERSION[1]
+VERSION_HEADER: Final = vocabulary.MCP_PROTOCOL_VERSION[0]
 INITIALIZE: Final = "initialize"
 METHODS: Final = frozenset({INITIALIZE, "notifications/initialized", "ping", "tools/list",
                             "tools/call"})

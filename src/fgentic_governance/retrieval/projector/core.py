@@ -1,7 +1,7 @@
 """The identity projector's decisions (ADR 0017 §3-§8, §12): pure functions of the check request.
 
 agentgateway's HTTP ext-authz sends the projector only an allowlist of caller headers and the
-values its route computed with CEL (`x-fgentic-authz-*`, see `retrieval.names`). Those computed
+values its route computed with CEL (`x-fgentic-authz-*`, see `retrieval.vocabulary`). Those computed
 values are trusted: the gateway overwrites any caller header of the same name and the caller
 cannot reach the projector directly (NetworkPolicy). From them the projector either answers
 2xx with exactly two headers, X-Fgentic-Identity and X-User-Id, which the gateway writes over
@@ -37,7 +37,7 @@ from fgentic_governance.contract import (
     stamp_matrix,
 )
 from fgentic_governance.contract import limits as contract_limits
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.projector_config import (
     APPROVED,
     LocalRoute,

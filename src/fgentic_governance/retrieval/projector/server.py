@@ -26,7 +26,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.projector.core import Decision, Headers, Projector
 from fgentic_governance.retrieval.projector_config import ProjectorConfigError, load_config
 from fgentic_governance.serving import http as serving

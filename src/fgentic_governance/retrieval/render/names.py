@@ -1,7 +1,7 @@
 """Names the renderer and the operator share: labels, rendered objects, environment variables.
 
 The wire vocabulary (headers, methods, paths) the gateway and the projector agree on lives one
-floor down, in `fgentic_governance.retrieval.names`.
+floor down, in `fgentic_governance.retrieval.vocabulary`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fgentic_governance.api.retrieval import A2aWire, RetrievalBindingSpec
-from fgentic_governance.retrieval import names as n
+from fgentic_governance.retrieval import vocabulary as n
 from fgentic_governance.retrieval.render import cel
 from fgentic_governance.retrieval.render.names import ENV_AGENT_MCP_API_KEY, ENV_BRIDGE_API_KEY
 

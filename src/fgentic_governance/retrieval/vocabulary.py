@@ -5,7 +5,8 @@ The renderer writes these into the agentgateway configuration and the projector 
 from each check request, so neither owns them: both import this module, and neither imports
 the other. The `CHECK_*` headers are the gateway ↔ projector contract, documented in
 docs/retrieval-rendering.md. Names only the renderer and the operator use (labels, object names,
-environment variables of the standalone form) stay in `render/names.py`.
+environment variables of the standalone form) stay in
+`fgentic_governance.retrieval.render.names`.
 """
 
 from __future__ import annotations
