@@ -1,9 +1,9 @@
 """Per-Agent model routes for memory-enabled Agents through the real agentgateway v1.3.1.
 
-The rendered config (``memoryapi/model_routes.py``, ``render memory-model-routes``) validates
-against the release's schema; in the real binary each Agent's route forwards to the model with
-its prefix rewritten away and has a bucket of its own: one Agent exhausting its limit is
-refused while another's calls still pass.
+The rendered config (``memoryapi/model_gateway_config.py``, ``render memory-model-routes``)
+validates against the release's schema; in the real binary each Agent's route forwards to the
+model with its prefix rewritten away and has a bucket of its own: one Agent exhausting its limit
+is refused while another's calls still pass.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from fgentic_devenv import free_port, terminate, wait_until
 from fgentic_devenv.binaries import upstream_dir
 from fgentic_devenv.up import port_open
 from fgentic_governance.api.kagent import AgentRef
-from fgentic_governance.memoryapi.model_routes import (
+from fgentic_governance.memoryapi.model_gateway_config import (
     ModelLimit,
     ModelRouteError,
     model_routes_config,

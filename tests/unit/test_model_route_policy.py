@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fgentic_governance.admission.model_routes import model_config_denials, model_denials
+from fgentic_governance.admission.model_route_rule import model_config_denials, model_denials
 from fgentic_governance.admission.policy import AdmissionCode, PolicyState, ScopeView
 from fgentic_governance.admission.review import Lookups, MemoryRouting, Reviewer
 from fgentic_governance.api.kagent import governed, model_refs

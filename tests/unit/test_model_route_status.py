@@ -1,5 +1,5 @@
-"""A MemoryScope's ModelRouteGoverned condition (controller/model_route.py): the pure judgement
-of its Agent's ModelConfigs, and the per-Agent cache that keeps the reads bounded."""
+"""A MemoryScope's ModelRouteGoverned condition (controller/model_route_condition.py): the pure
+judgement of its Agent's ModelConfigs, and the per-Agent cache that keeps the reads bounded."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from fgentic_governance.controller import model_route, tuning
-from fgentic_governance.controller.model_route import ModelRoutes, judge
+from fgentic_governance.controller import model_route_condition, tuning
+from fgentic_governance.controller.model_route_condition import ModelRoutes, judge
 from fgentic_governance.reasons import Reason
 
 ROUTE = "http://memory-api.fgentic-system.svc:8083/v1"
@@ -63,7 +63,7 @@ async def test_one_read_per_agent_per_interval_and_none_while_unreadable(
             raise RuntimeError("api 500")
         return objects.get(plural if plural == "agents" else f"{plural}/{name}")
 
-    monkeypatch.setattr(model_route.kube, "get_object", get_object)
+    monkeypatch.setattr(model_route_condition.kube, "get_object", get_object)
     now = [0.0]
     routes = ModelRoutes(clock=lambda: now[0])
     assert await routes.reason("ns", "a", ROUTE) is Reason.OK

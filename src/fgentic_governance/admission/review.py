@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from fgentic_governance.admission import enforcement, metrics, pods
 from fgentic_governance.admission.guidance import explained
-from fgentic_governance.admission.model_routes import model_config_denials, model_denials
+from fgentic_governance.admission.model_route_rule import model_config_denials, model_denials
 from fgentic_governance.admission.policy import (
     AdmissionCode,
     Denial,

@@ -36,7 +36,7 @@ def run_render(args: argparse.Namespace) -> int:
 
 def _memory_model_routes(args: argparse.Namespace) -> int:
     from fgentic_governance.api.kagent import AgentRef
-    from fgentic_governance.memoryapi.model_routes import (
+    from fgentic_governance.memoryapi.model_gateway_config import (
         ModelLimit,
         ModelRouteError,
         model_routes_config,

@@ -17,9 +17,9 @@ if TYPE_CHECKING:  # Types only: the handlers import this module early and often
 
 
 class RouteJudge(Protocol):
-    """What the scope handlers ask of ``controller.model_route.ModelRoutes``. A protocol, not
-    that class: it reads Agents through ``controller.kube_calls``, which reads this module, so
-    naming it here closed an import circle (.importlinter, controller-layers)."""
+    """What the scope handlers ask of ``controller.model_route_condition.ModelRoutes``. A
+    protocol, not that class: it reads Agents through ``controller.kube_calls``, which reads this
+    module, so naming it here closed an import circle (.importlinter, controller-layers)."""
 
     async def reason(self, namespace: str, name: str, route: str) -> Reason | None: ...
 

@@ -19,7 +19,7 @@ from fgentic_governance.api.common import FINALIZER
 from fgentic_governance.controller import lanes, leadership, metrics, tuning
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import configure, context
-from fgentic_governance.controller.model_route import ModelRoutes
+from fgentic_governance.controller.model_route_condition import ModelRoutes
 from fgentic_governance.controller.trimming import trim_watched_objects
 from fgentic_governance.kube import shards
 from fgentic_governance.kube.lease import LeaseElector, parse_lease

@@ -21,7 +21,7 @@ from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller.tuning import SCOPE_RESYNC
 from fgentic_governance.reasons import Reason
 
-log = logging.getLogger("fgentic_governance.controller.model_route")
+log = logging.getLogger("fgentic_governance.controller.model_route_condition")
 
 
 def judge(agent: Mapping[str, Any] | None,
