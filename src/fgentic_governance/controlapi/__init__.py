@@ -9,7 +9,7 @@ separately testable:
 * ``confirm``   - single-use, bound, expiring confirmation tokens;
 * ``auth``      - workload authentication by a bearer token from a mounted file;
 * ``directory`` - exact (subject, Agent, room) resolution of the MemoryScope;
-* ``kube``      - that directory over the Kubernetes API;
+* ``cluster_directory`` - that directory over the Kubernetes API;
 * ``service``   - status / inspect / forget / forget all / off over the fenced store;
 * ``http``      - the aiohttp routes, the guard and content-free logging;
 * ``server``    - ``fgentic-governance control-api`` start-up.
