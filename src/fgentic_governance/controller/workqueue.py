@@ -141,12 +141,15 @@ class WorkQueue:
             await self._work(key)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # The type only: a message may quote an object.
+        except Exception as exc:
             failures = self._failures[key] = self._failures.get(key, 0) + 1
             delay = self._delay(failures - 1)
             QUEUE_RETRIES.labels(self.name).inc()
-            log.warning("%s %s: reconcile failed (%s); retry %d in %.0f s", self.name, key,
-                        type(exc).__name__, failures, delay)
+            # A bounded code, else the type only: a message may quote an object. The wording
+            # is Kopf's for a temporary failure, which operators' log searches already know.
+            cause = exc.code.value if isinstance(exc, Coded) else type(exc).__name__
+            log.warning("%s %s: reconcile failed temporarily: %s; retry %d in %.0f s",
+                        self.name, key, cause, failures, delay)
             self._retry_later(key, delay)
             return
         self.forget(key)
