@@ -23,7 +23,7 @@ from fgentic_governance.api.memory import ConsentRecordSpec, ScopePhase
 from fgentic_governance.consent import flow
 from fgentic_governance.controller import kube_calls as kube_api
 from fgentic_governance.controller.context import context
-from fgentic_governance.controller.handlers import memoryscope
+from fgentic_governance.controller.handlers import common, memoryscope
 from fgentic_governance.controller.handlers.common import parse
 from fgentic_governance.controller.handlers.memoryscope import Latest, reconcile_scope
 from fgentic_governance.controller.lanes import SCOPES
@@ -151,6 +151,39 @@ async def test_a_failed_run_is_retried_with_its_status_failed_meanwhile(
         ("Failed", "STORE_UNAVAILABLE"), ("Enabled", "OK")]
     enabled = next(c for c in written[0]["conditions"] if c["type"] == "Enabled")
     assert enabled["status"] == "False"
+
+
+async def test_a_run_after_its_own_unseen_write_keeps_the_transition_to_announce(
+    idle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (CI on c5d714a, test_operator_shards): a second failed run read its own
+    unseen Failed write over the indexed status, found the transition "shown" and dropped it
+    from the memo before the watch showed the write: no Event was ever posted."""
+    attempts: list[int] = []
+
+    async def reconcile(store: Any, record: Any, verdict: Any, recorded: int | None
+                        ) -> flow.Outcome:
+        attempts.append(len(attempts))
+        raise StoreRefusal(Reason.STORE_UNAVAILABLE)
+
+    async def patch_status(**kwargs: Any) -> str:
+        return "1"
+
+    monkeypatch.setattr(memoryscope.flow, "reconcile", reconcile)
+    monkeypatch.setattr(kube_api, "patch_status", patch_status)
+    monkeypatch.setattr(context(), "store", object())
+    monkeypatch.setattr(context(), "store_problem", None)
+    monkeypatch.setattr(context(), "model_routes", None)
+    monkeypatch.setattr(memoryscope, "backoff", lambda failures: 0.0 if failures < 1 else 3600.0)
+    retries = _sample("fgentic_workqueue_retries_total")
+    latest = _latest()  # Its status stays "{}": the watch never shows the write here.
+    await _event("s", {f"{NS}/s": [latest]})
+    await until_async(lambda: _sample("fgentic_workqueue_retries_total") - retries >= 2,
+                      "two failed runs reported", 15)
+    assert len(attempts) == 2
+    pending = latest.memo.get(common.PENDING)
+    assert isinstance(pending, common.Transition), "the Failed transition was dropped"
+    assert dict(pending.fields) == {"phase": "Failed", "reasonCode": "STORE_UNAVAILABLE"}
 
 
 async def test_a_queued_scope_gone_before_its_run_is_dropped(

@@ -253,7 +253,9 @@ async def _report(key: str, latest: Latest, status: dict[str, Any],
     write, so noted before it), its status written, the erasure's Event and the consent's
     receipt when the flow ran, then a retry asked of the queue if the run failed."""
     namespace, name = key.split("/", 1)
-    _announce(latest.memo, status, decision.phase, decision.reason)
+    # Against the status the watch has shown, not ours over it: a run right after our own
+    # unseen write would otherwise find its transition "already shown" and drop the Event.
+    _announce(latest.memo, json.loads(latest.status), decision.phase, decision.reason)
     await _commit(key, status, decision.fields)
     outcome = decision.outcome
     if outcome is not None and outcome.erasure is not None and outcome.last_erasure is not None:
