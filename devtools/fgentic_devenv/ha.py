@@ -230,13 +230,15 @@ class HaPostgres:
     # -- failover --------------------------------------------------------------------------
 
     def kill_primary(self) -> Failover:
-        """SIGKILL the leader's Patroni and its postmaster, as a lost node would go."""
+        """SIGKILL the leader's Patroni, its postmaster and every backend of it at once, as a
+        lost node would go: a backend outliving its postmaster could still commit (its
+        walsender still streams to the synchronous standby) after the "kill"."""
         leader = self.leader()
         if leader is None or leader.proc is None:
             raise StartupError("no leader to kill")
         postmaster = leader.postmaster_pid()
         at = time.monotonic()
-        pids = [leader.proc.pid, *([postmaster] if postmaster else [])]
+        pids = [leader.proc.pid, *([postmaster, *_children(postmaster)] if postmaster else [])]
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -363,6 +365,22 @@ class HaPostgres:
         if postmaster is not None and _is_postgres(postmaster):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(postmaster, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a postmaster's backends), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # Field 4 of /proc/<pid>/stat, after the parenthesised command name.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(pid):
+            found.append(int(entry.name))
+    return found
 
 
 def _is_postgres(pid: int) -> bool:
