@@ -167,7 +167,8 @@ _READ: dict[str, frozenset[tuple[str, str, str]]] = {}
 
 async def _reconcile(key: str, latest: Latest) -> None:
     """One run: decide what the scope's state is (``_decide``), then report it (``_report``)."""
-    status = {**json.loads(latest.status), **_WRITTEN.get(key, {})}
+    seen = json.loads(latest.status)
+    status = {**seen, **_WRITTEN.get(key, {})}
     namespace, name = key.split("/", 1)
     records = sorted(_INDEX["consents_by_scope"].get((namespace, name), []))
     # What this run read of the consent index, before its first await: a consent so read
@@ -175,7 +176,7 @@ async def _reconcile(key: str, latest: Latest) -> None:
     _READ[key] = frozenset(records)
     decision = await _decide(key, latest, status, records)
     if decision is not None:
-        await _report(key, latest, status, records, decision)
+        await _report(key, latest, status, records, decision, seen=seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,14 +249,15 @@ def _failed(generation: int, previous: list[dict[str, Any]] | None, reason: Reas
 
 
 async def _report(key: str, latest: Latest, status: dict[str, Any],
-                  records: list[tuple[str, str, str]], decision: Decision) -> None:
+                  records: list[tuple[str, str, str]], decision: Decision, *,
+                  seen: dict[str, Any]) -> None:
     """The one place a run reports: its transition noted (announced once the watch shows the
     write, so noted before it), its status written, the erasure's Event and the consent's
     receipt when the flow ran, then a retry asked of the queue if the run failed."""
     namespace, name = key.split("/", 1)
     # Against the status the watch has shown, not ours over it: a run right after our own
     # unseen write would otherwise find its transition "already shown" and drop the Event.
-    _announce(latest.memo, json.loads(latest.status), decision.phase, decision.reason)
+    _announce(latest.memo, seen, decision.phase, decision.reason)
     await _commit(key, status, decision.fields)
     outcome = decision.outcome
     if outcome is not None and outcome.erasure is not None and outcome.last_erasure is not None:
