@@ -3,10 +3,10 @@
 Real kube-apiserver, real PostgreSQL (where a scope must reach Enabled), real operator
 processes. Each shard is elected by its own Lease, which carries the shard's claim
 (kube/shards.py); one shard alone handles the cluster-scoped kinds. No scope is reconciled by
-two operators (each Event names its replica; each shard's reconcile counter moves only for its
-own namespaces), a shard's killed leader is replaced by its standby within the Lease's bound
-while the other shard keeps leading, and a claim overlapping a live shard's is refused at
-start-up (exit 2).
+two operators (each Event names its replica; a marker scope's reason code appears only on its
+own shard's reconcile counter), a shard's killed leader is replaced by its standby within the
+Lease's bound while the other shard keeps leading, and a claim overlapping a live shard's is
+refused at start-up (exit 2).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from fgentic_governance.api.memory import ScopePhase
 from fgentic_governance.controller.leadership import RETRY_SECONDS
 from fgentic_governance.kube.lease import LEASE_SECONDS
 from fgentic_governance.memory import MemoryStore
@@ -31,6 +32,7 @@ from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 RECONCILES = "fgentic_scope_reconciles_total"
+DENIED = "FEDERATION_DENIED"
 # Kopf's INFO line when a handler it ran succeeds or fails names the handler, never the object.
 OFFBOARDING_RAN = "Handler 'reconcile_offboarding'"
 # A killed leader's standby leads within the Lease plus one retry of its own; the rest is
@@ -47,8 +49,12 @@ class Shard:
         self.proc: subprocess.Popen[bytes] = processes.spawn_cli(
             ["operator", *args, "--metrics-port", str(self.port), "--identity", who], self.log)
 
-    def reconciles(self) -> float:
-        return processes.metric_total(self.port, RECONCILES) or 0.0
+    def reconciles(self, reason: str | None = None) -> float:
+        """Scope reconciles so far; with ``reason``, only those that ended with that code."""
+        if reason is None:
+            return processes.metric_total(self.port, RECONCILES) or 0.0
+        return sum(processes.metric(self.port, f'{RECONCILES}{{phase="{p}",reason="{reason}"}}')
+                   or 0.0 for p in ScopePhase)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -155,12 +161,19 @@ def test_two_shards_each_reconcile_only_their_own_namespaces(
     in_b = _pair(api, b1, mxid)
     until(lambda: phase("Enabled", "OK")(_status(api, b1, in_b)), "b1 scope Enabled", 90)
     assert b.reconciles() > 0
-    assert a.reconciles() == of_a, "shard a reconciled a scope of shard b"
+    # A's own scopes may still run (a consent's poke arriving late), so its total may move; a
+    # marker scope in b1 whose every run ends FEDERATION_DENIED shows who reconciled it.
+    marker = _pair(api, b1, "@p:remote.example")
+    until(lambda: phase("Disabled", DENIED)(_status(api, b1, marker)), "the marker Disabled", 90)
+    assert b.reconciles(DENIED) > 0
+    assert a.reconciles(DENIED) == 0, "shard a reconciled a scope of shard b"
     # Every Event names the replica of the scope's own shard (Kopf's default: 'dev').
     for ns, name in zip((a1, a2), in_a, strict=True):
         assert until(lambda ns=ns, name=name: _reporters(core, ns, name),
                      "a scope's events", 30) == {"a-0"}
-    assert until(lambda: _reporters(core, b1, in_b), "the b1 scope's events", 30) == {"b-0"}
+    for name in (in_b, marker):
+        assert until(lambda name=name: _reporters(core, b1, name),
+                     "a b1 scope's events", 30) == {"b-0"}
 
     # The cluster-scoped kind is handled by shard a alone; its erasure reaches every scope of
     # the principal in the one store, and each scope's status follows from its own shard.
