@@ -32,7 +32,7 @@ from fgentic_governance.consent.gates import Verdict
 from fgentic_governance.memory import Access, MemoryStore, Operation, ScopeRecord, StoreRefusal
 from fgentic_governance.memory.cost import CostGate
 from fgentic_governance.reasons import Reason
-from fgentic_governance.retrievalserver.codes import KnowledgeReason
+from fgentic_governance.retrievalserver.codes import RetrievalServerReason
 from tests.support import processes
 from tests.support.faults import (
     Cluster,
@@ -446,7 +446,7 @@ async def test_control_api_and_retrieval_server_recover_after_a_failover(
         assert control.poll() is None
     finally:
         processes.stop(control)
-    assert refusal == KnowledgeReason.STORE_UNAVAILABLE.value
+    assert refusal == RetrievalServerReason.STORE_UNAVAILABLE.value
     assert found == ["1", "2"]
 
 

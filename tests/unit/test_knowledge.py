@@ -14,9 +14,13 @@ from fgentic_governance import contract
 from fgentic_governance.contract import AgentRef, Code
 from fgentic_governance.retrieval.search.prefilter import Hit
 from fgentic_governance.retrievalserver import guard, http, protocol, tool
-from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason, http_status
+from fgentic_governance.retrievalserver.codes import (
+    RetrievalServerError,
+    RetrievalServerReason,
+    http_status,
+)
 from fgentic_governance.retrievalserver.embeddings import vector_of
-from fgentic_governance.retrievalserver.service import KnowledgeSearch
+from fgentic_governance.retrievalserver.service import RetrievalService
 from tests.support.mcp_requests import VERSION, carrier, rpc_body
 from tests.support.projector import AGENT, NOW
 
@@ -57,19 +61,19 @@ def test_initialize_is_admitted_offering_exactly_2025_11_25_without_the_header()
 def test_initialize_offering_anything_else_is_refused(offered: object) -> None:
     body = rpc_body("initialize", {"protocolVersion": offered, "capabilities": {},
                               "clientInfo": {"name": "t", "version": "1"}})
-    assert refused(admit(body, versions=[])) is KnowledgeReason.PROTOCOL_VERSION_REFUSED
+    assert refused(admit(body, versions=[])) is RetrievalServerReason.PROTOCOL_VERSION_REFUSED
 
 
 def test_initialize_with_another_version_header_is_refused() -> None:
     assert refused(admit(INIT, versions=["2025-06-18"])) is (
-        KnowledgeReason.PROTOCOL_VERSION_REFUSED)
+        RetrievalServerReason.PROTOCOL_VERSION_REFUSED)
 
 
 @pytest.mark.parametrize("versions", [[], ["2025-06-18"], ["2026-07-28"], [VERSION, VERSION],
                                       ["2025-11-25 "], ["garbage"]],
                          ids=["absent", "older", "newer", "repeated", "space", "garbage"])
 def test_later_requests_carry_exactly_the_negotiated_revision(versions: list[str]) -> None:
-    assert refused(admit(CALL, versions=versions)) is KnowledgeReason.PROTOCOL_VERSION_REFUSED
+    assert refused(admit(CALL, versions=versions)) is RetrievalServerReason.PROTOCOL_VERSION_REFUSED
 
 
 @pytest.mark.parametrize("method", ["resources/list", "resources/read", "prompts/list",
@@ -77,7 +81,7 @@ def test_later_requests_carry_exactly_the_negotiated_revision(versions: list[str
                                     "server/discover", "tasks/list", "sampling/createMessage",
                                     "Tools/call", ""])
 def test_every_other_method_is_refused(method: str) -> None:
-    assert refused(admit(rpc_body(method, {}))) is KnowledgeReason.METHOD_REFUSED
+    assert refused(admit(rpc_body(method, {}))) is RetrievalServerReason.METHOD_REFUSED
 
 
 @pytest.mark.parametrize("body", [
@@ -89,7 +93,7 @@ def test_every_other_method_is_refused(method: str) -> None:
 ], ids=["empty", "text", "array", "jsonrpc-1", "batch", "duplicate", "bool-id", "object-id",
         "number-method", "overflow"])
 def test_anything_but_one_json_rpc_object_is_malformed(body: bytes) -> None:
-    assert refused(admit(body)) is KnowledgeReason.REQUEST_MALFORMED
+    assert refused(admit(body)) is RetrievalServerReason.REQUEST_MALFORMED
 
 
 @pytest.mark.parametrize(("carriers", "code"), [
@@ -123,7 +127,7 @@ def test_every_request_needs_exactly_one_valid_carrier_for_the_binding_agent(
 def test_params_the_sdk_would_echo_are_malformed_here(body: bytes) -> None:
     """The SDK answers these with a validation error that quotes the input: never sent on."""
     decision = admit(body)
-    assert refused(decision) is KnowledgeReason.REQUEST_MALFORMED
+    assert refused(decision) is RetrievalServerReason.REQUEST_MALFORMED
     assert isinstance(decision, guard.Refusal) and decision.method in guard.METHODS
 
 
@@ -138,22 +142,22 @@ def test_a_refusal_keeps_the_request_id_and_no_input() -> None:
 
 
 @pytest.mark.parametrize(("arguments", "code"), [
-    (None, KnowledgeReason.ARGUMENTS_INVALID),
-    ({}, KnowledgeReason.ARGUMENTS_INVALID),
-    ({"query": 1}, KnowledgeReason.ARGUMENTS_INVALID),
-    ({"query": "x", "extra": 1}, KnowledgeReason.ARGUMENTS_INVALID),
-    ({"query": ""}, KnowledgeReason.QUERY_INVALID),
-    ({"query": "   "}, KnowledgeReason.QUERY_INVALID),
-    ({"query": "\ud800"}, KnowledgeReason.QUERY_INVALID),
-    ({"query": "x" * 513}, KnowledgeReason.QUERY_TOO_LARGE),
-    ({"query": "é" * 257}, KnowledgeReason.QUERY_TOO_LARGE),  # 257 code points, 514 bytes
-    ({"query": "x", "k": 0}, KnowledgeReason.K_INVALID),
-    ({"query": "x", "k": 11}, KnowledgeReason.K_INVALID),
-    ({"query": "x", "k": True}, KnowledgeReason.K_INVALID),
-    ({"query": "x", "k": 2.0}, KnowledgeReason.K_INVALID),
+    (None, RetrievalServerReason.ARGUMENTS_INVALID),
+    ({}, RetrievalServerReason.ARGUMENTS_INVALID),
+    ({"query": 1}, RetrievalServerReason.ARGUMENTS_INVALID),
+    ({"query": "x", "extra": 1}, RetrievalServerReason.ARGUMENTS_INVALID),
+    ({"query": ""}, RetrievalServerReason.QUERY_INVALID),
+    ({"query": "   "}, RetrievalServerReason.QUERY_INVALID),
+    ({"query": "\ud800"}, RetrievalServerReason.QUERY_INVALID),
+    ({"query": "x" * 513}, RetrievalServerReason.QUERY_TOO_LARGE),
+    ({"query": "é" * 257}, RetrievalServerReason.QUERY_TOO_LARGE),  # 257 code points, 514 bytes
+    ({"query": "x", "k": 0}, RetrievalServerReason.K_INVALID),
+    ({"query": "x", "k": 11}, RetrievalServerReason.K_INVALID),
+    ({"query": "x", "k": True}, RetrievalServerReason.K_INVALID),
+    ({"query": "x", "k": 2.0}, RetrievalServerReason.K_INVALID),
 ])
-def test_arguments_are_exactly_query_and_k(arguments: Any, code: KnowledgeReason) -> None:
-    with pytest.raises(KnowledgeError) as caught:
+def test_arguments_are_exactly_query_and_k(arguments: Any, code: RetrievalServerReason) -> None:
+    with pytest.raises(RetrievalServerError) as caught:
         tool.parse_arguments(arguments)
     assert caught.value.code is code
     assert str(caught.value) == code.value  # nothing of the input
@@ -225,9 +229,9 @@ def test_one_vector_of_the_dimension_is_taken() -> None:
     _answer([{"embedding": [1e-30, 1e-30, 0]}]), _answer([{"embedding": [1e20, 1, 1]}]),
 ])
 def test_anything_else_is_embeddings_unavailable(raw: bytes) -> None:
-    with pytest.raises(KnowledgeError) as caught:
+    with pytest.raises(RetrievalServerError) as caught:
         vector_of(raw, 3)
-    assert caught.value.code is KnowledgeReason.EMBEDDINGS_UNAVAILABLE
+    assert caught.value.code is RetrievalServerReason.EMBEDDINGS_UNAVAILABLE
 
 
 # -- the order of a call's steps -------------------------------------------------------------
@@ -239,24 +243,24 @@ class CountingEmbedder:
 
     async def embed(self, text: str) -> list[float]:
         self.calls += 1
-        raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+        raise RetrievalServerError(RetrievalServerReason.EMBEDDINGS_UNAVAILABLE)
 
 
 async def test_nothing_is_embedded_for_an_expired_projection_or_bad_arguments() -> None:
     verified = contract.decode_verified_identity([carrier()], now=NOW + 1, agent=AGENT)
     embedder = CountingEmbedder()
-    late = KnowledgeSearch(None, embedder, clock=lambda: NOW + 601)  # type: ignore[arg-type]
-    with pytest.raises(KnowledgeError) as caught:
+    late = RetrievalService(None, embedder, clock=lambda: NOW + 601)  # type: ignore[arg-type]
+    with pytest.raises(RetrievalServerError) as caught:
         await late.call(verified, {"query": "retention"})
     assert caught.value.code is Code.EXPIRED
-    on_time = KnowledgeSearch(None, embedder, clock=lambda: NOW + 2)  # type: ignore[arg-type]
-    with pytest.raises(KnowledgeError) as caught:
+    on_time = RetrievalService(None, embedder, clock=lambda: NOW + 2)  # type: ignore[arg-type]
+    with pytest.raises(RetrievalServerError) as caught:
         await on_time.call(verified, {"query": "x" * 600})
-    assert caught.value.code is KnowledgeReason.QUERY_TOO_LARGE
+    assert caught.value.code is RetrievalServerReason.QUERY_TOO_LARGE
     assert embedder.calls == 0
-    with pytest.raises(KnowledgeError) as caught:
+    with pytest.raises(RetrievalServerError) as caught:
         await on_time.call(verified, {"query": "retention"})
-    assert caught.value.code is KnowledgeReason.EMBEDDINGS_UNAVAILABLE
+    assert caught.value.code is RetrievalServerReason.EMBEDDINGS_UNAVAILABLE
     assert embedder.calls == 1
 
 
@@ -266,6 +270,6 @@ def test_refusals_carry_no_library_error_as_context() -> None:
     for call in (lambda: tool.parse_arguments({"query": "\ud800 sentinel"}),
                  lambda: vector_of(b"not json sentinel", 3),
                  lambda: vector_of(_answer([{"index": "x", "embedding": [1]}, {}]), 1)):
-        with pytest.raises(KnowledgeError) as caught:
+        with pytest.raises(RetrievalServerError) as caught:
             call()
         assert caught.value.__context__ is None and caught.value.__cause__ is None

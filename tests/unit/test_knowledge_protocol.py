@@ -19,7 +19,7 @@ from fgentic_devenv import free_port
 from fgentic_governance.contract import AgentRef, VerifiedIdentity
 from fgentic_governance.retrieval.search.prefilter import Hit
 from fgentic_governance.retrievalserver import http, protocol, tool
-from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
+from fgentic_governance.retrievalserver.codes import RetrievalServerError, RetrievalServerReason
 from fgentic_governance.serving import http as serving
 from tests.support.mcp_requests import VERSION, carrier, rpc_body
 from tests.support.mcp_transport import SdkProtocol
@@ -38,7 +38,7 @@ class Search:
                    arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         query = tool.parse_arguments(arguments)
         if query.text == "fail":
-            raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+            raise RetrievalServerError(RetrievalServerReason.EMBEDDINGS_UNAVAILABLE)
         return tool.result([Hit(i, f"chunk {i} ü \"q\"", f"docs/{i}.md", i / 7)
                             for i in range(1, query.k + 1)])
 

@@ -25,7 +25,7 @@ from fgentic_governance.reasons import Reason
 from fgentic_governance.retrieval.projector.core import ProjectorReason
 from fgentic_governance.retrieval.render.rules import DEVIATIONS, UNENFORCEABLE
 from fgentic_governance.retrieval.search.ingest import RowCode
-from fgentic_governance.retrievalserver.codes import KnowledgeReason
+from fgentic_governance.retrievalserver.codes import RetrievalServerReason
 from fgentic_governance.serving.strict_json import Refusal
 from tests.support.objects import ROOT
 
@@ -45,7 +45,7 @@ VOCABULARIES: dict[str, tuple[frozenset[str], str]] = {
     "Drift": (_values(Drift), "Control API"),
     "Refusal": (_values(Refusal), "HTTP body refusals"),
     "ProjectorReason": (_values(ProjectorReason), "Identity projector"),
-    "KnowledgeReason": (_values(KnowledgeReason), "Knowledge-retrieval server"),
+    "RetrievalServerReason": (_values(RetrievalServerReason), "Retrieval server"),
     "contract.Code": (_values(ContractCode), "Identity projection codes"),
     "rules.UNENFORCEABLE, rules.DEVIATIONS": (
         frozenset(UNENFORCEABLE) | frozenset(DEVIATIONS), "RetrievalBinding rendering codes"),

@@ -179,7 +179,7 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
 
     from fgentic_governance.memory.dsn import read_write
     from fgentic_governance.retrieval.search import corpus
-    from fgentic_governance.retrievalserver.codes import KnowledgeError
+    from fgentic_governance.retrievalserver.codes import RetrievalServerError
     from fgentic_governance.retrievalserver.embeddings import Embedder
 
     conn = await asyncpg.connect(read_write(inputs.dsn(args.store_dsn_file)), timeout=10)
@@ -202,7 +202,7 @@ async def _load(args: argparse.Namespace, outcome: Outcome, progress: Progress) 
         async with _all_or_nothing(conn, strict=args.strict):
             await _write(conn, args, embedder=embedder, outcome=outcome, progress=progress,
                          dimensions=dimensions)
-    except KnowledgeError:
+    except RetrievalServerError:
         if args.strict:
             outcome.loaded = 0  # rolled back
         progress.show(outcome.loaded, len(outcome.refused), final=True)

@@ -15,7 +15,7 @@ from fgentic_governance.contract import Code as IdentityCode
 from fgentic_governance.reasons import Coded
 
 
-class KnowledgeReason(StrEnum):
+class RetrievalServerReason(StrEnum):
     REQUEST_MALFORMED = "REQUEST_MALFORMED"
     """Not one strict-JSON JSON-RPC 2.0 object (batches included)."""
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
@@ -42,25 +42,25 @@ class KnowledgeReason(StrEnum):
     """Too many request bodies held at once."""
 
 
-Code = KnowledgeReason | IdentityCode
+Code = RetrievalServerReason | IdentityCode
 
 
-class KnowledgeError(Coded[Code]):
+class RetrievalServerError(Coded[Code]):
     """A refused request or tool call; ``str()`` is only the code."""
 
 
 IDENTITY_STATUS: Final = 403
 STATUS: Final = MappingProxyType({
-    KnowledgeReason.REQUEST_MALFORMED: 400,
-    KnowledgeReason.REQUEST_TOO_LARGE: 413,
-    KnowledgeReason.HTTP_METHOD_REFUSED: 405,
-    KnowledgeReason.PATH_UNKNOWN: 404,
-    KnowledgeReason.METHOD_REFUSED: 400,
-    KnowledgeReason.PROTOCOL_VERSION_REFUSED: 400,
-    KnowledgeReason.BUSY: 503,
+    RetrievalServerReason.REQUEST_MALFORMED: 400,
+    RetrievalServerReason.REQUEST_TOO_LARGE: 413,
+    RetrievalServerReason.HTTP_METHOD_REFUSED: 405,
+    RetrievalServerReason.PATH_UNKNOWN: 404,
+    RetrievalServerReason.METHOD_REFUSED: 400,
+    RetrievalServerReason.PROTOCOL_VERSION_REFUSED: 400,
+    RetrievalServerReason.BUSY: 503,
     # Only when the whole answer outran its bound (a tool call's own failures are results).
-    KnowledgeReason.STORE_UNAVAILABLE: 503,
-    KnowledgeReason.EMBEDDINGS_UNAVAILABLE: 503,
+    RetrievalServerReason.STORE_UNAVAILABLE: 503,
+    RetrievalServerReason.EMBEDDINGS_UNAVAILABLE: 503,
 })
 
 
@@ -76,8 +76,8 @@ RPC_REFUSED: Final = -32001
 
 
 def rpc_code(code: Code) -> int:
-    if code is KnowledgeReason.METHOD_REFUSED:
+    if code is RetrievalServerReason.METHOD_REFUSED:
         return RPC_METHOD_NOT_FOUND
-    if code in (KnowledgeReason.REQUEST_MALFORMED, KnowledgeReason.REQUEST_TOO_LARGE):
+    if code in (RetrievalServerReason.REQUEST_MALFORMED, RetrievalServerReason.REQUEST_TOO_LARGE):
         return RPC_INVALID_REQUEST
     return RPC_REFUSED

@@ -14,7 +14,7 @@ from typing import Any, Final
 import aiohttp
 
 from fgentic_governance.retrieval.search.corpus import is_vector
-from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
+from fgentic_governance.retrievalserver.codes import RetrievalServerError, RetrievalServerReason
 from fgentic_governance.serving.strict_json import Refused, loads_floats
 
 TIMEOUT_SECONDS: Final = 5.0
@@ -52,7 +52,7 @@ class Embedder:
         except (aiohttp.ClientError, TimeoutError):
             pass
         if raw is None:  # raised outside the handler: no library error as its context
-            raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+            raise RetrievalServerError(RetrievalServerReason.EMBEDDINGS_UNAVAILABLE)
         return vectors_of(raw, self._dimensions, len(texts))
 
 
@@ -75,7 +75,7 @@ def vectors_of(raw: bytes, dimensions: int, count: int) -> list[list[float]]:
     """Exactly ``count`` embeddings of an OpenAI-shaped answer, ordered by their ``index``
     (each of 0..count-1 once), or EMBEDDINGS_UNAVAILABLE."""
     if len(raw) > MAX_ANSWER_BYTES * count:
-        raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+        raise RetrievalServerError(RetrievalServerReason.EMBEDDINGS_UNAVAILABLE)
     try:
         # Floats unchecked (is_vector checks each) and parsed in Rust: ~0.1 ms less a call.
         answer: Any = loads_floats(raw)
@@ -84,15 +84,15 @@ def vectors_of(raw: bytes, dimensions: int, count: int) -> list[list[float]]:
     data = answer.get("data") if isinstance(answer, dict) else None
     if (not isinstance(data, list) or len(data) != count
             or not all(isinstance(item, dict) for item in data)):
-        raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+        raise RetrievalServerError(RetrievalServerReason.EMBEDDINGS_UNAVAILABLE)
     indexes = [item.get("index", i) for i, item in enumerate(data)]
     if not all(type(i) is int for i in indexes) or sorted(indexes) != list(range(count)):
-        raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+        raise RetrievalServerError(RetrievalServerReason.EMBEDDINGS_UNAVAILABLE)
     ordered: list[list[float]] = [[] for _ in range(count)]
     for index, item in zip(indexes, data, strict=True):
         vector = item.get("embedding")
         if not is_vector(vector, dimensions):
-            raise KnowledgeError(KnowledgeReason.EMBEDDINGS_UNAVAILABLE)
+            raise RetrievalServerError(RetrievalServerReason.EMBEDDINGS_UNAVAILABLE)
         ordered[index] = list(map(float, vector))
     return ordered
 

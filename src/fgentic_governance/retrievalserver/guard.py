@@ -22,7 +22,7 @@ from typing import Any, Final
 from fgentic_governance.contract import AgentRef, ContractError, VerifiedIdentity
 from fgentic_governance.contract import decode_verified_identity as decode
 from fgentic_governance.retrieval import vocabulary
-from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
+from fgentic_governance.retrievalserver.codes import RetrievalServerError, RetrievalServerReason
 from fgentic_governance.serving.strict_json import Refused, loads
 
 PROTOCOL_VERSION: Final = vocabulary.MCP_PROTOCOL_VERSION[1]
@@ -51,7 +51,7 @@ class Refusal:
     """Why a request is refused, its id and method when they could be read (to answer
     JSON-RPC and to label the metric, which bounds the method to the table)."""
 
-    error: KnowledgeError
+    error: RetrievalServerError
     request_id: RequestId = None
     method: object = None
 
@@ -60,11 +60,11 @@ def _message(body: bytes) -> dict[str, Any]:
     try:
         message = loads(body)
     except Refused:
-        raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED) from None
+        raise RetrievalServerError(RetrievalServerReason.REQUEST_MALFORMED) from None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
+        raise RetrievalServerError(RetrievalServerReason.REQUEST_MALFORMED)
     if not isinstance(message.get("method"), str):
-        raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
+        raise RetrievalServerError(RetrievalServerReason.REQUEST_MALFORMED)
     return message
 
 
@@ -73,7 +73,7 @@ def _request_id(message: Mapping[str, Any]) -> RequestId:
     # bool is an int in Python but not a JSON-RPC id
     if value is None or (isinstance(value, str | int) and not isinstance(value, bool)):
         return value
-    raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
+    raise RetrievalServerError(RetrievalServerReason.REQUEST_MALFORMED)
 
 
 def _check_params(method: str, params: Any) -> None:
@@ -82,19 +82,19 @@ def _check_params(method: str, params: Any) -> None:
     if params is None:
         return
     if not isinstance(params, dict):
-        raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
+        raise RetrievalServerError(RetrievalServerReason.REQUEST_MALFORMED)
     if method == "tools/call" and (not isinstance(params.get("name"), str)
                                    or not isinstance(params.get("arguments", {}), dict)):
-        raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
+        raise RetrievalServerError(RetrievalServerReason.REQUEST_MALFORMED)
 
 
 def _check_version(method: str, params: Any, versions: Sequence[str]) -> None:
     if method == INITIALIZE:
         offered = params.get("protocolVersion") if isinstance(params, dict) else None
         if offered != PROTOCOL_VERSION or any(v != PROTOCOL_VERSION for v in versions):
-            raise KnowledgeError(KnowledgeReason.PROTOCOL_VERSION_REFUSED)
+            raise RetrievalServerError(RetrievalServerReason.PROTOCOL_VERSION_REFUSED)
     elif list(versions) != [PROTOCOL_VERSION]:
-        raise KnowledgeError(KnowledgeReason.PROTOCOL_VERSION_REFUSED)
+        raise RetrievalServerError(RetrievalServerReason.PROTOCOL_VERSION_REFUSED)
 
 
 def admit(body: bytes, *, carriers: Sequence[str], versions: Sequence[str],
@@ -110,11 +110,11 @@ def admit(body: bytes, *, carriers: Sequence[str], versions: Sequence[str],
         try:
             identity = decode(carriers, now=now, agent=agent)
         except ContractError as exc:
-            raise KnowledgeError(exc.code) from None
+            raise RetrievalServerError(exc.code) from None
         if method not in METHODS:
-            raise KnowledgeError(KnowledgeReason.METHOD_REFUSED)
+            raise RetrievalServerError(RetrievalServerReason.METHOD_REFUSED)
         _check_params(method, message.get("params"))
         _check_version(method, message.get("params"), versions)
-    except KnowledgeError as error:
+    except RetrievalServerError as error:
         return Refusal(error, request_id, method)
     return Admitted(str(method), request_id, identity)

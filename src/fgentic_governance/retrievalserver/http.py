@@ -18,7 +18,7 @@ from fgentic_governance.contract import IDENTITY_HEADER, AgentRef
 from fgentic_governance.retrievalserver import guard, metrics
 from fgentic_governance.retrievalserver.codes import (
     Code,
-    KnowledgeReason,
+    RetrievalServerReason,
     http_status,
     rpc_code,
 )
@@ -37,8 +37,8 @@ ANSWER_SECONDS: Final = 20.0
 BOUNDS: Final = serving.Bounds(max_field_bytes=16 * 1024)
 """A carrier may be 8,192 bytes (ADR 0017): the contract, not the transport, refuses 8,193."""
 FORWARDED: Final = frozenset({b"content-type", b"accept", b"mcp-protocol-version", b"host"})
-_BODY_CODES: Final = {Refusal.BODY_TOO_LARGE: KnowledgeReason.REQUEST_TOO_LARGE,
-                      Refusal.BUSY: KnowledgeReason.BUSY}
+_BODY_CODES: Final = {Refusal.BODY_TOO_LARGE: RetrievalServerReason.REQUEST_TOO_LARGE,
+                      Refusal.BUSY: RetrievalServerReason.BUSY}
 
 
 def _refusal(code: Code, request_id: guard.RequestId = None, *,
@@ -71,14 +71,14 @@ def make_handler(protocol: Protocol, *, agent: AgentRef, path: str,
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         if request.path != path or request.query_string:
-            return _refusal(KnowledgeReason.PATH_UNKNOWN)
+            return _refusal(RetrievalServerReason.PATH_UNKNOWN)
         if request.method != "POST":
-            return _refusal(KnowledgeReason.HTTP_METHOD_REFUSED)
+            return _refusal(RetrievalServerReason.HTTP_METHOD_REFUSED)
         try:
             with budget.hold(request) as holding:
                 body = await serving.read_body(request, MAX_BODY_BYTES, holding=holding)
         except Refused as refused:
-            return _refusal(_BODY_CODES.get(refused.code, KnowledgeReason.REQUEST_MALFORMED))
+            return _refusal(_BODY_CODES.get(refused.code, RetrievalServerReason.REQUEST_MALFORMED))
         decision = guard.admit(
             body, carriers=request.headers.getall(IDENTITY_HEADER, []),
             versions=request.headers.getall(guard.VERSION_HEADER, []), agent=agent, now=clock())
@@ -98,10 +98,10 @@ async def _answer(protocol: Protocol, path: str, headers: list[tuple[bytes, byte
         async with asyncio.timeout(ANSWER_SECONDS):
             answer = await protocol.answer(path, headers, body, decision.identity)
     except TimeoutError:
-        return _refusal(KnowledgeReason.STORE_UNAVAILABLE, decision.request_id,
+        return _refusal(RetrievalServerReason.STORE_UNAVAILABLE, decision.request_id,
                         method=decision.method)
     if not _clean(answer):
-        return _refusal(KnowledgeReason.REQUEST_MALFORMED, decision.request_id,
+        return _refusal(RetrievalServerReason.REQUEST_MALFORMED, decision.request_id,
                         method=decision.method)
     metrics.REQUESTS.labels(metrics.method_label(decision.method), metrics.OK).inc()
     kept = {k: v for k, v in answer.headers if k.lower() == "content-type"}

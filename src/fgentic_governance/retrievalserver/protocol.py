@@ -40,8 +40,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from fgentic_governance.contract import VerifiedIdentity
 from fgentic_governance.retrievalserver import metrics, tool
-from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
-from fgentic_governance.retrievalserver.service import KnowledgeSearch
+from fgentic_governance.retrievalserver.codes import RetrievalServerError, RetrievalServerReason
+from fgentic_governance.retrievalserver.service import RetrievalService
 
 IDENTITY_KEY: Final = "fgentic.identity"
 SERVER_NAME: Final = "fgentic-knowledge-retrieval"
@@ -55,16 +55,16 @@ def _identity(ctx: Any) -> VerifiedIdentity:
     state = scope.get("state") if isinstance(scope, dict) else None
     identity = state.get(IDENTITY_KEY) if isinstance(state, dict) else None
     if type(identity) is not VerifiedIdentity:
-        raise KnowledgeError(KnowledgeReason.REQUEST_MALFORMED)
+        raise RetrievalServerError(RetrievalServerReason.REQUEST_MALFORMED)
     return identity
 
 
-def _refused(error: KnowledgeError) -> types.CallToolResult:
+def _refused(error: RetrievalServerError) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=error.code.value)],
                                 is_error=True)
 
 
-def build_server(tool_name: str, search: KnowledgeSearch) -> Server[Any]:
+def build_server(tool_name: str, search: RetrievalService) -> Server[Any]:
     """The SDK server of one binding: ``tool_name`` is the only thing it offers."""
     listed = types.Tool(name=tool_name, description=tool.DESCRIPTION,
                         input_schema=dict(tool.INPUT_SCHEMA),
@@ -78,9 +78,9 @@ def build_server(tool_name: str, search: KnowledgeSearch) -> Server[Any]:
         started = time.perf_counter()
         try:
             if params.name != tool_name:
-                raise KnowledgeError(KnowledgeReason.TOOL_UNKNOWN)
+                raise RetrievalServerError(RetrievalServerReason.TOOL_UNKNOWN)
             found = await search.call(_identity(ctx), params.arguments)
-        except KnowledgeError as error:
+        except RetrievalServerError as error:
             metrics.TOOL_CALLS.labels(metrics.outcome(error.code)).inc()
             return _refused(error)
         metrics.TOOL_CALLS.labels(metrics.OK).inc()

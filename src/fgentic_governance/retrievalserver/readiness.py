@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from fgentic_governance.retrieval.search import corpus
-from fgentic_governance.retrievalserver.codes import KnowledgeReason
+from fgentic_governance.retrievalserver.codes import RetrievalServerReason
 
 log = logging.getLogger("fgentic_governance.retrievalserver")
 
@@ -35,29 +35,29 @@ class Readiness:
         parts = urlsplit(embeddings_url)
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.problem: KnowledgeReason | None = KnowledgeReason.STORE_UNAVAILABLE
+        self.problem: RetrievalServerReason | None = RetrievalServerReason.STORE_UNAVAILABLE
 
     def ready(self) -> bool:
         return self.problem is None
 
-    async def probe(self) -> KnowledgeReason | None:
+    async def probe(self) -> RetrievalServerReason | None:
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):
                 async with self._pool.acquire() as conn:
                     current = await conn.fetchval(_CURRENT, _signatures())
                     dimensions = await corpus.table_dimensions(conn)
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            return KnowledgeReason.STORE_UNAVAILABLE
+            return RetrievalServerReason.STORE_UNAVAILABLE
         # No corpus, functions of another release, or a corpus of another dimension than the
         # embeddings this server asks for: every search would fail.
         if not current or dimensions != self._dimensions:
-            return KnowledgeReason.STORE_UNAVAILABLE
+            return RetrievalServerReason.STORE_UNAVAILABLE
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):
                 _, writer = await asyncio.open_connection(self._host, self._port)
             writer.close()
         except (OSError, TimeoutError):
-            return KnowledgeReason.EMBEDDINGS_UNAVAILABLE
+            return RetrievalServerReason.EMBEDDINGS_UNAVAILABLE
         return None
 
     async def watch(self) -> None:
@@ -66,7 +66,7 @@ class Readiness:
             try:
                 problem = await self.probe()
             except Exception:  # a probe that fails another way: not ready, and keep watching
-                problem = KnowledgeReason.STORE_UNAVAILABLE
+                problem = RetrievalServerReason.STORE_UNAVAILABLE
             if first or problem != self.problem:
                 log.info("readiness %s", "ready" if problem is None else problem.value)
                 self.problem, first = problem, False

@@ -75,7 +75,7 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     from fgentic_governance.retrievalserver.http import BOUNDS, make_handler
     from fgentic_governance.retrievalserver.protocol import Protocol, build_server
     from fgentic_governance.retrievalserver.readiness import Readiness
-    from fgentic_governance.retrievalserver.service import KnowledgeSearch
+    from fgentic_governance.retrievalserver.service import RetrievalService
     from fgentic_governance.serving import http as serving
 
     namespace, name, tool, path = _binding(args)
@@ -90,7 +90,7 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     shell.on_stop(session.close)
     embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
                         dimensions=args.dimensions, api_key=key)
-    search = KnowledgeSearch(pool, embedder, dimensions=args.dimensions)
+    search = RetrievalService(pool, embedder, dimensions=args.dimensions)
     protocol = Protocol(build_server(tool, search))
     running = protocol.running()
     await running.__aenter__()

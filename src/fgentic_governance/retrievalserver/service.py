@@ -15,7 +15,11 @@ from fgentic_governance.contract import ContractError, VerifiedIdentity
 from fgentic_governance.retrieval.search import prefilter
 from fgentic_governance.retrieval.search.corpus import EMBEDDING_DIMENSIONS
 from fgentic_governance.retrievalserver import tool
-from fgentic_governance.retrievalserver.codes import Code, KnowledgeError, KnowledgeReason
+from fgentic_governance.retrievalserver.codes import (
+    Code,
+    RetrievalServerError,
+    RetrievalServerReason,
+)
 
 Clock = Callable[[], int]
 
@@ -24,7 +28,7 @@ class Embeds(Protocol):
     def embed(self, text: str) -> Awaitable[list[float]]: ...
 
 
-class KnowledgeSearch:
+class RetrievalService:
     """The search of one binding's tool over ``pool`` (the corpus database)."""
 
     def __init__(self, pool: asyncpg.Pool, embedder: Embeds, *,
@@ -39,7 +43,7 @@ class KnowledgeSearch:
 
     async def call(self, identity: VerifiedIdentity,
                    arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The structured result, or KnowledgeError / the projection's ContractError code."""
+        """The structured result, or RetrievalServerError / the projection's ContractError code."""
         _usable(identity, self._clock())  # expired or unusable: nothing is spent
         query = tool.parse_arguments(arguments)
         vector = await self._embedder.embed(query.text)
@@ -51,9 +55,9 @@ class KnowledgeSearch:
         except ContractError as exc:  # expired between the embedding and the statement
             failure = exc.code
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            failure = KnowledgeReason.STORE_UNAVAILABLE
+            failure = RetrievalServerReason.STORE_UNAVAILABLE
         if failure is not None:  # raised here: a database error's text may quote a value
-            raise KnowledgeError(failure)
+            raise RetrievalServerError(failure)
         return tool.result(hits)
 
 
@@ -64,4 +68,4 @@ def _usable(identity: VerifiedIdentity, now: int) -> None:
     except ContractError as exc:
         code = exc.code
     if code is not None:
-        raise KnowledgeError(code)
+        raise RetrievalServerError(code)

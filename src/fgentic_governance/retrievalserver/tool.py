@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from fgentic_governance.contract.limits import utf8_bytes
 from fgentic_governance.retrieval.search.prefilter import Hit
-from fgentic_governance.retrievalserver.codes import KnowledgeError, KnowledgeReason
+from fgentic_governance.retrievalserver.codes import RetrievalServerError, RetrievalServerReason
 
 MAX_QUERY_BYTES: Final = 512
 MAX_K: Final = 10
@@ -69,20 +69,20 @@ class Query:
 
 
 def parse_arguments(arguments: Mapping[str, Any] | None) -> Query:
-    """The checked arguments, or KnowledgeError (nothing is embedded or queried before)."""
+    """The checked arguments, or RetrievalServerError (nothing is embedded or queried before)."""
     if not isinstance(arguments, Mapping) or not set(arguments) <= {"query", "k"}:
-        raise KnowledgeError(KnowledgeReason.ARGUMENTS_INVALID)
+        raise RetrievalServerError(RetrievalServerReason.ARGUMENTS_INVALID)
     text = arguments.get("query")
     if not isinstance(text, str):
-        raise KnowledgeError(KnowledgeReason.ARGUMENTS_INVALID)
+        raise RetrievalServerError(RetrievalServerReason.ARGUMENTS_INVALID)
     size = utf8_bytes(text)
     if size is None or size == 0 or not text.strip():
-        raise KnowledgeError(KnowledgeReason.QUERY_INVALID)
+        raise RetrievalServerError(RetrievalServerReason.QUERY_INVALID)
     if size > MAX_QUERY_BYTES:
-        raise KnowledgeError(KnowledgeReason.QUERY_TOO_LARGE)
+        raise RetrievalServerError(RetrievalServerReason.QUERY_TOO_LARGE)
     k = arguments.get("k", DEFAULT_K)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise KnowledgeError(KnowledgeReason.K_INVALID)
+        raise RetrievalServerError(RetrievalServerReason.K_INVALID)
     return Query(text, k)
 
 
