@@ -30,7 +30,7 @@ from fgentic_devenv.node import BRIDGE_ADDRESS
 from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
 from fgentic_governance import contract
 from tests.support.cluster import Release, apply, client_pod, converge, ready, run_pod
-from tests.support.knowledge import Chunk, load_corpus
+from tests.support.retrieval_server import Chunk, load_corpus
 
 pytestmark = pytest.mark.cluster
 

@@ -32,8 +32,8 @@ from fgentic_devenv.paths import repo_root
 from fgentic_devenv.postgres import SUPERUSER, LocalPostgres
 from fgentic_governance.serving.tls import CertificateAuthority
 from tests.support.cluster import Release, apply, converge, kubectl_result, ready
-from tests.support.knowledge import Chunk, load_corpus
 from tests.support.render import rendered
+from tests.support.retrieval_server import Chunk, load_corpus
 
 pytestmark = pytest.mark.cluster
 

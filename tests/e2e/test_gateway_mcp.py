@@ -28,8 +28,8 @@ from tests.support.gateway import (
     mcp_initialize,
     rpc,
 )
-from tests.support.knowledge import TOOL, Chunk, HeaderTap, served_corpus
 from tests.support.projector import AGENT, ALICE
+from tests.support.retrieval_server import TOOL, Chunk, HeaderTap, served_corpus
 
 pytestmark = pytest.mark.e2e
 

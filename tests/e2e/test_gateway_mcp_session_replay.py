@@ -34,8 +34,8 @@ from tests.support.gateway import (
     mcp_identity,
     rpc,
 )
-from tests.support.knowledge import TOOL, Chunk, HeaderTap, served_corpus
 from tests.support.projector import AGENT, ALICE, room_context
+from tests.support.retrieval_server import TOOL, Chunk, HeaderTap, served_corpus
 
 pytestmark = pytest.mark.e2e
 

@@ -52,7 +52,9 @@ from tests.support.kagent import (
     runtime_versions,
     start_agent,
 )
-from tests.support.knowledge import (
+from tests.support.polling import until_async
+from tests.support.projector import AGENT, ALICE, ceiling_room_context, room_context
+from tests.support.retrieval_server import (
     TOOL,
     Chunk,
     HeaderTap,
@@ -60,8 +62,6 @@ from tests.support.knowledge import (
     reingest,
     served_corpus,
 )
-from tests.support.polling import until_async
-from tests.support.projector import AGENT, ALICE, ceiling_room_context, room_context
 
 pytestmark = pytest.mark.e2e
 both_runtimes = pytest.mark.kagent_runtimes

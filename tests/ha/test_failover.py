@@ -43,7 +43,11 @@ from tests.support.faults import (
     record_of,
 )
 from tests.support.ha import DATABASE, FIRST_SUCCESS_SECONDS, HaStore, first_success, psql
-from tests.support.knowledge import (
+from tests.support.mcp_requests import VERSION, carrier, rpc_body
+from tests.support.objects import scope_obj
+from tests.support.polling import until, until_async
+from tests.support.projector import AGENT, ALICE
+from tests.support.retrieval_server import (
     TOOL,
     Chunk,
     QueryEmbeddings,
@@ -51,10 +55,6 @@ from tests.support.knowledge import (
     load_corpus,
     retrieval_server,
 )
-from tests.support.mcp_requests import VERSION, carrier, rpc_body
-from tests.support.objects import scope_obj
-from tests.support.polling import until, until_async
-from tests.support.projector import AGENT, ALICE
 from tests.support.store import CONTEXT, enabled, scope_record
 
 pytestmark = pytest.mark.integration

@@ -23,8 +23,8 @@ import pytest
 from fgentic_devenv.postgres import LocalPostgres
 from fgentic_governance import contract
 from fgentic_governance.retrieval.search import corpus, prefilter
-from tests.support.knowledge import QueryEmbeddings
 from tests.support.projector import AGENT, ALICE, room_context
+from tests.support.retrieval_server import QueryEmbeddings
 from tests.support.vectors import unit_vector
 
 pytestmark = pytest.mark.integration

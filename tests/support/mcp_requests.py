@@ -1,5 +1,5 @@
 """MCP requests as the retrieval server's tests send them: the identity carrier and the
-JSON-RPC body (tests/unit/test_knowledge.py, tests/unit/test_knowledge_protocol.py)."""
+JSON-RPC body (tests/unit/test_retrievalserver.py, tests/unit/test_retrievalserver_protocol.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 before it answered with the SDK's handler kernel alone (``retrievalserver.protocol.Protocol``).
 
 Kept for tests only, as the reference the lean path is compared with request by request
-(tests/unit/test_knowledge_protocol.py): the same ``answer`` signature, called as an ASGI
+(tests/unit/test_retrievalserver_protocol.py): the same ``answer`` signature, called as an ASGI
 application with the admitted request, the identity in the ASGI scope's ``state``.
 """
 

@@ -1,6 +1,6 @@
-"""The embeddings stub (``tests.support.knowledge.QueryEmbeddings``) serves each distinct input's
-answer from its bounded cache, byte for byte what it built before the cache: the tests and
-benchmarks that use it see the same provider, only a cheaper one."""
+"""The embeddings stub (``tests.support.retrieval_server.QueryEmbeddings``) serves each
+distinct input's answer from its bounded cache, byte for byte what it built before the cache:
+the tests and benchmarks that use it see the same provider, only a cheaper one."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession, web
 
-from tests.support import knowledge
-from tests.support.knowledge import QueryEmbeddings
+from tests.support import retrieval_server
+from tests.support.retrieval_server import QueryEmbeddings
 from tests.support.vectors import unit_vector
 
 INPUTS: list[dict[str, Any]] = [
@@ -59,7 +59,7 @@ async def test_answers_are_the_same_bytes_built_once_per_input(
         built.append(text)
         return unit_vector(text, dims)
 
-    monkeypatch.setattr(knowledge, "unit_vector", counted)
+    monkeypatch.setattr(retrieval_server, "unit_vector", counted)
     stub = QueryEmbeddings(dimensions)
     stub.trickle = trickle
     await stub.start()
@@ -80,7 +80,7 @@ async def test_answers_are_the_same_bytes_built_once_per_input(
 async def test_the_cache_is_bounded_and_keeps_the_recent(
     http: ClientSession, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(knowledge, "ANSWERS_KEPT", 2)
+    monkeypatch.setattr(retrieval_server, "ANSWERS_KEPT", 2)
     stub = QueryEmbeddings()
     await stub.start()
     try:

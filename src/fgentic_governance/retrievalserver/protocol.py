@@ -153,7 +153,7 @@ class Protocol:
     call here). This answers the one admitted message directly, as that transport does in
     JSON-response mode: the same Content-Type and Accept checks, the same parse and JSON-RPC
     validation, 202 with no body for a notification, and the result in the same envelope.
-    tests/unit/test_knowledge_protocol.py sends every request shape to both and compares the
+    tests/unit/test_retrievalserver_protocol.py sends every request shape to both and compares the
     answers byte for byte.
     """
 

@@ -1,7 +1,7 @@
 """Knowledge-retrieval server: a tool call's cost over the prefilter alone, whole sessions, calls
 per core.
 
-    .venv/bin/python -m benchmarks.bench_knowledge [--chunks 10000] [--rounds 300]
+    .venv/bin/python -m benchmarks.bench_retrieval_server [--chunks 10000] [--rounds 300]
         [--calls 2000] [--clients 8] [--reference-src DIR] [--keep]
 
 Starts its own PostgreSQL 18 + pgvector with ``--chunks`` chunks. The vectors are clustered
@@ -71,9 +71,9 @@ from fgentic_governance import contract
 from fgentic_governance.contract import VerifiedIdentity
 from fgentic_governance.retrieval.search import corpus, ingest, prefilter
 from fgentic_governance.retrievalserver import protocol, tool
-from tests.support.knowledge import TOOL, QueryEmbeddings, retrieval_server
 from tests.support.mcp_transport import SdkProtocol
 from tests.support.projector import AGENT, ALICE, room_context
+from tests.support.retrieval_server import TOOL, QueryEmbeddings, retrieval_server
 from tests.support.vectors import unit_vector
 
 VERSION = "2025-11-25"
@@ -180,7 +180,7 @@ def cpu_seconds(pid: int) -> float:
 
 async def run(args: argparse.Namespace, work: Path) -> None:
     with local_postgres(work) as postgres:
-        dsn = await postgres.create_database("bench_knowledge", extensions=("vector",))
+        dsn = await postgres.create_database("bench_retrieval_server", extensions=("vector",))
         banner(f"loading {args.chunks} chunks")
         queries = await load(dsn, args.chunks)
         agent = f"{AGENT.namespace}/{AGENT.name}"

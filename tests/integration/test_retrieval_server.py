@@ -26,7 +26,10 @@ from fgentic_governance import contract
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.retrieval.server_config import dump_config, server_config
 from fgentic_governance.serving import strict_json
-from tests.support.knowledge import (
+from tests.support.objects import example
+from tests.support.polling import until_async
+from tests.support.projector import AGENT, ALICE, room_context
+from tests.support.retrieval_server import (
     TOOL,
     Chunk,
     QueryEmbeddings,
@@ -34,9 +37,6 @@ from tests.support.knowledge import (
     load_corpus,
     retrieval_server,
 )
-from tests.support.objects import example
-from tests.support.polling import until_async
-from tests.support.projector import AGENT, ALICE, room_context
 from tests.support.vectors import DIMENSIONS
 
 pytestmark = pytest.mark.integration
