@@ -1,4 +1,4 @@
-"""The knowledge-retrieval server as shipped (``fgentic-governance retrieval-server``) over a real
+"""The retrieval server as shipped (``fgentic-governance retrieval-server``) over a real
 PostgreSQL + pgvector corpus, spoken to by the real `mcp` client and by raw HTTP for every
 refusal: MCP 2025-11-25 only, one tool, exactly one identity carrier per request, the database
 prefilter before ranking, structured results, content-free refusals, logs and metrics."""

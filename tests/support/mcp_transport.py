@@ -1,4 +1,4 @@
-"""The `mcp` SDK's own stateless Streamable HTTP transport, as the knowledge server ran it
+"""The `mcp` SDK's own stateless Streamable HTTP transport, as the retrieval server ran it
 before it answered with the SDK's handler kernel alone (``retrievalserver.protocol.Protocol``).
 
 Kept for tests only, as the reference the lean path is compared with request by request

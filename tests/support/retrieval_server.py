@@ -1,4 +1,4 @@
-"""The knowledge-retrieval server as a process (``fgentic-governance retrieval-server``, the real
+"""The retrieval server as a process (``fgentic-governance retrieval-server``, the real
 CLI) over a real corpus, with an embeddings stub standing for the provider.
 
 ``QueryEmbeddings`` answers ``POST /v1/embeddings`` with ``unit_vector(text)`` (float lists, as

@@ -1,4 +1,4 @@
-"""The knowledge-retrieval server's pure parts: which requests reach the SDK (the guard), the
+"""The retrieval server's pure parts: which requests reach the SDK (the guard), the
 tool's argument checks and result, the embeddings answer, and the order of a tool call's steps
 (nothing is embedded for an unusable projection or bad arguments)."""
 

@@ -1,4 +1,4 @@
-"""The knowledge server's lean MCP path answers every request shape exactly as the `mcp` SDK's
+"""The retrieval server's lean MCP path answers every request shape exactly as the `mcp` SDK's
 stateless Streamable HTTP transport did (status, headers, body, byte for byte), refusals
 included: two real HTTP servers, one our handler over ``protocol.Protocol``, the other the same
 handler over the SDK's transport (``tests.support.mcp_transport``), get the same requests."""

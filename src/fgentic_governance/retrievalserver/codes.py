@@ -1,4 +1,4 @@
-"""Bounded, content-free codes of the knowledge-retrieval server and its one exception.
+"""Bounded, content-free codes of the retrieval server and its one exception.
 
 A refusal before the SDK (the guard) is an HTTP status with a JSON-RPC error whose message is
 the code; a refused tool call is a tool result with ``isError`` and the code as its only text.
