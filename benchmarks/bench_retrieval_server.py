@@ -1,4 +1,4 @@
-"""Knowledge-retrieval server: a tool call's cost over the prefilter alone, whole sessions, calls
+"""Retrieval server: a tool call's cost over the prefilter alone, whole sessions, calls
 per core.
 
     .venv/bin/python -m benchmarks.bench_retrieval_server [--chunks 10000] [--rounds 300]
@@ -272,7 +272,7 @@ def net(figures: dict[str, list[float]], answering: dict[str, list[float]],
 
 def report(args: argparse.Namespace, figures: dict[str, list[float]],
            answering: dict[str, list[float]]) -> None:
-    table = Table("Knowledge-retrieval server, one tool call (k = 5), "
+    table = Table("Retrieval server, one tool call (k = 5), "
                   f"{args.chunks} clustered chunks, 10 % visible")
     table.add("prefilter.search, direct (baseline)", figures["direct"])
     added = table.add("tools/call through the server", figures["call"],

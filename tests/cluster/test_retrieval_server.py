@@ -1,4 +1,4 @@
-"""The knowledge-retrieval server as the chart ships it, on the node (issue 25 §4, §5).
+"""The retrieval server as the chart ships it, on the node (issue 25 §4, §5).
 
 `helm upgrade` turns on `retrievalServer` for the example RetrievalBinding, which
 test_install.py applied. Its Pods run in the binding's retrieval namespace with the binding's

@@ -1,5 +1,5 @@
 """The retrieval Agent's MCP route through the real agentgateway v1.3.1 (ADR 0017 §1, §13) in
-front of the real knowledge-retrieval server (`fgentic-governance retrieval-server` over a real
+front of the real retrieval server (`fgentic-governance retrieval-server` over a real
 PostgreSQL + pgvector corpus).
 
 The binding admits one tool, exactly one X-Fgentic-Identity, no other X-Fgentic-* name and MCP

@@ -1,5 +1,5 @@
 """Retrieval in place: the projector's X-Fgentic-Identity crosses the real kagent runtime to the
-real knowledge-retrieval server (ADR 0017 §1, §5, §13; issue 25).
+real retrieval server (ADR 0017 §1, §5, §13; issue 25).
 
 One bridge request enters the real agentgateway v1.3.1 on the rendered local A2A route. The
 real projector sets the carrier, and the route delivers it, on A2A 0.3, to the Agent's own

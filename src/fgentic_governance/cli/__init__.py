@@ -261,7 +261,7 @@ def _add_projector(sub: Any) -> None:
     from fgentic_governance.retrievalserver import server
 
     retrieval_server = sub.add_parser(
-        "retrieval-server", help="run the knowledge-retrieval MCP server (one binding's tool)")
+        "retrieval-server", help="run the retrieval MCP server (one binding's tool)")
     server.add_arguments(retrieval_server)
     retrieval_server.set_defaults(func=_retrieval_server)
     from fgentic_governance.cli import corpus

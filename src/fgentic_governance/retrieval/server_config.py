@@ -1,4 +1,4 @@
-"""The knowledge-retrieval server's configuration, derived from its RetrievalBinding.
+"""The retrieval server's configuration, derived from its RetrievalBinding.
 
 The operator renders it, with the binding's other objects, into a ConfigMap in the retrieval
 service's namespace (``render.names.SERVER_CONFIG_SUFFIX``). The chart's Deployment mounts it

@@ -1,4 +1,4 @@
-"""The knowledge-retrieval MCP server (ADR 0017): the only chunk-row ACL enforcement point.
+"""The retrieval MCP server (ADR 0017): the only chunk-row ACL enforcement point.
 
 ``fgentic-governance retrieval-server`` serves one RetrievalBinding's one tool over MCP
 2025-11-25 (Streamable HTTP, stateless, JSON answers). Every request carries exactly one

@@ -57,7 +57,7 @@ MAX_FIELD_BYTES: Final = 8190
 """aiohttp's default bound of a request line and of one header line."""
 
 _ERROR_TEXT: Final = "HTTP_REQUEST_REJECTED\n"
-# "mcp": the knowledge-retrieval server's SDK logs a crashed request with its exception, whose
+# "mcp": the retrieval server's SDK logs a crashed request with its exception, whose
 # text may quote the request.
 _LIBRARY_LOGGERS: Final = ("aiohttp.server", "aiohttp.web", "aiohttp.access",
                            "aiohttp.internal", "asyncio", "mcp")

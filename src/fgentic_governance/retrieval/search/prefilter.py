@@ -1,6 +1,6 @@
 """The chunk-row ACL of ADR 0017 as one bound, parameterized WHERE clause (§2, §15).
 
-The knowledge-retrieval service is the only chunk-row ACL enforcement point. It turns a
+The retrieval server is the only chunk-row ACL enforcement point. It turns a
 verified projection (a ``contract.VerifiedIdentity``, which only a successful
 ``contract.decode_verified_identity`` of the X-Fgentic-Identity header produces) into a
 predicate over the derived ACL columns of ``corpus.py`` and applies it inside the same statement
