@@ -338,7 +338,7 @@ def main() -> None:
             parser.error(f"--{name} must be {low}..{high}")
     print(command_line())
     print(machine())
-    with scratch_dir("knowledge", keep=args.keep) as work:
+    with scratch_dir("retrieval-server", keep=args.keep) as work:
         asyncio.run(run(args, work))
 
 
