@@ -20,6 +20,7 @@ from fgentic_governance.controller import lanes, leadership, metrics, tuning
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import configure, context
 from fgentic_governance.controller.model_route_condition import ModelRoutes
+from fgentic_governance.controller.prepopulation import share_barrier_waits
 from fgentic_governance.controller.trimming import trim_watched_objects
 from fgentic_governance.kube import shards
 from fgentic_governance.kube.lease import LeaseElector, parse_lease
@@ -237,6 +238,7 @@ def run_operator(args: argparse.Namespace) -> int:
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)
     trim_watched_objects()  # before Kopf opens its first watch stream
+    share_barrier_waits()  # before Kopf indexes the first listed object
     elector = _elector(api_client, args.leader_lease, who)
     if elector is not None:  # claim this shard's namespaces, refuse to overlap another's
         shards.check(api_client, elector.namespace, elector.name,
