@@ -85,7 +85,7 @@ def test_a_condition_transition_is_seen_in_that_condition() -> None:
     assert due(memo, MODIFIED, shown) == ready
 
 
-def test_the_watch_side_posts_the_event_and_filters_on_the_memo(
+async def test_the_watch_side_posts_the_event_and_filters_on_the_memo(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     posted: list[tuple[Any, ...]] = []
@@ -97,7 +97,7 @@ def test_the_watch_side_posts_the_event_and_filters_on_the_memo(
     announce(memo, {}, FAILED)
     assert common.pending(memo)
     body = kopf.Body({"metadata": {"uid": "u1"}, "status": _shows(FAILED)})
-    common.announce_written(event=MODIFIED, body=body, status=body.status, memo=memo)
-    common.announce_written(event=MODIFIED, body=body, status=body.status, memo=memo)
+    await common.announce_written(event=MODIFIED, body=body, status=body.status, memo=memo)
+    await common.announce_written(event=MODIFIED, body=body, status=body.status, memo=memo)
     assert posted == [("Warning", "Failed", "reason STORE_UNAVAILABLE")]
     assert not common.pending(memo)

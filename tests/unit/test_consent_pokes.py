@@ -42,14 +42,14 @@ def _record(spec: dict[str, Any]) -> kopf.Body:
                       "spec": spec, "status": {}})
 
 
-def _index(*specs: dict[str, Any]) -> Index:
+async def _index(*specs: dict[str, Any]) -> Index:
     """The consent index as Kopf holds it once it has indexed these versions' events (the
     last one current), built by the real index function."""
     index: Index = {}
     for spec in specs:
         body = _record(spec)
-        index = {key: [value] for key, value in memoryscope.consents_by_scope(
-            namespace=NS, spec=body.spec, meta=body.meta).items()}
+        entries = await memoryscope.consents_by_scope(namespace=NS, spec=body.spec, meta=body.meta)
+        index = {key: [value] for key, value in entries.items()}
     return index
 
 
@@ -146,7 +146,7 @@ async def _waiting(index: Index) -> asyncio.Future[None]:
 @pytest.mark.parametrize("retry", [0, 1], ids=["first-run", "retry"])
 async def test_a_consent_validated_while_its_scope_waits_for_a_slot_does_not_poke(
         api: Recorder, retry: int) -> None:
-    index = _index(GRANTED)
+    index = await _index(GRANTED)
     async with _busy(api):  # every slot busy (a creation burst)
         scope = await _waiting(index)
         await _validate(GRANTED, index, retry)
@@ -157,7 +157,7 @@ async def test_a_consent_validated_while_its_scope_waits_for_a_slot_does_not_pok
 
 
 async def test_a_consent_its_scope_already_read_does_not_poke(api: Recorder) -> None:
-    index = _index(GRANTED)
+    index = await _index(GRANTED)
     await asyncio.wait_for(_reconcile_scope(index), BOUND)  # read it, before the consent ran
     await _validate(GRANTED, index)
     assert api.pokes == []
@@ -165,22 +165,22 @@ async def test_a_consent_its_scope_already_read_does_not_poke(api: Recorder) -> 
 
 async def test_a_consent_its_scope_has_not_read_pokes(api: Recorder) -> None:
     await asyncio.wait_for(_reconcile_scope({}), BOUND)  # before the record was indexed
-    await _validate(GRANTED, _index(GRANTED))
+    await _validate(GRANTED, await _index(GRANTED))
     assert api.pokes == [f"memoryscopes/{SCOPE}"]
 
 
 async def test_a_changed_consent_pokes_though_its_scope_read_the_earlier_version(
         api: Recorder) -> None:
-    await asyncio.wait_for(_reconcile_scope(_index(GRANTED)), BOUND)
-    await _validate(WITHDRAWN, _index(GRANTED, WITHDRAWN))
+    await asyncio.wait_for(_reconcile_scope(await _index(GRANTED)), BOUND)
+    await _validate(WITHDRAWN, await _index(GRANTED, WITHDRAWN))
     assert api.pokes == [f"memoryscopes/{SCOPE}"]
 
 
 async def test_a_waiting_scope_is_poked_when_the_index_lacks_the_record(api: Recorder) -> None:
     # Unsure (the index does not hold this version): poke, even though the scope will read.
     async with _busy(api):
-        scope = await _waiting(_index(GRANTED))
-        await _validate(WITHDRAWN, _index(GRANTED))
+        scope = await _waiting(await _index(GRANTED))
+        await _validate(WITHDRAWN, await _index(GRANTED))
         assert api.pokes == [f"memoryscopes/{SCOPE}"]
     await asyncio.wait_for(scope, BOUND)
 
@@ -199,3 +199,26 @@ async def test_an_offboarding_pokes_only_the_scopes_not_waiting_for_a_slot(
         await offboarding.poke_scopes([f"{NS}/{SCOPE}", f"{NS}/other"])
         assert api.pokes == ["memoryscopes/other"]
     await asyncio.wait_for(scope, BOUND)
+
+
+async def test_a_handled_record_resumed_takes_no_slot(api: Recorder) -> None:
+    """A restart resumes every record: one already handled, with nothing to write or poke,
+    returns without a reconcile slot; one still to handle waits for the slot."""
+    body = _record(GRANTED)
+    record = memoryscope.parse(memoryscope.ConsentRecordSpec, body.spec)
+    handled = kopf.Body({**body, "status": memoryscope._consent_fields(record, body.meta, {})})
+    index = await _index(GRANTED)
+
+    def resume(obj: kopf.Body) -> Any:
+        return memoryscope.reconcile_consent(
+            namespace=NS, name=RECORD, spec=obj.spec, meta=obj.meta, status=obj.status,
+            consents_by_scope=index)
+
+    async with lanes.reconcile_slot(0.0):  # the one slot, held
+        await asyncio.wait_for(resume(handled), BOUND)
+        pending = asyncio.ensure_future(resume(body))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not pending.done()
+    await asyncio.wait_for(pending, BOUND)
+    assert api.pokes == [f"memoryscopes/{SCOPE}"]

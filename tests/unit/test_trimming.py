@@ -101,12 +101,13 @@ async def test_kopfs_own_watcher_hands_trimmed_bodies_to_the_workers(
     assert fake_stream == ["closed"]
 
 
-def test_the_consent_index_keeps_one_string_per_record() -> None:
+async def test_the_consent_index_keeps_one_string_per_record() -> None:
     spec = {"scopeRef": {"name": "s1"}, "subject": {"mxid": "@a:x", "originKind": "native-local"},
             "decision": "granted"}
     body = kopf.Body({"metadata": {"name": "c1", "creationTimestamp": "t"}, "spec": spec})
     index: Any = consents_by_scope  # called as Kopf calls it, with the kwargs it uses
-    created, name, kept = index(namespace="team", spec=body.spec, meta=body.meta)[("team", "s1")]
+    entries = await index(namespace="team", spec=body.spec, meta=body.meta)
+    created, name, kept = entries[("team", "s1")]
     assert (created, name) == ("t", "c1")
     assert isinstance(kept, str)  # not the watched body's dicts
     assert json.loads(kept) == spec

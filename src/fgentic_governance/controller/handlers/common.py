@@ -160,7 +160,7 @@ def pending(memo: Mapping[str, Any], **_: Any) -> bool:
     return PENDING in memo
 
 
-def announce_written(*, event: kopf.RawEvent, body: kopf.Body, status: kopf.Status,
+async def announce_written(*, event: kopf.RawEvent, body: kopf.Body, status: kopf.Status,
                      memo: kopf.Memo, **_: Any) -> None:
     """The watch side: post a transition's Event once its status is seen applied."""
     transition = due(memo, event, status)

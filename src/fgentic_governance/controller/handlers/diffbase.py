@@ -45,14 +45,18 @@ class MemoryDiffBase(kopf.DiffBaseStorage):
 DIFFBASE = MemoryDiffBase()
 
 
-def _forget_deleted(event: kopf.RawEvent, **_: Any) -> None:
+def _deleted(event: kopf.RawEvent, **_: Any) -> bool:
+    return event.get("type") == "DELETED"
+
+
+async def _forget_deleted(event: kopf.RawEvent, **_: Any) -> None:
     ensure_leading()  # As every handler of a leader past its deadline (review R4-5): none runs.
-    if event.get("type") == "DELETED":
-        DIFFBASE.forget(str(event.get("object", {}).get("metadata", {}).get("uid", "")))
+    DIFFBASE.forget(str(event.get("object", {}).get("metadata", {}).get("uid", "")))
 
 
 for _kind in KINDS:
     # A shard without the cluster-scoped kinds does not watch them for this: Kopf would strip
     # the finalizer the owning shard put on them, as no handler of this shard needs it.
     if _kind.namespaced or context().cluster_kinds:
-        kopf.on.event(GROUP, VERSION, _kind.plural, id="forget-diff-base")(_forget_deleted)
+        kopf.on.event(GROUP, VERSION, _kind.plural, id="forget-diff-base",
+                      when=_deleted)(_forget_deleted)

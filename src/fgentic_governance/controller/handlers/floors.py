@@ -36,7 +36,7 @@ from fgentic_governance.reasons import Reason
 
 
 @kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
-def scopes_by_agent(
+async def scopes_by_agent(
     namespace: str, name: str, spec: kopf.Spec, **_: Any
 ) -> dict[tuple[str, str], str]:
     agent = spec.get("agent") or {}

@@ -49,7 +49,7 @@ POKE = f"{GROUP}/consent-revision"
 
 
 @kopf.index(GROUP, VERSION, CONSENT_RECORD.plural)
-def consents_by_scope(
+async def consents_by_scope(
     namespace: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
 ) -> dict[tuple[str, str], tuple[str, str, str]]:
     """(namespace, scope) → (creationTimestamp, name, spec as compact JSON) of each record: one
@@ -80,7 +80,7 @@ class Latest:
 
 
 @kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
-def scope_latest(*, namespace: str, name: str, meta: kopf.Meta, spec: kopf.Spec,
+async def scope_latest(*, namespace: str, name: str, meta: kopf.Meta, spec: kopf.Spec,
                  status: kopf.Status, memo: kopf.Memo, **_: Any) -> dict[str, Latest]:
     """scope key → its latest state. Kopf indexes each event before it runs the event's
     handlers, so a key queued by a handler is read here at least as new as that event."""
@@ -460,8 +460,34 @@ def _poke_needed(namespace: str, name: str, spec: kopf.Spec, record: ConsentReco
 @kopf.on.resume(GROUP, VERSION, CONSENT_RECORD.plural)
 @gated
 async def reconcile_consent(*, retry: int = 0, **kwargs: Any) -> None:
+    if retry == 0 and _settled(**kwargs):
+        # Nothing to write and nothing to poke (a restart's resume of every handled record):
+        # no slot. 10,000 records waiting for one held as many handler states at once.
+        return
     async with lanes.reconcile_slot(backoff(retry)):  # Bounded with the scopes' work.
         await _validate_consent(retry=retry, **kwargs)
+
+
+def _settled(*, meta: kopf.Meta, status: kopf.Status, spec: kopf.Spec, **_: Any) -> bool:
+    """A first run that would neither write the status nor poke (`_validate_consent`)."""
+    if not handled(status, meta):
+        return False
+    return not differs(status, _consent_fields(parse(ConsentRecordSpec, spec), meta, status))
+
+
+def _consent_fields(record: ConsentRecordSpec | None, meta: kopf.Meta,
+                    status: kopf.Status) -> dict[str, Any]:
+    """The status a ConsentRecord's validation writes: Valid, and Ready False when invalid."""
+    generation = int(meta.get("generation", 0))
+    valid = record is not None
+    previous = status.get("conditions")
+    checked = condition("Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation,
+                        previous)
+    # Ready comes with the receipt the scope writes; an invalid record is never ready.
+    updates = [checked] if valid else [checked, ready(False, Reason.INVALID_SPEC, generation,
+                                                       previous)]
+    return {"observedGeneration": generation,
+            "conditions": merge_conditions(previous, *updates)}
 
 
 async def _validate_consent(
@@ -479,22 +505,13 @@ async def _validate_consent(
     Kopf retries until the poke is accepted; giving up could leave a withdrawn consent's scope
     Enabled. Neither pokes a scope sure to read the record anyway (`_poke_needed`).
     """
-    generation = int(meta.get("generation", 0))
     record = parse(ConsentRecordSpec, spec)
-    valid = record is not None
-    previous = status.get("conditions")
-    checked = condition("Valid", valid, Reason.OK if valid else Reason.INVALID_SPEC, generation,
-                        previous)
-    # Ready comes with the receipt the scope writes; an invalid record is never ready.
-    updates = [checked] if valid else [checked, ready(False, Reason.INVALID_SPEC, generation,
-                                                       previous)]
-    fields = {"observedGeneration": generation,
-              "conditions": merge_conditions(previous, *updates)}
+    fields = _consent_fields(record, meta, status)
     poke = record is not None and (retry > 0 or not handled(status, meta)) and _poke_needed(
         namespace, name, spec, record, consents_by_scope)
     # Written before the poke, not through Kopf's patch after the handler: the scope may write
     # the receipt (and Ready) first, and a later patch of the whole list would drop it.
-    if any(status.get(key) != value for key, value in fields.items()):
+    if differs(status, fields):
         await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
                                 namespace=namespace, name=name, status=fields)
     if poke and record is not None:

@@ -35,7 +35,7 @@ poke in the same second would otherwise leave the value, and so the object, unch
 
 
 @kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
-def scopes_by_subject(
+async def scopes_by_subject(
     namespace: str, name: str, spec: kopf.Spec, **_: Any
 ) -> dict[tuple[str, str], str]:
     subject = spec.get("subject") or {}
@@ -43,7 +43,7 @@ def scopes_by_subject(
 
 
 @kopf.index(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural)
-def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], bool]:
+async def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], bool]:
     principal = spec.get("principal") or {}
     return {(str(principal.get("mxid")), str(principal.get("originKind"))): True}
 

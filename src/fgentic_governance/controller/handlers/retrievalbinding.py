@@ -54,7 +54,7 @@ APPLIER = BindingApplier(RESYNC_INTERVAL)
 
 
 @kopf.index(GROUP, VERSION, PLURAL)
-def bindings_by_agent(
+async def bindings_by_agent(
     namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
 ) -> dict[tuple[str, str], tuple[str, str]]:
     """(Agent namespace, Agent name) → (creationTimestamp, binding namespace/name)."""

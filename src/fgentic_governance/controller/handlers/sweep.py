@@ -100,7 +100,7 @@ def _int(value: Any) -> int | None:
 
 
 @kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
-def scope_views(namespace: str, name: str, meta: kopf.Meta, spec: kopf.Spec,
+async def scope_views(namespace: str, name: str, meta: kopf.Meta, spec: kopf.Spec,
                 status: kopf.Status, **_: Any) -> dict[str, ScopeView]:
     """scope key → the compact view of its recorded status (the sweep's side of the compare)."""
     return {f"{namespace}/{name}": view_of(meta, spec, status)}
