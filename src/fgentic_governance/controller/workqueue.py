@@ -52,6 +52,9 @@ class WorkQueue:
         self._retries: dict[str, asyncio.TimerHandle] = {}
         self._workers: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._drained: Callable[[int], None] | None = None
+        self._runs = 0
+        """Runs since the queue last drained (nothing queued, nothing running)."""
 
     def add(self, key: str) -> None:
         """Have ``key`` reconciled from its latest state: a no-op if it is queued already."""
@@ -87,17 +90,19 @@ class WorkQueue:
         return any(not w.done() for w in self._workers)
 
     def start(self, workers: int, work: Callable[[str], Awaitable[None]],
-              delay: Callable[[int], float], context: contextvars.Context | None = None) -> None:
+              delay: Callable[[int], float], context: contextvars.Context | None = None,
+              drained: Callable[[int], None] | None = None) -> None:
         """Start ``workers`` running ``work`` on the running loop (again, after ``stop`` or on
         a new loop); a failed run is retried after ``delay(failures - 1)`` seconds.
-        ``context``: what the workers run in (e.g. Kopf's, for posting Events)."""
+        ``context``: what the workers run in (e.g. Kopf's, for posting Events). ``drained``:
+        called with the number of runs since the last call whenever the queue drains."""
         loop = asyncio.get_running_loop()
         if self.running and self._loop is loop:
             return
         if self._loop is not loop:  # a queue belongs to its loop: nothing of another carries
             self.stop()
         self._loop = loop
-        self._work, self._delay = work, delay
+        self._work, self._delay, self._drained = work, delay, drained
         self._workers = [loop.create_task(self._run(), name=f"{self.name}-{i}", context=context)
                          for i in range(workers)]
 
@@ -115,6 +120,7 @@ class WorkQueue:
         for keys in (self._active, self._dirty):
             keys.clear()
         self._failures.clear()
+        self._runs = 0
         self._gauge()
 
     async def _run(self) -> None:
@@ -130,9 +136,17 @@ class WorkQueue:
             finally:
                 self._active.discard(key)
                 self._gauge()
+                self._runs += 1
                 if key in self._dirty:
                     self._dirty.discard(key)
                     self.add(key)
+                elif not self._queued and not self._active:
+                    self._drain()
+
+    def _drain(self) -> None:
+        runs, self._runs = self._runs, 0
+        if self._drained is not None:
+            self._drained(runs)
 
     async def _once(self, key: str) -> None:
         if self._work is None:

@@ -19,8 +19,8 @@ from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Po
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Environment, Verdict, consent_standing, evaluate
+from fgentic_governance.controller import heap, lanes
 from fgentic_governance.controller import kube_calls as kube
-from fgentic_governance.controller import lanes
 from fgentic_governance.controller import workqueue as wq
 from fgentic_governance.controller.context import context, scope_lock
 from fgentic_governance.controller.handlers.common import (
@@ -138,7 +138,8 @@ def _start_workers() -> None:
         if value is not None:  # (unset only outside a running Kopf, e.g. in unit tests)
             fresh.run(var.set, value)
     # The queue's workers are the reconcile slots: one per pooled store connection.
-    lanes.SCOPES.start(RECONCILE_SLOTS.read(), _reconcile_key, backoff, fresh)
+    lanes.SCOPES.start(RECONCILE_SLOTS.read(), _reconcile_key, backoff, fresh,
+                       drained=heap.AfterBursts().drained)
 
 
 @kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)

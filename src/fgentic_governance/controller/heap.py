@@ -1,0 +1,75 @@
+"""Freed heap handed back to the system once a burst of reconciles has drained (issue 39).
+
+A restart holding 10,021 scopes lists every object through Kopf at once. Once every scope had
+run, the fresh operator held 631 MiB, against 367 MiB for the same objects after the creation
+burst that made them: the bodies, events and handler states of the start-up are freed, but
+glibc keeps the pages of freed small blocks in its arenas (a heap that is not freed at its top
+is never shrunk) until it is asked to return them. ``malloc_trim(0)`` returns every whole free
+page of every arena: about 12 ms for 435 MiB here. Where the C library has no such call
+(musl, macOS) nothing is done.
+
+Called when the MemoryScope work queue drains after at least ``BURST_RUNS`` runs: at rest a
+queue drains after every run, and a trim per run would cost without returning anything.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+from collections.abc import Callable
+from typing import Final
+
+log = logging.getLogger(__name__)
+
+BURST_RUNS: Final = 1000
+"""Runs since the last trim before a drained queue trims again (a start-up or creation burst,
+not the occasional reconcile at rest)."""
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    try:
+        function = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+    if function is None:
+        return None
+    function.argtypes, function.restype = [ctypes.c_size_t], ctypes.c_int
+    return function
+
+
+_TRIM: Final = _malloc_trim()
+
+
+def resident_mib() -> float:
+    """This process's resident memory (0.0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def trim() -> bool:
+    """Return the freed heap's whole pages to the system; False where the C library cannot."""
+    return _TRIM is not None and bool(_TRIM(0))
+
+
+class AfterBursts:
+    """``drained(runs)`` from a work queue; trims once ``BURST_RUNS`` runs have accumulated."""
+
+    def __init__(self) -> None:
+        self._runs = 0
+
+    def drained(self, runs: int) -> None:
+        self._runs += runs
+        if self._runs < BURST_RUNS:
+            return
+        before = resident_mib()
+        released = trim()
+        log.info("work queue drained after %d runs: freed heap %s (resident %.0f -> %.0f MiB)",
+                 self._runs, "returned" if released else "kept", before, resident_mib())
+        self._runs = 0
