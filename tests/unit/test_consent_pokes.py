@@ -19,11 +19,11 @@ import pytest
 
 from fgentic_governance.controller import kube_calls as kube_api
 from fgentic_governance.controller import lanes
-from fgentic_governance.controller.context import context
 from fgentic_governance.controller.handlers import memoryscope, offboarding
 from fgentic_governance.controller.tuning import RECONCILE_SLOTS
 from fgentic_governance.controller.workqueue import Retry
 from tests.support.objects import scope_obj
+from tests.support.operator_memo import operator_memo
 from tests.support.polling import until_async
 
 BOUND = 10.0  # seconds: every wait below is bounded
@@ -88,7 +88,6 @@ async def api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Recorder]:
     monkeypatch.setattr(kube_api, "patch_status", recorder.patch_status)
     monkeypatch.setattr(memoryscope, "_reconcile", recorder.reconcile)
     monkeypatch.setattr(memoryscope, "_READ", {}, raising=False)  # (raising: before issue 39)
-    monkeypatch.setattr(context(), "store", None)
     monkeypatch.setenv(RECONCILE_SLOTS.env, "1")  # one slot: the test holds it or not
     lanes.open_lanes()
     yield recorder
@@ -105,7 +104,8 @@ async def _validate(spec: dict[str, Any], index: Index, retry: int = 0) -> None:
 
 def _latest(name: str) -> memoryscope.Latest:
     spec = scope_obj(NS, name, "@alice:fgentic.local")["spec"]
-    return memoryscope.Latest(f"uid-{name}", 1, False, json.dumps(spec), "{}", {})
+    return memoryscope.Latest(f"uid-{name}", 1, False, json.dumps(spec), "{}",
+                              operator_memo())  # No store: a run writes Failed.
 
 
 LATEST = {f"{NS}/{name}": [_latest(name)] for name in (SCOPE, BLOCKER, "other")}

@@ -20,6 +20,8 @@ from fgentic_governance.controller.handlers import (  # noqa: F401  (registratio
 
 def test_no_resource_handler_runs_in_kopfs_thread_pool() -> None:
     registry = kopf.get_default_registry()
+    if not any(h.id == "forget-diff-base" for h in registry._watching.get_all_handlers()):
+        diffbase.register(cluster_kinds=True)  # (as ``main`` does; not by import)
     handlers = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers(),
                 *registry._changing.get_all_handlers()]
     ours = [h for h in handlers if h.fn.__module__.startswith("fgentic_governance")]

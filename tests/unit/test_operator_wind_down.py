@@ -9,6 +9,7 @@ import signal
 from kopf._core.reactor import running
 
 from fgentic_governance.controller import main
+from fgentic_governance.controller.context import OperatorContext
 from tests.support.polling import until_async
 
 
@@ -26,7 +27,7 @@ async def test_after_a_sigterm_the_cleanup_leaves_no_task_for_kopf_to_wait_for()
     await running.stop_flag_checker(sigterm, stop)
     assert "stop-flag waiter" in _pending()
 
-    await main.wind_down([ours], stop)
+    await main.wind_down(OperatorContext(), [ours], stop)
 
     # Bounded: a cancelled or woken task needs a turn of the loop to finish.
     assert await until_async(lambda: not _pending(), "no task pending after the cleanup")

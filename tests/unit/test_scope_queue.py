@@ -22,7 +22,6 @@ from prometheus_client import REGISTRY
 from fgentic_governance.api.memory import ConsentRecordSpec, ScopePhase
 from fgentic_governance.consent import flow
 from fgentic_governance.controller import kube_calls as kube_api
-from fgentic_governance.controller.context import context
 from fgentic_governance.controller.handlers import common, memoryscope
 from fgentic_governance.controller.handlers.common import parse
 from fgentic_governance.controller.handlers.memoryscope import Latest, reconcile_scope
@@ -32,6 +31,7 @@ from fgentic_governance.controller.workqueue import Retry
 from fgentic_governance.memory import StoreRefusal
 from fgentic_governance.reasons import Reason
 from tests.support.objects import consent_obj, scope_obj
+from tests.support.operator_memo import operator_memo
 from tests.support.polling import until_async
 
 NS = "queue"
@@ -42,8 +42,9 @@ class Held(dict[str, Any]):
     """A body part whose release a weak reference shows (a plain dict takes none)."""
 
 
-def _latest(generation: int = 1, spec: dict[str, Any] = SPEC) -> Latest:
-    return Latest("uid-1", generation, False, json.dumps(spec), "{}", {})
+def _latest(generation: int = 1, spec: dict[str, Any] = SPEC, **context: Any) -> Latest:
+    """The scope's indexed state; its Kopf memo holds an operator context with ``context``."""
+    return Latest("uid-1", generation, False, json.dumps(spec), "{}", operator_memo(**context))
 
 
 async def _event(name: str, index: dict[str, list[Latest]], **kopf_kwargs: Any) -> None:
@@ -138,11 +139,8 @@ async def test_a_failed_run_is_retried_with_its_status_failed_meanwhile(
 
     monkeypatch.setattr(memoryscope.flow, "reconcile", reconcile)
     monkeypatch.setattr(kube_api, "patch_status", patch_status)
-    monkeypatch.setattr(context(), "store", object())
-    monkeypatch.setattr(context(), "store_problem", None)
-    monkeypatch.setattr(context(), "model_routes", None)
     monkeypatch.setattr(memoryscope, "backoff", lambda failures: 0.0)
-    await _event("s", {f"{NS}/s": [_latest()]})
+    await _event("s", {f"{NS}/s": [_latest(store=object())]})
     await _drained()
     assert len(attempts) == 3
     # Failed closed at once (Enabled False), written once: the second failure found the
@@ -171,12 +169,9 @@ async def test_a_run_after_its_own_unseen_write_keeps_the_transition_to_announce
 
     monkeypatch.setattr(memoryscope.flow, "reconcile", reconcile)
     monkeypatch.setattr(kube_api, "patch_status", patch_status)
-    monkeypatch.setattr(context(), "store", object())
-    monkeypatch.setattr(context(), "store_problem", None)
-    monkeypatch.setattr(context(), "model_routes", None)
     monkeypatch.setattr(memoryscope, "backoff", lambda failures: 0.0 if failures < 1 else 3600.0)
     retries = _sample("fgentic_workqueue_retries_total")
-    latest = _latest()  # Its status stays "{}": the watch never shows the write here.
+    latest = _latest(store=object())  # Its status stays "{}": the watch never shows the write here.
     await _event("s", {f"{NS}/s": [latest]})
     await until_async(lambda: _sample("fgentic_workqueue_retries_total") - retries >= 2,
                       "two failed runs reported", 15)
@@ -293,8 +288,6 @@ async def test_a_consent_is_parsed_once_per_version(
 
     monkeypatch.setattr(memoryscope, "parse", counting)
     monkeypatch.setattr(kube_api, "patch_status", patch_status)
-    monkeypatch.setattr(context(), "store", None)  # each run fails closed, after reading
-    monkeypatch.setattr(context(), "model_routes", None)
     memoryscope._consent.cache_clear()
     record = consent_obj(NS, "s", "@alice:fgentic.local")
 
@@ -307,6 +300,6 @@ async def test_a_consent_is_parsed_once_per_version(
     memoryscope._INDEX["offboarding_principals"] = {}
     for decision in ("granted", "granted", "granted", "withdrawn", "withdrawn"):
         version(decision)
-        with pytest.raises(Retry):
+        with pytest.raises(Retry):  # No store: each run fails closed, after reading.
             await memoryscope._reconcile(f"{NS}/s", _latest())
     assert parsed == ["granted", "withdrawn"]

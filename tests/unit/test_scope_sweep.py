@@ -13,7 +13,7 @@ import pytest
 
 from fgentic_governance.api.memory import Posture
 from fgentic_governance.controller import kube_calls as kube_api
-from fgentic_governance.controller.context import context
+from fgentic_governance.controller.context import OperatorContext
 from fgentic_governance.controller.handlers import sweep
 from fgentic_governance.controller.handlers.sweep import ScopeView, World, stale, view_of
 from fgentic_governance.memory import ScopeState, StoreRefusal
@@ -117,17 +117,15 @@ class _Store:
 
 async def _round(monkeypatch: pytest.MonkeyPatch, rows: list[tuple[ScopeState, datetime | None]]
                  | None, views: dict[str, list[ScopeView]]) -> list[str]:
-    ctx = context()
-    for key, value in {"store": _Store(rows), "store_problem": None, "cleanup": Reason.OK,
-                       "store_schema_version": 23, "model_routes": None}.items():
-        monkeypatch.setattr(ctx, key, value)
+    ctx = OperatorContext(store=_Store(rows), cleanup=Reason.OK,  # type: ignore[arg-type]
+                          store_schema_version=23)
     poked: list[str] = []
 
     async def annotate(*, namespace: str, name: str, **_: Any) -> None:
         poked.append(f"{namespace}/{name}")
 
     monkeypatch.setattr(kube_api, "annotate", annotate)
-    assert await sweep.sweep_once(views) == len(poked)  # type: ignore[arg-type]
+    assert await sweep.sweep_once(ctx, views) == len(poked)  # type: ignore[arg-type]
     return sorted(poked)
 
 
@@ -155,12 +153,12 @@ async def test_a_woken_sweep_runs_its_round_now(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("FGENTIC_SCOPE_RESYNC_SECONDS", "3600")
     rounds: list[int] = []
 
-    async def sweep_once(_views: Any) -> int:
+    async def sweep_once(_ctx: Any, _views: Any) -> int:
         rounds.append(1)
         return 0
 
     monkeypatch.setattr(sweep, "sweep_once", sweep_once)
-    task = asyncio.create_task(sweep.run({}))  # type: ignore[arg-type]
+    task = asyncio.create_task(sweep.run(OperatorContext(), {}))  # type: ignore[arg-type]
     try:
         await until_async(lambda: sweep._WAKE is not None, "the sweep running")
         assert rounds == []

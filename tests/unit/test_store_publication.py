@@ -5,7 +5,6 @@ tests/integration/test_memory_operator.py, test_store_with_an_outdated_pgvector_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from fgentic_governance import memory
 from fgentic_governance.controller import lanes, main
-from fgentic_governance.controller.context import configure, context
+from fgentic_governance.controller.context import OperatorContext
 from fgentic_governance.reasons import Reason
 
 
@@ -34,14 +33,22 @@ class _Pool:
         return None
 
 
-@pytest.fixture
-def published(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
-    """Every ``configure`` call of the start-up, with the store's problem as seen then."""
-    calls: list[dict[str, Any]] = []
+class Recorded(OperatorContext):
+    """A context that keeps every ``update`` of the start-up, with the store's problem as
+    seen then."""
 
-    def record(**values: Any) -> Any:
-        calls.append(dict(values))
-        return configure(**values)
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[dict[str, Any]] = []
+
+    def update(self, **values: Any) -> OperatorContext:
+        self.calls.append(dict(values))
+        return super().update(**values)
+
+
+@pytest.fixture
+def published(monkeypatch: pytest.MonkeyPatch) -> Recorded:
+    """The start-up's store calls stubbed (an outdated pgvector), and a recording context."""
 
     async def pool(*_: Any, **__: Any) -> _Pool:
         return _Pool()
@@ -59,18 +66,15 @@ def published(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]
     monkeypatch.setattr(memory, "migrate", migrate)
     monkeypatch.setattr(lanes, "on_erasure_lane", erasure)
     monkeypatch.setattr(main, "_store_problem", outdated)
-    monkeypatch.setattr(main, "configure", record)
-    yield calls
-    configure(store=None, erasure_store=None, store_pool=None, erasure_pool=None,
-              store_problem=None)
+    return Recorded()
 
 
 async def test_the_store_is_never_published_without_its_problem(
-        published: list[dict[str, Any]], tmp_path: Path) -> None:
+        published: Recorded, tmp_path: Path) -> None:
     dsn = tmp_path / "dsn"
     dsn.write_text("postgresql://fgentic@127.0.0.1:5432/memory")
-    await main.open_store(dsn)
-    with_store = [c for c in published if c.get("store") is not None]
+    await main.open_store(published, dsn)
+    with_store = [c for c in published.calls if c.get("store") is not None]
     assert with_store, "open_store published no store"
     assert all(c.get("store_problem") is Reason.STORE_EXTENSION_OUTDATED for c in with_store)
-    assert context().store_problem is Reason.STORE_EXTENSION_OUTDATED
+    assert published.store_problem is Reason.STORE_EXTENSION_OUTDATED

@@ -1,17 +1,24 @@
-"""Process-wide settings the operator's handlers read (set once at start-up by ``main``)."""
+"""The operator's settings and store, carried in Kopf's own memo (as Kopf's users do).
+
+``main`` builds one :class:`OperatorContext` and hands Kopf a memo holding it; Kopf copies that
+memo shallowly into every object's memo, so each handler (and each ``when=`` filter) reads the
+same instance through its ``memo`` argument (:func:`of`). Code that runs outside Kopf's handler
+calls is handed the instance when it is started: the store loop and the sweep by the start-up
+handler, the scope queue's workers through each queued object's memo (``Latest.memo``)."""
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import kopf
 
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 
 if TYPE_CHECKING:  # Types only: the handlers import this module early and often.
-    from kubernetes.client import ApiClient
-
     from fgentic_governance.memory import MemoryStore
     from fgentic_governance.reasons import Reason
 
@@ -30,7 +37,6 @@ class OperatorContext:
     appservice: AppserviceRegistry = EMPTY
     """The appservice-namespace registry (--appservice-namespaces): the scope gates refuse a
     native-local subject in it, and the projector's configuration carries it."""
-    api_client: ApiClient | None = None
     store: MemoryStore | None = None
     """Set once the schema is migrated; None means no store."""
     erasure_store: MemoryStore | None = None
@@ -55,24 +61,37 @@ class OperatorContext:
     """This shard handles the cluster-scoped kinds (--cluster-kinds; kube/shards.py): exactly
     one shard of a store does; every shard still watches and indexes them."""
 
-
-_CONTEXT = OperatorContext()
-
-
-def context() -> OperatorContext:
-    return _CONTEXT
-
-
-def configure(**values: Any) -> OperatorContext:
-    for key, value in values.items():
-        setattr(_CONTEXT, key, value)
-    return _CONTEXT
+    def update(self, **values: Any) -> OperatorContext:
+        """Set several fields in one step: no handler runs in between (e.g. a store is never
+        seen without its problem, ``main.open_store``)."""
+        for key, value in values.items():
+            if not hasattr(self, key):  # A typo would otherwise publish nothing, silently.
+                raise AttributeError(key)
+            setattr(self, key, value)
+        return self
 
 
-def owns_cluster_kinds(**_: Any) -> bool:
+KEY: Final = "operator"
+"""The memo's key for the operator's context (Kopf's memo is a dict; ours holds one entry)."""
+
+
+def memo_of(ctx: OperatorContext) -> kopf.Memo:
+    """The memo ``main`` hands Kopf: every object's memo is a shallow copy of it."""
+    return kopf.Memo({KEY: ctx})
+
+
+def of(memo: Mapping[str, Any]) -> OperatorContext:
+    """The operator's context from a Kopf memo (the operator's, or any object's copy of it)."""
+    ctx = memo.get(KEY)
+    if not isinstance(ctx, OperatorContext):  # Fail closed: never a default store or setting.
+        raise RuntimeError("the operator's context is not in Kopf's memo")
+    return ctx
+
+
+def owns_cluster_kinds(memo: kopf.Memo, **_: Any) -> bool:
     """Kopf's ``when=`` filter of every handler of a cluster-scoped kind: evaluated before the
     handler is invoked, so another shard's object is neither handled nor finalized here."""
-    return _CONTEXT.cluster_kinds
+    return of(memo).cluster_kinds
 
 
 _LOCKS: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()

@@ -15,19 +15,29 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.controller import lanes
-from fgentic_governance.controller.context import context
 from fgentic_governance.controller.leadership import ensure_leading
 
 T = TypeVar("T")
 PARTIAL_METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
+_CLIENT: client.ApiClient | None = None
+"""The operator's API client, set once by ``main`` before Kopf starts. Module-level, not in
+Kopf's memo: every direct API call reads it (the handlers', the scope queue's workers', the
+sweep's, ``retrieval_apply``'s and ``model_route_condition``'s, several calls deep), as the
+Kubernetes client's own default configuration is process-wide."""
+
+
+def use(api: client.ApiClient) -> None:
+    """Make ``api`` the client of every call below (``main``, at start-up)."""
+    global _CLIENT  # noqa: PLW0603 (one client per process, set before Kopf starts)
+    _CLIENT = api
+
 
 def api_client() -> client.ApiClient:
     """The operator's API client (configured at start-up, before any handler runs)."""
-    configured = context().api_client
-    if configured is None:
+    if _CLIENT is None:
         raise RuntimeError("the operator's API client is not configured")
-    return configured
+    return _CLIENT
 
 
 def _api() -> client.CustomObjectsApi:

@@ -8,7 +8,7 @@ timeout, failed with STORE_UNAVAILABLE while PostgreSQL sat idle, and flapped En
 Failed → Enabled, every flap a status write and an Event.
 
 The erasure lane: PrincipalOffboarding and the delete finalizer use a pool of their own
-(``context().erasure_store``) and a thread executor of their own for API calls, so a person's
+(``OperatorContext.erasure_store``) and a thread executor of their own for API calls, so a person's
 erasure never queues behind thousands of scope reconciles. Their store work runs on an event
 loop of its own, in its own thread (``on_erasure_lane``): each of the flow's few dozen round
 trips resumes at once, not after a full turn of an operator loop crowded by a creation burst

@@ -16,9 +16,9 @@ from typing import Any
 import kopf
 
 from fgentic_governance.api.common import FINALIZER
-from fgentic_governance.controller import lanes, leadership, metrics, tuning
+from fgentic_governance.controller import kube_calls, lanes, leadership, metrics, tuning
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
-from fgentic_governance.controller.context import configure, context
+from fgentic_governance.controller.context import OperatorContext, memo_of, of
 from fgentic_governance.controller.model_route_condition import ModelRoutes
 from fgentic_governance.controller.prepopulation import share_barrier_waits
 from fgentic_governance.controller.trimming import trim_watched_objects
@@ -57,7 +57,7 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     # deadlocked a cluster-wide operator in CI). Kopf also holds a slot through retry delays.
 
 
-async def open_store(dsn_file: Path) -> None:
+async def open_store(ctx: OperatorContext, dsn_file: Path) -> None:
     """Connect, migrate the fenced schema idempotently, and publish the store to handlers."""
     import asyncpg
 
@@ -80,9 +80,9 @@ async def open_store(dsn_file: Path) -> None:
     except BaseException:
         await pool.close()
         raise
-    configure(store=MemoryStore(pool), erasure_store=MemoryStore(erasure_pool),
-              store_schema_version=version, store_pool=pool, erasure_pool=erasure_pool,
-              store_problem=problem)
+    ctx.update(store=MemoryStore(pool), erasure_store=MemoryStore(erasure_pool),
+               store_schema_version=version, store_pool=pool, erasure_pool=erasure_pool,
+               store_problem=problem)
     log.info("content store ready at schema version %d", version)
 
 
@@ -102,10 +102,10 @@ async def _leading(_conn: Any) -> None:
     leadership.ensure_leading()
 
 
-async def check_settings() -> None:
+async def check_settings(ctx: OperatorContext) -> None:
     """Publish whether the store's pinned settings hold and its pgvector is recent enough
     (StoreReady; nothing granted if not)."""
-    configure(store_problem=await _store_problem(context().store_pool))
+    ctx.update(store_problem=await _store_problem(ctx.store_pool))
 
 
 async def _store_problem(pool: Any) -> Reason | None:
@@ -128,13 +128,13 @@ async def _store_problem(pool: Any) -> Reason | None:
             else Reason.STORE_EXTENSION_OUTDATED if outdated else None)
 
 
-async def cleanup() -> bool:
+async def cleanup(ctx: OperatorContext) -> bool:
     """Delete expired rows now; publish the outcome, never silently: the failure counter or
     the last success's time, and the scopes' ExpiryCleanup condition (next resync). Returns
     whether it succeeded."""
     from fgentic_governance.memory.errors import reason_for
 
-    store = context().store
+    store = ctx.store
     if store is None:
         return False
     try:
@@ -142,19 +142,19 @@ async def cleanup() -> bool:
     except Exception as exc:  # The reason code only: a driver's text may quote a row.
         reason = reason_for(exc) or Reason.INTERNAL_ERROR
         metrics.CLEANUP_FAILURES.labels(reason=reason.value).inc()
-        if context().cleanup != reason:
+        if ctx.cleanup != reason:
             log.error("expired memory cleanup failed (%s); retrying every %.0f s",
                       reason.value, tuning.STORE_SETTINGS.read())
-        configure(cleanup=reason)
+        ctx.update(cleanup=reason)
         return False
     metrics.CLEANUP_LAST_SUCCESS.set_to_current_time()
-    if context().cleanup not in (None, Reason.OK):
+    if ctx.cleanup not in (None, Reason.OK):
         log.info("expired memory cleanup succeeded again")
-    configure(cleanup=Reason.OK)
+    ctx.update(cleanup=Reason.OK)
     return True
 
 
-async def _store_loop(dsn_file: Path, cleanup_every: float) -> None:
+async def _store_loop(ctx: OperatorContext, dsn_file: Path, cleanup_every: float) -> None:
     """Connect (retrying while the store is down), then check the pinned settings every
     minute and delete expired rows every ``cleanup_every`` (a failed cleanup: every minute).
 
@@ -163,9 +163,9 @@ async def _store_loop(dsn_file: Path, cleanup_every: float) -> None:
     """
     from fgentic_governance.controller.handlers import sweep
 
-    while context().store is None:
+    while ctx.store is None:
         try:
-            await open_store(dsn_file)
+            await open_store(ctx, dsn_file)
         except Exception as exc:
             log.warning("content store unavailable (%s); retrying", type(exc).__name__)
             await asyncio.sleep(STORE_RETRY)
@@ -173,12 +173,12 @@ async def _store_loop(dsn_file: Path, cleanup_every: float) -> None:
     loop = asyncio.get_running_loop()
     due = loop.time()
     while True:
-        problem = context().store_problem
+        problem = ctx.store_problem
         with contextlib.suppress(Exception):  # Retried next round; counted in metrics.
-            await check_settings()
-        if context().store_problem != problem:
+            await check_settings(ctx)
+        if ctx.store_problem != problem:
             sweep.wake()
-        if loop.time() >= due and await cleanup():
+        if loop.time() >= due and await cleanup(ctx):
             due = loop.time() + cleanup_every
         await asyncio.sleep(min(tuning.STORE_SETTINGS.read(), cleanup_every))
 
@@ -192,10 +192,13 @@ def run_operator(args: argparse.Namespace) -> int:
 
     tuning.check()  # every interval from the environment, bounded, before anything starts
     api_client = build_api_client(args.kubeconfig)
-    configure(local_homeserver=args.local_homeserver, appservice=args.appservice_namespaces,
-              api_client=api_client,
-              memory_model_url=args.memory_model_url, model_routes=ModelRoutes(),
-              cluster_kinds=args.cluster_kinds)
+    kube_calls.use(api_client)
+    # The one context of this process, handed to Kopf as its memo (``_serve``): every handler
+    # reads it from its ``memo`` argument.
+    ctx = OperatorContext(local_homeserver=args.local_homeserver,
+                          appservice=args.appservice_namespaces,
+                          memory_model_url=args.memory_model_url, model_routes=ModelRoutes(),
+                          cluster_kinds=args.cluster_kinds)
 
     from fgentic_governance.controller.handlers import (  # noqa: F401  (registration by import)
         diffbase,
@@ -204,6 +207,8 @@ def run_operator(args: argparse.Namespace) -> int:
         retrievalbinding,
         sweep,
     )
+
+    diffbase.register(cluster_kinds=args.cluster_kinds)
 
     if args.cluster_kinds:  # Not even watched elsewhere: Kopf strips a finalizer it does not
         # need, so a shard without the floors' handlers would lift another shard's finalizer.
@@ -214,7 +219,9 @@ def run_operator(args: argparse.Namespace) -> int:
     who = _identity(args.identity)
 
     @kopf.on.startup()
-    async def _startup(settings: kopf.OperatorSettings, **indices: Any) -> None:
+    async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo,
+                       **indices: Any) -> None:
+        ctx = of(memo)  # (what ``_serve`` handed Kopf; the store loop and the sweep get it)
         _settings(settings)
         settings.posting.reporting_instance = who  # each Event names the replica that acted
         settings.persistence.diffbase_storage = diffbase.DIFFBASE
@@ -224,16 +231,18 @@ def run_operator(args: argparse.Namespace) -> int:
             # is there before the first reconcile, which would otherwise find none and report
             # the scope Failed until the sweep's next round. A store that does not: retried.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(open_store(args.store_dsn_file), FIRST_OPEN_SECONDS)
-            tasks.append(asyncio.create_task(_store_loop(args.store_dsn_file, cleanup_every)))
+                await asyncio.wait_for(open_store(ctx, args.store_dsn_file),
+                                       FIRST_OPEN_SECONDS)
+            tasks.append(asyncio.create_task(_store_loop(ctx, args.store_dsn_file,
+                                                         cleanup_every)))
         # One sweep for every scope (a live index: it fills as Kopf lists the scopes).
-        tasks.append(asyncio.create_task(sweep.run(indices["scope_views"])))
+        tasks.append(asyncio.create_task(sweep.run(ctx, indices["scope_views"])))
 
     stop = asyncio.Event()  # bound to a loop only when awaited: asyncio.run's, in _serve
 
     @kopf.on.cleanup()
-    async def _cleanup(**_: Any) -> None:
-        await wind_down(tasks, stop)
+    async def _cleanup(memo: kopf.Memo, **_: Any) -> None:
+        await wind_down(of(memo), tasks, stop)
 
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)
@@ -243,20 +252,21 @@ def run_operator(args: argparse.Namespace) -> int:
     if elector is not None:  # claim this shard's namespaces, refuse to overlap another's
         shards.check(api_client, elector.namespace, elector.name,
                      shards.Claim.of(namespaces, args.cluster_kinds))
-    return asyncio.run(_serve(args.metrics_port, namespaces, elector, stop))
+    return asyncio.run(_serve(args.metrics_port, namespaces, elector, stop, ctx))
 
 
-async def wind_down(tasks: list[asyncio.Task[None]], stop: asyncio.Event) -> None:
+async def wind_down(ctx: OperatorContext, tasks: list[asyncio.Task[None]],
+                    stop: asyncio.Event) -> None:
     """Kopf's cleanup: end our tasks, close the pools and lanes, and raise ``stop``. Kopf
     stopped by its own SIGTERM handler leaves its task waiting on ``stop`` pending, and then
     waits 5 s for every pending task before it returns: raised, that task ends now."""
     stop.set()
     for task in tasks:
         task.cancel()
-    if context().store_pool is not None:
-        await context().store_pool.close()
-    if context().erasure_pool is not None:  # on the loop it belongs to
-        await lanes.on_erasure_lane(context().erasure_pool.close())
+    if ctx.store_pool is not None:
+        await ctx.store_pool.close()
+    if ctx.erasure_pool is not None:  # on the loop it belongs to
+        await lanes.on_erasure_lane(ctx.erasure_pool.close())
     lanes.close_lanes()
 
 
@@ -275,7 +285,8 @@ def _elector(api_client: Any, lease: str, who: str) -> LeaseElector | None:
 
 
 async def _serve(metrics_port: int | None, namespaces: list[str],
-                 elector: LeaseElector | None, stop: asyncio.Event) -> int:
+                 elector: LeaseElector | None, stop: asyncio.Event,
+                 ctx: OperatorContext) -> int:
     """Probes and metrics from the start (a standby is live), then the handlers once this
     replica leads; exit 1 when leadership is lost, so the Pod restarts as a standby."""
     runner: Any = None
@@ -298,7 +309,7 @@ async def _serve(metrics_port: int | None, namespaces: list[str],
             keeper = asyncio.create_task(leadership.keep(elector, stop))
             keeper.add_done_callback(lambda _: stop.set())  # no renewals, no handlers
         await kopf.operator(clusterwide=not namespaces, namespaces=namespaces,
-                            standalone=True, stop_flag=stop)
+                            standalone=True, stop_flag=stop, memo=memo_of(ctx))
     finally:
         metrics.LEADING.set(0)
         if keeper is not None:

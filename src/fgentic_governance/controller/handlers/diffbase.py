@@ -17,7 +17,6 @@ import kopf
 
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.registry import KINDS
-from fgentic_governance.controller.context import context
 from fgentic_governance.controller.leadership import ensure_leading
 
 
@@ -54,9 +53,11 @@ async def _forget_deleted(event: kopf.RawEvent, **_: Any) -> None:
     DIFFBASE.forget(str(event.get("object", {}).get("metadata", {}).get("uid", "")))
 
 
-for _kind in KINDS:
-    # A shard without the cluster-scoped kinds does not watch them for this: Kopf would strip
-    # the finalizer the owning shard put on them, as no handler of this shard needs it.
-    if _kind.namespaced or context().cluster_kinds:
-        kopf.on.event(GROUP, VERSION, _kind.plural, id="forget-diff-base",
-                      when=_deleted)(_forget_deleted)
+def register(*, cluster_kinds: bool) -> None:
+    """Forget each deleted object's essence (``main``, once, before Kopf starts). A shard
+    without the cluster-scoped kinds does not watch them for this: Kopf would strip the
+    finalizer the owning shard put on them, as no handler of this shard needs it."""
+    for kind in KINDS:
+        if kind.namespaced or cluster_kinds:
+            kopf.on.event(GROUP, VERSION, kind.plural, id="forget-diff-base",
+                          when=_deleted)(_forget_deleted)

@@ -14,7 +14,7 @@ from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.floors import FloorPhase, MemoryPostureFloorSpec
 from fgentic_governance.api.memory import ErasureResult
 from fgentic_governance.api.registry import MEMORY_POSTURE_FLOOR, MEMORY_SCOPE
-from fgentic_governance.controller.context import context, scope_lock
+from fgentic_governance.controller.context import of, scope_lock
 from fgentic_governance.controller.handlers.common import (
     Transition,
     announce,
@@ -57,7 +57,7 @@ async def reconcile_floor(
     if request is None:
         _fail(patch, Reason.INVALID_SPEC, memo=memo, status=status, generation=generation)
         return
-    store = context().store
+    store = of(memo).store
     if store is None:
         _fail(patch, Reason.STORE_UNAVAILABLE, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=backoff(retry))
@@ -100,10 +100,10 @@ announced(MEMORY_POSTURE_FLOOR.plural)
 
 @kopf.on.delete(GROUP, VERSION, MEMORY_POSTURE_FLOOR.plural)
 @gated
-async def clear_floor(*, name: str, retry: int = 0, **_: Any) -> None:
+async def clear_floor(*, name: str, memo: kopf.Memo, retry: int = 0, **_: Any) -> None:
     """The finalizer: the object goes away once its floor is out of the store (lifting a
     floor is an administrator's explicit act, never a side effect of a lost object)."""
-    store = context().store
+    store = of(memo).store
     if store is None:
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=backoff(retry))
     try:

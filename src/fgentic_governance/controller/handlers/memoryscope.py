@@ -22,7 +22,7 @@ from fgentic_governance.consent.gates import Environment, Verdict, consent_stand
 from fgentic_governance.controller import heap, lanes
 from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller import workqueue as wq
-from fgentic_governance.controller.context import context, scope_lock
+from fgentic_governance.controller.context import OperatorContext, of, scope_lock
 from fgentic_governance.controller.handlers.common import (
     Transition,
     announce,
@@ -76,7 +76,8 @@ class Latest:
     status: str
     memo: kopf.Memo = field(compare=False)
     """Kopf's own memo of the object (held by Kopf anyway): where a transition waits for its
-    status to be seen written (``common.announce``)."""
+    status to be seen written (``common.announce``), and the operator's context the queue's
+    worker runs with (``context.of``; every object's memo is a copy of the operator's)."""
 
 
 @kopf.index(GROUP, VERSION, MEMORY_SCOPE.plural)
@@ -175,7 +176,7 @@ async def _reconcile(key: str, latest: Latest) -> None:
     # What this run read of the consent index, before its first await: a consent so read
     # need not poke the scope (`_poke_needed`).
     _READ[key] = frozenset(records)
-    decision = await _decide(key, latest, status, records)
+    decision = await _decide(of(latest.memo), key, latest, status, records)
     if decision is not None:
         await _report(key, latest, status, records, decision, seen=seen)
 
@@ -193,7 +194,7 @@ class Decision:
     retry: bool = False
 
 
-async def _decide(key: str, latest: Latest, status: dict[str, Any],
+async def _decide(ctx: OperatorContext, key: str, latest: Latest, status: dict[str, Any],
                   records: list[tuple[str, str, str]]) -> Decision | None:
     """The gates and, when they may run, the store's flow; None when the scope was deleted
     meanwhile (nothing to report: the finalizer's erasure stands)."""
@@ -201,11 +202,10 @@ async def _decide(key: str, latest: Latest, status: dict[str, Any],
     generation, previous = latest.generation, status.get("conditions")
     scope = parse(MemoryScopeSpec, json.loads(latest.spec))
     consents = [_consent(r[2]) for r in records]
-    verdict, standing = _verdict(scope, consents, _INDEX["offboarding_principals"])
-    ctx = context()
+    verdict, standing = _verdict(ctx, scope, consents, _INDEX["offboarding_principals"])
     if scope is None:
         return Decision(ScopePhase.DISABLED, verdict.reason,
-                        _status(generation, previous, ScopePhase.DISABLED, verdict.reason))
+                        _status(ctx, generation, previous, ScopePhase.DISABLED, verdict.reason))
     route = None if ctx.model_routes is None else await ctx.model_routes.reason(
         scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
     if ctx.store is None or (verdict.enabled and ctx.store_problem is not None):
@@ -215,7 +215,7 @@ async def _decide(key: str, latest: Latest, status: dict[str, Any],
         # connected yet (start-up) or lost: retried with backoff, not left to the sweep's
         # next round (up to an hour).
         problem = ctx.store_problem or Reason.STORE_UNAVAILABLE
-        return _failed(generation, previous, problem, route, retry=ctx.store is None)
+        return _failed(ctx, generation, previous, problem, route, retry=ctx.store is None)
     record = ScopeRecord.from_spec(namespace, name, scope)
     try:
         async with scope_lock(record.scope_key):  # The finalizer may overlap.
@@ -224,9 +224,10 @@ async def _decide(key: str, latest: Latest, status: dict[str, Any],
             outcome = await flow.reconcile(ctx.store, record, verdict,
                                            _int_or_none(status.get("consentGeneration")))
     except StoreRefusal as refusal:
-        return _failed(generation, previous, refusal.reason, route, retry=True)
+        return _failed(ctx, generation, previous, refusal.reason, route, retry=True)
     return Decision(outcome.phase, outcome.reason,
-                    _outcome_status(generation, previous, outcome, route, standing), outcome,
+                    _outcome_status(ctx, generation, previous, outcome, model_route=route,
+                                    standing=standing), outcome,
                     retry=outcome.phase is ScopePhase.FAILED)
 
 
@@ -243,10 +244,10 @@ def _consent(compact: str) -> ConsentRecordSpec | None:
     return parse(ConsentRecordSpec, json.loads(compact))
 
 
-def _failed(generation: int, previous: list[dict[str, Any]] | None, reason: Reason,
-            route: Reason | None, *, retry: bool) -> Decision:
-    return Decision(ScopePhase.FAILED, reason, _status(generation, previous, ScopePhase.FAILED,
-                                                       reason, model_route=route), retry=retry)
+def _failed(ctx: OperatorContext, generation: int, previous: list[dict[str, Any]] | None,
+            reason: Reason, route: Reason | None, *, retry: bool) -> Decision:
+    return Decision(ScopePhase.FAILED, reason, _status(
+        ctx, generation, previous, ScopePhase.FAILED, reason, model_route=route), retry=retry)
 
 
 async def _report(key: str, latest: Latest, status: dict[str, Any],
@@ -283,13 +284,13 @@ def _reference(namespace: str, name: str, uid: str) -> kopf.Body:
 @kopf.on.delete(GROUP, VERSION, MEMORY_SCOPE.plural)
 @gated
 async def erase_on_delete(
-    *, namespace: str, name: str, spec: kopf.Spec, retry: int = 0, **_: Any
+    *, namespace: str, name: str, spec: kopf.Spec, memo: kopf.Memo, retry: int = 0, **_: Any
 ) -> None:
     """The finalizer: the CR goes away only after its memory is erased and verified. On the
     erasure lane: no reconcile slot, the erasure pool on its own loop (``controller.lanes``)."""
     _READ.pop(f"{namespace}/{name}", None)
     _WRITTEN.pop(f"{namespace}/{name}", None)
-    store = context().erasure_store
+    store = of(memo).erasure_store
     scope = parse(MemoryScopeSpec, spec)
     if store is None or scope is None:
         return  # Nothing of it can be in a store this operator writes.
@@ -303,12 +304,12 @@ async def erase_on_delete(
         raise kopf.TemporaryError(outcome.reason.value, delay=backoff(retry))
 
 
-def _verdict(scope: MemoryScopeSpec | None, consents: list[ConsentRecordSpec | None],
+def _verdict(ctx: OperatorContext, scope: MemoryScopeSpec | None,
+             consents: list[ConsentRecordSpec | None],
              offboarding_principals: kopf.Index[Any, Any]) -> tuple[Verdict, Reason]:
     """The gates' verdict, and what consent alone says now (ConsentGated's reason)."""
     if scope is None or any(c is None for c in consents):
         return Verdict(Posture.FULLY_DISABLED, Reason.INVALID_SPEC), Reason.INVALID_SPEC
-    ctx = context()
     valid = [c for c in consents if c is not None]
     principal = (scope.subject.mxid, scope.subject.origin_kind.value)
     env = Environment(local_homeserver=ctx.local_homeserver, store_ready=ctx.store is not None,
@@ -333,8 +334,9 @@ announced(MEMORY_SCOPE.plural)
 
 
 def _status(
-    generation: int, previous: list[dict[str, Any]] | None, phase: ScopePhase, reason: Reason,
-    *, gated: Reason | None = None, model_route: Reason | None = None,
+    ctx: OperatorContext, generation: int, previous: list[dict[str, Any]] | None,
+    phase: ScopePhase, reason: Reason, *, gated: Reason | None = None,
+    model_route: Reason | None = None,
 ) -> dict[str, Any]:
     """Status for the webhook's memory gate too: StoreReady, ConsentGated, schema version;
     ModelRouteGoverned for the scope's Agent (left as it was while it cannot be read).
@@ -344,15 +346,15 @@ def _status(
     enabled = phase is ScopePhase.ENABLED
     # A store that refuses with STORE_UNAVAILABLE is not ready, whether or not it connected
     # once; nor is one whose settings could write content to its log.
-    problem, cleanup = context().store_problem, context().cleanup
-    store_ready = (context().store is not None and problem is None
+    problem, cleanup = ctx.store_problem, ctx.cleanup
+    store_ready = (ctx.store is not None and problem is None
                    and reason is not Reason.STORE_UNAVAILABLE)
     SCOPE_TRANSITIONS.labels(phase=phase.value, reason=reason.value).inc()
     return {
         "phase": phase.value,
         "reasonCode": reason.value,
         "observedGeneration": generation,
-        "storeSchemaVersion": context().store_schema_version,
+        "storeSchemaVersion": ctx.store_schema_version,
         "conditions": merge_conditions(
             previous,
             condition("Enabled", enabled, reason, generation, previous),
@@ -380,10 +382,10 @@ def _status(
 
 
 def _outcome_status(
-    generation: int, previous: list[dict[str, Any]] | None, outcome: flow.Outcome,
-    model_route: Reason | None, standing: Reason,
+    ctx: OperatorContext, generation: int, previous: list[dict[str, Any]] | None,
+    outcome: flow.Outcome, *, model_route: Reason | None, standing: Reason,
 ) -> dict[str, Any]:
-    fields = _status(generation, previous, outcome.phase, outcome.reason, gated=standing,
+    fields = _status(ctx, generation, previous, outcome.phase, outcome.reason, gated=standing,
                      model_route=model_route)
     fields["consentGeneration"] = outcome.generation
     fields["entryCount"] = outcome.entry_count

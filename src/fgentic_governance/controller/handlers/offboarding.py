@@ -12,7 +12,7 @@ from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
 from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller import lanes
-from fgentic_governance.controller.context import context, owns_cluster_kinds, scope_lock
+from fgentic_governance.controller.context import of, owns_cluster_kinds, scope_lock
 from fgentic_governance.controller.handlers.common import (
     Transition,
     announce,
@@ -70,7 +70,7 @@ async def reconcile_offboarding(
         if retry:
             await poke_scopes(from_crs)
         return
-    store = context().erasure_store  # The erasure lane: never behind scope reconciles.
+    store = of(memo).erasure_store  # The erasure lane: never behind scope reconciles.
     if store is None:
         _fail(patch, Reason.STORE_UNAVAILABLE, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=RETRY_DELAY)

@@ -18,7 +18,7 @@ from fgentic_governance.api.kagent import lists_tool
 from fgentic_governance.api.registry import RETRIEVAL_BINDING
 from fgentic_governance.api.retrieval import RetrievalBindingSpec
 from fgentic_governance.controller import kube_calls as kube
-from fgentic_governance.controller.context import context, scope_lock
+from fgentic_governance.controller.context import of, scope_lock
 from fgentic_governance.controller.handlers.common import (
     Transition,
     announce,
@@ -114,7 +114,7 @@ async def _reconcile(
                 raise kopf.TemporaryError("jwks missing", delay=RETRY_DELAY)
         try:
             rendered = render(namespace, name, parsed, jwks=jwks,
-                              options=RenderOptions(appservice=context().appservice))
+                              options=RenderOptions(appservice=of(memo).appservice))
         except RenderError:
             report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
             return

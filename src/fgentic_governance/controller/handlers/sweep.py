@@ -34,7 +34,7 @@ from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import ScopePhase
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
 from fgentic_governance.controller import kube_calls as kube
-from fgentic_governance.controller.context import OperatorContext, context
+from fgentic_governance.controller.context import OperatorContext
 from fgentic_governance.controller.handlers.common import revision
 from fgentic_governance.controller.metrics import SCOPE_SWEEP_POKES, SCOPE_SWEEPS
 from fgentic_governance.controller.tuning import SCOPE_RESYNC
@@ -158,9 +158,8 @@ def _facts_differ(view: ScopeView, state: ScopeState, latest: datetime | None) -
             or withheld != view.withheld)
 
 
-async def sweep_once(views: kopf.Index[str, ScopeView]) -> int:
+async def sweep_once(ctx: OperatorContext, views: kopf.Index[str, ScopeView]) -> int:
     """One round: returns how many scopes it poked. Reads only; writes only pokes."""
-    ctx = context()
     world = World.of(ctx)
     # A snapshot taken without awaiting: Kopf updates the index on the same loop meanwhile.
     snapshot = {key: next(iter(store)) for key, store in views.items() if len(store)}
@@ -231,10 +230,11 @@ def wake() -> None:
         _WAKE.set()
 
 
-async def run(views: kopf.Index[str, ScopeView]) -> None:
+async def run(ctx: OperatorContext, views: kopf.Index[str, ScopeView]) -> None:
     """The sweep, every FGENTIC_SCOPE_RESYNC_SECONDS while the operator runs (it starts with
     Kopf, i.e. only in the leading replica; every poke goes through the leader gate too), and
-    at once when woken (:func:`wake`)."""
+    at once when woken (:func:`wake`). ``ctx``: the operator's, from the start-up handler's
+    memo (the sweep runs outside Kopf's handler calls)."""
     global _WAKE  # noqa: PLW0603 (one sweep per process, on the operator's loop)
     _WAKE = woken = asyncio.Event()
     while True:
@@ -242,7 +242,7 @@ async def run(views: kopf.Index[str, ScopeView]) -> None:
             await asyncio.wait_for(woken.wait(), SCOPE_RESYNC.read())
         woken.clear()
         try:
-            poked = await sweep_once(views)
+            poked = await sweep_once(ctx, views)
         except Exception as exc:  # The next round compares again; the type only, never text.
             SCOPE_SWEEPS.labels(result="failed").inc()
             log.warning("scope sweep failed (%s); next round in %.0f s", type(exc).__name__,
