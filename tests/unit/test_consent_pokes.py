@@ -23,7 +23,7 @@ from fgentic_governance.controller.handlers import memoryscope, offboarding
 from fgentic_governance.controller.tuning import RECONCILE_SLOTS
 from fgentic_governance.controller.workqueue import Retry
 from tests.support.objects import scope_obj
-from tests.support.operator_memo import operator_memo
+from tests.support.operator_memo import operator_memo, unsent_client
 from tests.support.polling import until_async
 
 BOUND = 10.0  # seconds: every wait below is bounded
@@ -63,10 +63,10 @@ class Recorder:
         self.held = asyncio.Event()
         self.original = memoryscope._reconcile
 
-    async def annotate(self, *, plural: str, name: str, **_: Any) -> None:
+    async def annotate(self, _api: Any, *, plural: str, name: str, **_: Any) -> None:
         self.pokes.append(f"{plural}/{name}")
 
-    async def patch_status(self, **_: Any) -> str:
+    async def patch_status(self, _api: Any, **_: Any) -> str:
         return "1"
 
     async def reconcile(self, key: str, latest: Any) -> None:
@@ -99,7 +99,7 @@ async def _validate(spec: dict[str, Any], index: Index, retry: int = 0) -> None:
     body = _record(spec)
     await memoryscope._validate_consent(
         namespace=NS, name=RECORD, spec=body.spec, meta=body.meta, status=body.status,
-        consents_by_scope=index, retry=retry)
+        memo=operator_memo(), consents_by_scope=index, retry=retry)
 
 
 def _latest(name: str) -> memoryscope.Latest:
@@ -196,7 +196,7 @@ async def test_an_offboarding_pokes_only_the_scopes_not_waiting_for_a_slot(
     # is called, and a waiting scope reads the store and the indices once it has its slot.
     async with _busy(api):
         scope = await _waiting({})
-        await offboarding.poke_scopes([f"{NS}/{SCOPE}", f"{NS}/other"])
+        await offboarding.poke_scopes(unsent_client(), [f"{NS}/{SCOPE}", f"{NS}/other"])
         assert api.pokes == ["memoryscopes/other"]
     await asyncio.wait_for(scope, BOUND)
 
@@ -212,7 +212,7 @@ async def test_a_handled_record_resumed_takes_no_slot(api: Recorder) -> None:
     def resume(obj: kopf.Body) -> Any:
         return memoryscope.reconcile_consent(
             namespace=NS, name=RECORD, spec=obj.spec, meta=obj.meta, status=obj.status,
-            consents_by_scope=index)
+            memo=operator_memo(), consents_by_scope=index)
 
     async with lanes.reconcile_slot(0.0):  # the one slot, held
         await asyncio.wait_for(resume(handled), BOUND)

@@ -10,6 +10,7 @@ import pytest
 from fgentic_governance.controller import model_route_condition, tuning
 from fgentic_governance.controller.model_route_condition import ModelRoutes, judge
 from fgentic_governance.reasons import Reason
+from tests.support.operator_memo import unsent_client
 
 ROUTE = "http://memory-api.fgentic-system.svc:8083/v1"
 
@@ -57,7 +58,7 @@ async def test_one_read_per_agent_per_interval_and_none_while_unreadable(
     objects = {"agents": _agent(memory={"modelConfig": "embed"}), **{
         f"modelconfigs/{k}": v for k, v in GOVERNED.items()}}
 
-    async def get_object(*, plural: str, name: str, **_: Any) -> dict[str, Any] | None:
+    async def get_object(_api: Any, *, plural: str, name: str, **_: Any) -> dict[str, Any] | None:
         reads.append((plural, name))
         if fail:
             raise RuntimeError("api 500")
@@ -65,16 +66,16 @@ async def test_one_read_per_agent_per_interval_and_none_while_unreadable(
 
     monkeypatch.setattr(model_route_condition.kube, "get_object", get_object)
     now = [0.0]
-    routes = ModelRoutes(clock=lambda: now[0])
-    assert await routes.reason("ns", "a", ROUTE) is Reason.OK
+    routes, api = ModelRoutes(clock=lambda: now[0]), unsent_client()
+    assert await routes.reason(api, "ns", "a", ROUTE) is Reason.OK
     assert sorted(reads) == [("agents", "a"), ("modelconfigs", "chat"), ("modelconfigs", "embed")]
-    assert await routes.reason("ns", "a", ROUTE) is Reason.OK  # cached
+    assert await routes.reason(api, "ns", "a", ROUTE) is Reason.OK  # cached
     assert len(reads) == 3
-    assert await routes.reason("ns", "a", "") is Reason.MODEL_ROUTE_UNCONFIGURED
+    assert await routes.reason(api, "ns", "a", "") is Reason.MODEL_ROUTE_UNCONFIGURED
     assert len(reads) == 3  # nothing to read without a route
     now[0] += tuning.SCOPE_RESYNC.read()
     fail = True
-    assert await routes.reason("ns", "a", ROUTE) is None  # the condition keeps its last value
+    assert await routes.reason(api, "ns", "a", ROUTE) is None  # the condition keeps its last value
     fail = False
     objects["modelconfigs/chat"] = _config("http://elsewhere/v1")
-    assert await routes.reason("ns", "a", ROUTE) is Reason.MODEL_ROUTE_UNGOVERNED
+    assert await routes.reason(api, "ns", "a", ROUTE) is Reason.MODEL_ROUTE_UNGOVERNED

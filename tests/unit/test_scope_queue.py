@@ -133,7 +133,7 @@ async def test_a_failed_run_is_retried_with_its_status_failed_meanwhile(
             raise StoreRefusal(Reason.STORE_UNAVAILABLE)
         return flow.Outcome(ScopePhase.ENABLED, Reason.OK, 3, 0)
 
-    async def patch_status(**kwargs: Any) -> str:
+    async def patch_status(_api: Any, **kwargs: Any) -> str:
         written.append(kwargs["status"])
         return str(len(written))
 
@@ -164,7 +164,7 @@ async def test_a_run_after_its_own_unseen_write_keeps_the_transition_to_announce
         attempts.append(len(attempts))
         raise StoreRefusal(Reason.STORE_UNAVAILABLE)
 
-    async def patch_status(**kwargs: Any) -> str:
+    async def patch_status(_api: Any, **kwargs: Any) -> str:
         return "1"
 
     monkeypatch.setattr(memoryscope.flow, "reconcile", reconcile)
@@ -283,7 +283,7 @@ async def test_a_consent_is_parsed_once_per_version(
             parsed.append(spec["decision"])
         return parse(model, spec)
 
-    async def patch_status(**_: Any) -> str:
+    async def patch_status(_api: Any, **_: Any) -> str:
         return "1"
 
     monkeypatch.setattr(memoryscope, "parse", counting)

@@ -13,11 +13,12 @@ import pytest
 
 from fgentic_governance.api.memory import Posture
 from fgentic_governance.controller import kube_calls as kube_api
-from fgentic_governance.controller.context import OperatorContext
+from fgentic_governance.controller.context import OperatorContext, of
 from fgentic_governance.controller.handlers import sweep
 from fgentic_governance.controller.handlers.sweep import ScopeView, World, stale, view_of
 from fgentic_governance.memory import ScopeState, StoreRefusal
 from fgentic_governance.reasons import Reason
+from tests.support.operator_memo import operator_memo
 from tests.support.polling import until_async
 
 EXPIRY = datetime(2026, 12, 13, 8, 30, tzinfo=UTC)
@@ -117,11 +118,10 @@ class _Store:
 
 async def _round(monkeypatch: pytest.MonkeyPatch, rows: list[tuple[ScopeState, datetime | None]]
                  | None, views: dict[str, list[ScopeView]]) -> list[str]:
-    ctx = OperatorContext(store=_Store(rows), cleanup=Reason.OK,  # type: ignore[arg-type]
-                          store_schema_version=23)
+    ctx = of(operator_memo(store=_Store(rows), cleanup=Reason.OK, store_schema_version=23))
     poked: list[str] = []
 
-    async def annotate(*, namespace: str, name: str, **_: Any) -> None:
+    async def annotate(_api: Any, *, namespace: str, name: str, **_: Any) -> None:
         poked.append(f"{namespace}/{name}")
 
     monkeypatch.setattr(kube_api, "annotate", annotate)

@@ -1,4 +1,5 @@
-"""The operator's settings and store, carried in Kopf's own memo (as Kopf's users do).
+"""The operator's settings, store and API client, carried in Kopf's own memo (as Kopf's users
+do).
 
 ``main`` builds one :class:`OperatorContext` and hands Kopf a memo holding it; Kopf copies that
 memo shallowly into every object's memo, so each handler (and each ``when=`` filter) reads the
@@ -19,16 +20,20 @@ import kopf
 from fgentic_governance.api.appservice import EMPTY, AppserviceRegistry
 
 if TYPE_CHECKING:  # Types only: the handlers import this module early and often.
+    from kubernetes.client import ApiClient
+
     from fgentic_governance.memory import MemoryStore
     from fgentic_governance.reasons import Reason
 
 
 class RouteJudge(Protocol):
     """What the scope handlers ask of ``controller.model_route_condition.ModelRoutes``. A
-    protocol, not that class: it reads Agents through ``controller.kube_calls``, which reads this
-    module, so naming it here closed an import circle (.importlinter, controller-layers)."""
+    protocol, not that class: it reads Agents through ``controller.kube_calls``, a layer above
+    this module, so naming it here closed an import circle (.importlinter, controller-layers).
+    ``api``: the client it reads them with (:meth:`OperatorContext.kube`)."""
 
-    async def reason(self, namespace: str, name: str, route: str) -> Reason | None: ...
+    async def reason(self, api: ApiClient, namespace: str, name: str,
+                     route: str) -> Reason | None: ...
 
 
 @dataclass
@@ -60,6 +65,15 @@ class OperatorContext:
     cluster_kinds: bool = True
     """This shard handles the cluster-scoped kinds (--cluster-kinds; kube/shards.py): exactly
     one shard of a store does; every shard still watches and indexes them."""
+    api: ApiClient | None = None
+    """The operator's Kubernetes API client, built by ``main`` before Kopf starts: every direct
+    API call (``controller.kube_calls``) is sent through it (:meth:`kube`)."""
+
+    def kube(self) -> ApiClient:
+        """The operator's API client; fails closed when none is configured."""
+        if self.api is None:
+            raise RuntimeError("the operator's API client is not configured")
+        return self.api
 
     def update(self, **values: Any) -> OperatorContext:
         """Set several fields in one step: no handler runs in between (e.g. a store is never

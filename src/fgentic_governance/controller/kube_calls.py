@@ -1,5 +1,9 @@
 """The operator's direct Kubernetes API calls besides Kopf's own patching (async, via a
-thread): the handlers' and `retrieval_apply`'s."""
+thread): the handlers' and `retrieval_apply`'s.
+
+Each call is sent through the API client it is handed: the operator's, which ``main`` builds
+before Kopf starts and keeps in the operator's context (``controller.context``,
+``OperatorContext.kube``), so no module of the operator holds one (issue 41 item 2)."""
 
 from __future__ import annotations
 
@@ -20,62 +24,45 @@ from fgentic_governance.controller.leadership import ensure_leading
 T = TypeVar("T")
 PARTIAL_METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
-_CLIENT: client.ApiClient | None = None
-"""The operator's API client, set once by ``main`` before Kopf starts. Module-level, not in
-Kopf's memo: every direct API call reads it (the handlers', the scope queue's workers', the
-sweep's, ``retrieval_apply``'s and ``model_route_condition``'s, several calls deep), as the
-Kubernetes client's own default configuration is process-wide."""
+
+def _api(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
 
 
-def use(api: client.ApiClient) -> None:
-    """Make ``api`` the client of every call below (``main``, at start-up)."""
-    global _CLIENT  # noqa: PLW0603 (one client per process, set before Kopf starts)
-    _CLIENT = api
-
-
-def api_client() -> client.ApiClient:
-    """The operator's API client (configured at start-up, before any handler runs)."""
-    if _CLIENT is None:
-        raise RuntimeError("the operator's API client is not configured")
-    return _CLIENT
-
-
-def _api() -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api_client())
-
-
-async def annotate(*, group: str, version: str, plural: str, namespace: str, name: str,
-                   annotations: dict[str, str], erasure: bool = False) -> None:
+async def annotate(api: client.ApiClient, *, group: str, version: str, plural: str,
+                   namespace: str, name: str, annotations: dict[str, str],
+                   erasure: bool = False) -> None:
     """Change annotations on an object so that Kopf runs its update handler; 404 is fine.
     ``erasure``: sent on the erasure lane's threads, never queued behind scope reconciles."""
     body = {"metadata": {"annotations": annotations}}
-    await _call(_api().patch_namespaced_custom_object, group, version, namespace, plural, name,
+    await _call(_api(api).patch_namespaced_custom_object, group, version, namespace, plural, name,
                 body, erasure=erasure)
 
 
-async def patch_status(*, group: str, version: str, plural: str, namespace: str, name: str,
-                       status: dict[str, Any]) -> str | None:
+async def patch_status(api: client.ApiClient, *, group: str, version: str, plural: str,
+                       namespace: str, name: str, status: dict[str, Any]) -> str | None:
     """Merge ``status`` in; the object's resourceVersion after it (unchanged when the API
     server found nothing to change), None when the object is gone."""
-    written = await _call(_api().patch_namespaced_custom_object_status, group, version,
+    written = await _call(_api(api).patch_namespaced_custom_object_status, group, version,
                           namespace, plural, name, {"status": status})
     return None if written is None else str(written.get("metadata", {}).get("resourceVersion"))
 
 
-async def patch_cluster_status(*, group: str, version: str, plural: str, name: str,
-                               status: dict[str, Any], erasure: bool = False) -> bool:
+async def patch_cluster_status(api: client.ApiClient, *, group: str, version: str, plural: str,
+                               name: str, status: dict[str, Any],
+                               erasure: bool = False) -> bool:
     """A cluster-scoped object's status (a PrincipalOffboarding's); False when the object is
     gone. ``erasure``: sent on the erasure lane's threads, never behind scope reconciles."""
-    return await _call(_api().patch_cluster_custom_object_status, group, version, plural,
+    return await _call(_api(api).patch_cluster_custom_object_status, group, version, plural,
                        name, {"status": status}, erasure=erasure) is not None
 
 
-async def get_object(*, group: str, version: str, plural: str, namespace: str,
-                     name: str) -> dict[str, Any] | None:
+async def get_object(api: client.ApiClient, *, group: str, version: str, plural: str,
+                     namespace: str, name: str) -> dict[str, Any] | None:
     """One namespaced custom object, or None when it does not exist."""
     try:
         found: dict[str, Any] = await asyncio.to_thread(
-            _api().get_namespaced_custom_object, group, version, namespace, plural, name)
+            _api(api).get_namespaced_custom_object, group, version, namespace, plural, name)
     except ApiException as exc:
         if exc.status == 404:
             return None
@@ -112,8 +99,8 @@ def _group_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
-def _core() -> client.CoreV1Api:
-    return client.CoreV1Api(api_client())
+def _core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
 
 
 def _is_config_map(api_version: str, plural: str) -> bool:
@@ -122,7 +109,8 @@ def _is_config_map(api_version: str, plural: str) -> bool:
     return api_version == "v1" and plural == "configmaps"
 
 
-async def server_side_apply(obj: dict[str, Any], plural: str, field_manager: str) -> str:
+async def server_side_apply(api: client.ApiClient, obj: dict[str, Any], plural: str,
+                            field_manager: str) -> str:
     """Apply ``obj`` as ``field_manager`` with force: fields it owns are reset on every call,
     which is what corrects drift. Returns the applied object's resourceVersion. Raises
     ApiException (the caller reports APPLY_FAILED)."""
@@ -130,31 +118,31 @@ async def server_side_apply(obj: dict[str, Any], plural: str, field_manager: str
     options: dict[str, Any] = {"field_manager": field_manager, "force": True,
                                "field_validation": "Strict", "_content_type": APPLY_PATCH}
     if _is_config_map(obj["apiVersion"], plural):
-        typed = await asyncio.to_thread(_write, _core().patch_namespaced_config_map,
+        typed = await asyncio.to_thread(_write, _core(api).patch_namespaced_config_map,
                                         meta["name"], meta["namespace"], obj, **options)
         return str(typed.metadata.resource_version if typed.metadata else "")
     group, version = _group_version(obj["apiVersion"])
     # The client does not deserialize apply-patch responses for custom objects: read the JSON.
     response = await asyncio.to_thread(
-        _write, _api().patch_namespaced_custom_object, group, version, meta["namespace"], plural,
+        _write, _api(api).patch_namespaced_custom_object, group, version, meta["namespace"], plural,
         meta["name"], obj, _preload_content=False, **options)
     applied: dict[str, Any] = json.loads(response.data)
     return str(applied.get("metadata", {}).get("resourceVersion", ""))
 
 
-async def list_versions(api_version: str, plural: str, selector: str) -> dict[tuple[str, str], str]:
+async def list_versions(api: client.ApiClient, api_version: str, plural: str,
+                        selector: str) -> dict[tuple[str, str], str]:
     """(namespace, name) → resourceVersion of every object of a kind matching a label selector,
     read as metadata only (PartialObjectMetadataList): a drift sweep over thousands of rendered
     objects then transfers and parses names and versions, not bodies."""
     path = (f"/api/{api_version}/{plural}" if "/" not in api_version
             else f"/apis/{api_version}/{plural}")
-    found = await asyncio.to_thread(_raw_get, path, selector)
+    found = await asyncio.to_thread(_raw_get, api, path, selector)
     return {(str(item["metadata"].get("namespace", "")), str(item["metadata"]["name"])):
             str(item["metadata"]["resourceVersion"]) for item in found.get("items", [])}
 
 
-def _raw_get(path: str, selector: str) -> dict[str, Any]:
-    api = api_client()
+def _raw_get(api: client.ApiClient, path: str, selector: str) -> dict[str, Any]:
     params = api.param_serialize(
         method="GET", resource_path=path, query_params=[("labelSelector", selector)],
         header_params={"Accept": PARTIAL_METADATA_LIST}, auth_settings=["BearerToken"])
@@ -169,18 +157,17 @@ def _raw_get(path: str, selector: str) -> dict[str, Any]:
 DISCOVERY_TIMEOUT: Final = 10.0
 
 
-async def served(api_version: str, plural: str) -> bool:
+async def served(api: client.ApiClient, api_version: str, plural: str) -> bool:
     """The API server's discovery lists ``plural`` under ``api_version``: its CRD is installed
     and established. A 404 (the group/version is unknown) is False; any other error raises
     ApiException."""
     path = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    found = await asyncio.to_thread(_discovery, path)
+    found = await asyncio.to_thread(_discovery, api, path)
     return found is not None and any(
         resource.get("name") == plural for resource in found.get("resources", []))
 
 
-def _discovery(path: str) -> dict[str, Any] | None:
-    api = api_client()
+def _discovery(api: client.ApiClient, path: str) -> dict[str, Any] | None:
     params = api.param_serialize(method="GET", resource_path=path,
                                  header_params={"Accept": "application/json"},
                                  auth_settings=["BearerToken"])
@@ -194,33 +181,36 @@ def _discovery(path: str) -> dict[str, Any] | None:
     return found
 
 
-async def list_labelled(api_version: str, plural: str, selector: str) -> list[dict[str, Any]]:
+async def list_labelled(api: client.ApiClient, api_version: str, plural: str,
+                        selector: str) -> list[dict[str, Any]]:
     """Every object of a kind, in all namespaces, matching a label selector."""
     if _is_config_map(api_version, plural):
-        typed = await asyncio.to_thread(_core().list_config_map_for_all_namespaces,
+        typed = await asyncio.to_thread(_core(api).list_config_map_for_all_namespaces,
                                         label_selector=selector)
-        found: dict[str, Any] = api_client().sanitize_for_serialization(  # type: ignore[no-untyped-call]
+        found: dict[str, Any] = api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
             typed)
     else:
         group, version = _group_version(api_version)
         found = await asyncio.to_thread(
-            _api().list_cluster_custom_object, group, version, plural, label_selector=selector)
+            _api(api).list_cluster_custom_object, group, version, plural, label_selector=selector)
     return list(found.get("items", []))
 
 
-async def delete_object(api_version: str, plural: str, namespace: str, name: str) -> None:
+async def delete_object(api: client.ApiClient, api_version: str, plural: str, namespace: str,
+                        name: str) -> None:
     if _is_config_map(api_version, plural):
-        await _call(_core().delete_namespaced_config_map, name, namespace)
+        await _call(_core(api).delete_namespaced_config_map, name, namespace)
         return
     group, version = _group_version(api_version)
-    await _call(_api().delete_namespaced_custom_object, group, version, namespace, plural, name)
+    await _call(_api(api).delete_namespaced_custom_object, group, version, namespace, plural, name)
 
 
-async def read_config_map_value(namespace: str, name: str, key: str) -> str | None:
+async def read_config_map_value(api: client.ApiClient, namespace: str, name: str,
+                                key: str) -> str | None:
     """One entry of a ConfigMap, or None when the ConfigMap or the entry is missing."""
     try:
         config_map = await asyncio.to_thread(
-            client.CoreV1Api(api_client()).read_namespaced_config_map, name, namespace)
+            _core(api).read_namespaced_config_map, name, namespace)
     except ApiException as exc:
         if exc.status == 404:
             return None

@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 from fgentic_governance.api.common import FINALIZER
-from fgentic_governance.controller import kube_calls, lanes, leadership, metrics, tuning
+from fgentic_governance.controller import lanes, leadership, metrics, tuning
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import OperatorContext, memo_of, of
 from fgentic_governance.controller.model_route_condition import ModelRoutes
@@ -192,13 +192,12 @@ def run_operator(args: argparse.Namespace) -> int:
 
     tuning.check()  # every interval from the environment, bounded, before anything starts
     api_client = build_api_client(args.kubeconfig)
-    kube_calls.use(api_client)
     # The one context of this process, handed to Kopf as its memo (``_serve``): every handler
-    # reads it from its ``memo`` argument.
+    # reads it, the API client included, from its ``memo`` argument.
     ctx = OperatorContext(local_homeserver=args.local_homeserver,
                           appservice=args.appservice_namespaces,
                           memory_model_url=args.memory_model_url, model_routes=ModelRoutes(),
-                          cluster_kinds=args.cluster_kinds)
+                          cluster_kinds=args.cluster_kinds, api=api_client)
 
     from fgentic_governance.controller.handlers import (  # noqa: F401  (registration by import)
         diffbase,

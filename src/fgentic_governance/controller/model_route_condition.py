@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubernetes.client import ApiClient
+
 from fgentic_governance.api import kagent
 from fgentic_governance.api.kagent import governed, model_refs
 from fgentic_governance.controller import kube_calls as kube
@@ -46,7 +48,8 @@ class ModelRoutes:
         self._clock = clock
         self._judged: dict[tuple[str, str], tuple[float, Reason]] = {}
 
-    async def reason(self, namespace: str, name: str, route: str) -> Reason | None:
+    async def reason(self, api: ApiClient, namespace: str, name: str,
+                     route: str) -> Reason | None:
         if not route:
             return Reason.MODEL_ROUTE_UNCONFIGURED
         key = (namespace, name)
@@ -55,13 +58,13 @@ class ModelRoutes:
         if cached is not None and self._clock() - cached[0] < SCOPE_RESYNC.read():
             return cached[1]
         try:
-            agent = await kube.get_object(group=kagent.GROUP, version=kagent.VERSION,
+            agent = await kube.get_object(api, group=kagent.GROUP, version=kagent.VERSION,
                                           plural=kagent.AGENT.plural, namespace=namespace,
                                           name=name)
             configs: dict[str, Mapping[str, Any] | None] = {}
             for ref in {r for r in model_refs(agent or {}).values() if r}:
                 configs[ref] = await kube.get_object(
-                    group=kagent.GROUP, version=kagent.VERSION,
+                    api, group=kagent.GROUP, version=kagent.VERSION,
                     plural=kagent.MODEL_CONFIG.plural, namespace=namespace, name=ref)
         except Exception as exc:  # transient: judged again at the next reconcile
             log.warning("model route of an Agent not read (%s)", type(exc).__name__)

@@ -3,7 +3,8 @@
 The operator's per-process state lives in one :class:`BindingApplier` (the registrations in
 ``handlers/retrievalbinding.py`` hold one instance). It applies a rendering with its owner
 reference, remembers the resourceVersion each apply returned, and prunes what a binding's
-label still selects but the rendering no longer contains.
+label still selects but the rendering no longer contains. Each call is handed the operator's
+API client (``OperatorContext.kube``); the applier keeps none.
 
 Drift without re-applying every binding on every resync: re-applying 13 objects per binding
 per minute cost 13,000 server-side applies a minute at 1,000 bindings (45 % of a core in the
@@ -22,6 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.controller import kube_calls as kube
@@ -63,22 +65,22 @@ class LiveSnapshot:
         self._versions: Versions | None = None
         self._lock = asyncio.Lock()
 
-    async def versions(self, newer_than: float) -> Versions | None:
+    async def versions(self, api: ApiClient, newer_than: float) -> Versions | None:
         """A snapshot started after ``newer_than`` and younger than ``max_age``; None when a
         kind could not be listed (the caller then applies)."""
         async with self._lock:
             now = time.monotonic()
             if self._taken <= newer_than or now - self._taken > self.max_age:
-                self._versions = await _list_all()
+                self._versions = await _list_all(api)
                 self._taken = now
             return self._versions
 
 
-async def _list_all() -> Versions | None:
+async def _list_all(api: ApiClient) -> Versions | None:
     versions: Versions = {}
     for (api_version, kind), plural in RENDERED_KINDS.items():
         try:
-            found = await kube.list_versions(api_version, plural, BINDING_LABEL)
+            found = await kube.list_versions(api, api_version, plural, BINDING_LABEL)
         except ApiException:
             return None
         for (namespace, name), version in found.items():
@@ -103,11 +105,11 @@ class KindNotServed(Exception):
         self.kinds = kinds
 
 
-async def _unserved(rendered: Rendered) -> tuple[tuple[str, str], ...]:
+async def _unserved(api: ApiClient, rendered: Rendered) -> tuple[tuple[str, str], ...]:
     """The rendering's kinds that discovery does not list, in apply order."""
     kinds = {(obj["apiVersion"], obj["kind"]) for obj in rendered.objects}
     return tuple([key for key, plural in RENDERED_KINDS.items()
-                  if key in kinds and not await kube.served(key[0], plural)])
+                  if key in kinds and not await kube.served(api, key[0], plural)])
 
 
 class BindingApplier:
@@ -118,7 +120,8 @@ class BindingApplier:
         # One shared snapshot, refreshed at least twice per resync interval.
         self.live = LiveSnapshot(max_age=resync_interval / 2)
 
-    async def apply(self, binding: BindingId, rendered: Rendered, owner: Owner) -> None:
+    async def apply(self, api: ApiClient, binding: BindingId, rendered: Rendered,
+                    owner: Owner) -> None:
         """Server-side apply every rendered object (with force: edits to our fields reset).
 
         Raises KindNotServed when an apply answered 404 because its kind is not served (a
@@ -128,24 +131,25 @@ class BindingApplier:
         for obj in ownership.with_owner(rendered.objects, owner):
             try:
                 versions[ownership.key(obj)] = await kube.server_side_apply(
-                    obj, ownership.plural(obj), FIELD_MANAGER)
+                    api, obj, ownership.plural(obj), FIELD_MANAGER)
             except ApiException as exc:
-                if exc.status == 404 and (missing := await _unserved(rendered)):
+                if exc.status == 404 and (missing := await _unserved(api, rendered)):
                     raise KindNotServed(missing) from None
                 raise
         self.applied.record(binding, versions)
 
-    async def undrifted(self, binding: BindingId, rendered: Rendered) -> bool:
+    async def undrifted(self, api: ApiClient, binding: BindingId, rendered: Rendered) -> bool:
         """Our last apply of this exact rendering still stands, object for object."""
         last = self.applied.get(binding)
         if last is None:
             return False  # Not applied by this process (a restart): apply.
         applied_at, versions = last
-        live = await self.live.versions(newer_than=applied_at)
+        live = await self.live.versions(api, newer_than=applied_at)
         return live is not None and unchanged(
             versions, live, {ownership.key(obj) for obj in rendered.objects})
 
-    async def prune(self, binding: BindingId, keep: list[dict[str, Any]]) -> None:
+    async def prune(self, api: ApiClient, binding: BindingId,
+                    keep: list[dict[str, Any]]) -> None:
         """Delete what the binding's label selects but ``keep`` does not contain.
 
         A kind that is not served (404: its CRD is not installed) holds nothing to delete, so
@@ -155,7 +159,7 @@ class BindingApplier:
         existing: list[dict[str, Any]] = []
         for (api_version, kind), plural in RENDERED_KINDS.items():
             try:
-                found = await kube.list_labelled(api_version, plural,
+                found = await kube.list_labelled(api, api_version, plural,
                                                  ownership.selector(binding))
             except ApiException as exc:
                 if exc.status == 404:
@@ -163,7 +167,7 @@ class BindingApplier:
                 raise
             existing += [{**item, "apiVersion": api_version, "kind": kind} for item in found]
         for api_version, kind, namespace, name in ownership.stale(existing, keep, binding):
-            await kube.delete_object(api_version, RENDERED_KINDS[(api_version, kind)],
+            await kube.delete_object(api, api_version, RENDERED_KINDS[(api_version, kind)],
                                      namespace, name)
 
     def forget(self, binding: BindingId) -> None:

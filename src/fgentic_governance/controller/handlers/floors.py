@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+from kubernetes.client import ApiClient
 
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.floors import FloorPhase, MemoryPostureFloorSpec
@@ -68,7 +69,7 @@ async def reconcile_floor(
             await store.set_floor(floor)
             receipts = None
             if wanted is not None and not _purged(status, wanted):
-                receipts = await _purge(store, floor, scopes_by_agent)
+                receipts = await _purge(of(memo).kube(), store, floor, scopes_by_agent)
     except StoreRefusal as refusal:
         _fail(patch, refusal.reason, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(refusal.reason.value, delay=backoff(retry)) from None
@@ -121,13 +122,13 @@ def _purged(status: kopf.Status, request_id: str) -> bool:
                 and done.get("result") == ErasureResult.VERIFIED.value)
 
 
-async def _purge(store: MemoryStore, floor: Floor,
+async def _purge(api: ApiClient, store: MemoryStore, floor: Floor,
                  index: kopf.Index[Any, Any]) -> list[ScopeReceipt]:
     from_crs = sorted({key for agent in list(index) if floor.covers(*agent)
                        for key in index.get(agent, [])})
     receipts = await purge(store, floor, from_crs)
     # Each MemoryScope's status (entry count, lastErasure) follows now, not at its resync.
-    await poke_scopes([r.scope_key for r in receipts if r.scope_key in from_crs])
+    await poke_scopes(api, [r.scope_key for r in receipts if r.scope_key in from_crs])
     for receipt in receipts:
         FLOOR_PURGE_SCOPES.labels(
             result=(ErasureResult.VERIFIED if receipt.verified else ErasureResult.FAILED).value,

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import kopf
 from kopf._core.engines import posting
+from kubernetes.client import ApiClient
 
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Posture, ScopePhase
@@ -207,7 +208,7 @@ async def _decide(ctx: OperatorContext, key: str, latest: Latest, status: dict[s
         return Decision(ScopePhase.DISABLED, verdict.reason,
                         _status(ctx, generation, previous, ScopePhase.DISABLED, verdict.reason))
     route = None if ctx.model_routes is None else await ctx.model_routes.reason(
-        scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
+        ctx.kube(), scope.agent.namespace, scope.agent.name, ctx.memory_model_url)
     if ctx.store is None or (verdict.enabled and ctx.store_problem is not None):
         # Without the store nothing is fenced, and an earlier enablement may still stand
         # there: report a failure, not a disabled scope. A store unfit to grant (its settings
@@ -257,10 +258,11 @@ async def _report(key: str, latest: Latest, status: dict[str, Any],
     write, so noted before it), its status written, the erasure's Event and the consent's
     receipt when the flow ran, then a retry asked of the queue if the run failed."""
     namespace, name = key.split("/", 1)
+    api = of(latest.memo).kube()
     # Against the status the watch has shown, not ours over it: a run right after our own
     # unseen write would otherwise find its transition "already shown" and drop the Event.
     _announce(latest.memo, seen, decision.phase, decision.reason)
-    await _commit(key, status, decision.fields)
+    await _commit(api, key, status, decision.fields)
     outcome = decision.outcome
     if outcome is not None and outcome.erasure is not None and outcome.last_erasure is not None:
         receipt = outcome.erasure
@@ -270,7 +272,7 @@ async def _report(key: str, latest: Latest, status: dict[str, Any],
                    message=f"receipt {receipt.id} generation {receipt.generation} "
                            f"reason {outcome.last_erasure.reason_code}")
     if outcome is not None and records and (outcome.granted or outcome.erasure is not None):
-        await _receipt(namespace, records[-1][1], outcome)
+        await _receipt(api, namespace, records[-1][1], outcome)
     if decision.retry:
         raise wq.Retry(decision.reason)
 
@@ -398,21 +400,22 @@ def _outcome_status(
     return fields
 
 
-async def _commit(key: str, status: dict[str, Any], fields: dict[str, Any]) -> None:
+async def _commit(api: ApiClient, key: str, status: dict[str, Any],
+                  fields: dict[str, Any]) -> None:
     """Write ``fields`` with one status-subresource PATCH, only if one differs from the
     status: a resync that finds everything as recorded writes nothing."""
     if not differs(status, fields):
         SCOPE_STATUS_WRITES.labels(result="unchanged").inc()
         return
     namespace, name = key.split("/", 1)
-    if await kube.patch_status(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
+    if await kube.patch_status(api, group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
                                namespace=namespace, name=name, status=fields) is None:
         return  # Gone: its next run finds no state and drops the key.
     _WRITTEN[key] = {**_WRITTEN.get(key, {}), **fields}
     SCOPE_STATUS_WRITES.labels(result="written").inc()
 
 
-async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
+async def _receipt(api: ApiClient, namespace: str, consent: str, outcome: flow.Outcome) -> None:
     """A content-free receipt on the ConsentRecord that caused the change, its Ready
     condition (True once applied) and one event, reported as the product."""
     applied = outcome.phase is not ScopePhase.FAILED
@@ -423,14 +426,15 @@ async def _receipt(namespace: str, consent: str, outcome: flow.Outcome) -> None:
         "reasonCode": outcome.reason.value,
         "time": now(),
     }
-    record = await kube.get_object(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
-                                   namespace=namespace, name=consent)
+    record = await kube.get_object(api, group=GROUP, version=VERSION,
+                                   plural=CONSENT_RECORD.plural, namespace=namespace,
+                                   name=consent)
     if record is None:
         return
     previous = (record.get("status") or {}).get("conditions")
     generation = int((record.get("metadata") or {}).get("generation", 0))
     conditions = merge_conditions(previous, ready(applied, outcome.reason, generation, previous))
-    if await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
+    if await kube.patch_status(api, group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
                                namespace=namespace, name=consent,
                                status={"receipt": receipt, "conditions": conditions}) is None:
         return  # The record is gone: no receipt was recorded, so none is announced.
@@ -495,7 +499,7 @@ def _consent_fields(record: ConsentRecordSpec | None, meta: kopf.Meta,
 
 async def _validate_consent(
     *, namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status,
-    consents_by_scope: kopf.Index[Any, Any], retry: int = 0, **_: Any,
+    memo: kopf.Memo, consents_by_scope: kopf.Index[Any, Any], retry: int = 0, **_: Any,
 ) -> None:
     """Validate the record and poke its scope so the scope re-evaluates its gates.
 
@@ -512,12 +516,13 @@ async def _validate_consent(
     fields = _consent_fields(record, meta, status)
     poke = record is not None and (retry > 0 or not handled(status, meta)) and _poke_needed(
         namespace, name, spec, record, consents_by_scope)
+    api = of(memo).kube()
     # Written before the poke, not through Kopf's patch after the handler: the scope may write
     # the receipt (and Ready) first, and a later patch of the whole list would drop it.
     if differs(status, fields):
-        await kube.patch_status(group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
+        await kube.patch_status(api, group=GROUP, version=VERSION, plural=CONSENT_RECORD.plural,
                                 namespace=namespace, name=name, status=fields)
     if poke and record is not None:
-        await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
+        await kube.annotate(api, group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
                             namespace=namespace, name=record.scope_ref.name,
                             annotations={POKE: revision()})

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import kopf
+from kubernetes.client import ApiClient
 
 from fgentic_governance.api.common import GROUP, VERSION, Principal
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
@@ -63,12 +64,13 @@ async def reconcile_offboarding(
         return
     principal = request.principal
     from_crs = list(scopes_by_subject.get((principal.mxid, principal.origin_kind.value), []))
+    api = of(memo).kube()
     if status.get("phase") == OffboardingPhase.READY.value:
         # Done and verified; a rerun would only mint new receipt ids. A retry is an earlier
         # run whose pokes failed after Ready was written: poke again (a restart leaves them to
         # the scope sweep, which finds the erased scopes' status behind their store rows).
         if retry:
-            await poke_scopes(from_crs)
+            await poke_scopes(api, from_crs)
         return
     store = of(memo).erasure_store  # The erasure lane: never behind scope reconciles.
     if store is None:
@@ -77,7 +79,7 @@ async def reconcile_offboarding(
     try:
         async with scope_lock(f"offboarding:{principal.mxid}"):
             outcomes, written = await lanes.on_erasure_lane(_erase_then_ready(
-                store, principal, from_crs, name=name, generation=generation,
+                api, store, principal, from_crs, name=name, generation=generation,
                 previous=previous))
     except StoreRefusal as refusal:
         _fail(patch, refusal.reason, memo=memo, status=status, generation=generation)
@@ -91,11 +93,11 @@ async def reconcile_offboarding(
         return  # Deleted meanwhile: nothing to announce; its deletion pokes the scopes.
     _announce(memo, status, OffboardingPhase.READY, Reason.OK,
               f"scopes erased {len(outcomes)} reason {Reason.OK.value}")
-    await poke_scopes(from_crs)  # A failure retries this handler, which pokes again (above).
+    await poke_scopes(api, from_crs)  # A failure retries this handler, which pokes again (above).
 
 
 async def _erase_then_ready(
-    store: MemoryStore, principal: Principal, from_crs: list[str], *, name: str,
+    api: ApiClient, store: MemoryStore, principal: Principal, from_crs: list[str], *, name: str,
     generation: int, previous: list[dict[str, Any]] | None,
 ) -> tuple[list[ScopeOutcome], bool]:
     """On the erasure lane's loop: the guarantee (every scope disabled, enumerated, erased and
@@ -107,7 +109,7 @@ async def _erase_then_ready(
     if not all(o.verified for o in outcomes):
         return outcomes, False
     written = await kube.patch_cluster_status(
-        group=GROUP, version=VERSION, plural=PRINCIPAL_OFFBOARDING.plural, name=name,
+        api, group=GROUP, version=VERSION, plural=PRINCIPAL_OFFBOARDING.plural, name=name,
         erasure=True, status={
             **_counts(outcomes), "phase": OffboardingPhase.READY.value,
             "reasonCode": Reason.OK.value, "observedGeneration": generation,
@@ -124,7 +126,7 @@ def _counts(outcomes: list[ScopeOutcome]) -> dict[str, Any]:
             "scopesFailed": failed, "results": [o.wire() for o in outcomes]}
 
 
-async def poke_scopes(keys: list[str]) -> None:
+async def poke_scopes(api: ApiClient, keys: list[str]) -> None:
     """Have each of the principal's MemoryScopes reconciled now, not at its next resync
     (issue 37: `kubectl get mscope` showed Enabled for 30 s after the offboarding): the store
     has just disabled and erased them, and their status (phase, reason, entry count,
@@ -139,7 +141,7 @@ async def poke_scopes(keys: list[str]) -> None:
 
     async def poke(key: str) -> None:
         namespace, name = key.split("/", 1)
-        await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
+        await kube.annotate(api, group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
                             namespace=namespace, name=name, annotations={POKE: stamp},
                             erasure=True)
 

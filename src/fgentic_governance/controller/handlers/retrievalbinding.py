@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from fgentic_governance.api import kagent
@@ -90,25 +91,25 @@ async def _reconcile(
     patch: kopf.Patch, memo: kopf.Memo, bindings_by_agent: kopf.Index[Any, Any],
     resync: bool = False, **_: Any,
 ) -> None:
-    binding = BindingId(namespace, name)
+    binding, api = BindingId(namespace, name), of(memo).kube()
     report = _Report(patch, status, int(meta.get("generation", 0)), memo)
     parsed = parse(RetrievalBindingSpec, spec)
     if parsed is None:
         report.done(valid=False, rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
         return
-    report.agent = await _agent_reason(parsed)
+    report.agent = await _agent_reason(api, parsed)
     mine = (str(meta.get("creationTimestamp", "")), f"{namespace}/{name}")
     claims = list(bindings_by_agent.get((parsed.agent.namespace, parsed.agent.name), []))
     async with scope_lock(f"retrievalbinding:{namespace}/{name}"):  # timer vs. update
         if _holder(claims, mine) != mine[1]:
-            await _prune(binding, [])
+            await _prune(api, binding, [])
             report.done(conflict=True, rendered=Reason.BINDING_CONFLICT,
                         applied=Reason.BINDING_CONFLICT)
             return
         jwks = None
         if parsed.public_route is not None:
             jwks = await kube.read_config_map_value(
-                parsed.proxy.namespace, parsed.public_route.jwks_config_map, JWKS_KEY)
+                api, parsed.proxy.namespace, parsed.public_route.jwks_config_map, JWKS_KEY)
             if jwks is None:  # Without keys the public route could only deny; say so.
                 report.done(rendered=Reason.INVALID_SPEC, applied=Reason.INVALID_SPEC)
                 raise kopf.TemporaryError("jwks missing", delay=RETRY_DELAY)
@@ -122,13 +123,13 @@ async def _reconcile(
         # A resync that renders what was last applied (and pruned against) has nothing new to
         # prune, and nothing to apply unless an object drifted.
         same = resync and _applied(status, rendered.digest)
-        if same and await APPLIER.undrifted(binding, rendered):
+        if same and await APPLIER.undrifted(api, binding, rendered):
             report.done(rendered=Reason.OK, applied=Reason.OK, result=rendered)
             return
         try:
-            await APPLIER.apply(binding, rendered, owner)
+            await APPLIER.apply(api, binding, rendered, owner)
             if not same:  # The prune's cluster-wide label LISTs: 5 per binding.
-                await _prune(binding, rendered.objects)
+                await _prune(api, binding, rendered.objects)
         except KindNotServed as exc:  # Name the missing kinds: the fix is to install them.
             report.done(rendered=Reason.OK, applied=Reason.KIND_NOT_SERVED, result=rendered,
                         text=kinds_not_served(exc.kinds))
@@ -144,24 +145,24 @@ announced(PLURAL)
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 @gated
-async def remove_rendered(*, namespace: str, name: str, **_: Any) -> None:
+async def remove_rendered(*, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     """Cross-namespace objects have no owner reference; delete everything labelled for us."""
     APPLIER.forget(BindingId(namespace, name))
-    await _prune(BindingId(namespace, name), [])
+    await _prune(of(memo).kube(), BindingId(namespace, name), [])
 
 
-async def _prune(binding: BindingId, keep: list[dict[str, Any]]) -> None:
+async def _prune(api: ApiClient, binding: BindingId, keep: list[dict[str, Any]]) -> None:
     try:
-        await APPLIER.prune(binding, keep)
+        await APPLIER.prune(api, binding, keep)
     except ApiException as exc:
         raise kopf.TemporaryError(f"list failed: {exc.status}", delay=RETRY_DELAY) from None
 
 
-async def _agent_reason(binding: RetrievalBindingSpec) -> Reason:
+async def _agent_reason(api: ApiClient, binding: RetrievalBindingSpec) -> Reason:
     """OK when the bound Agent exists and lists the bound server's tool: a binding whose Agent
     or tool is missing protects nothing yet, so it is not Ready (its objects are still
     applied: they deny until the Agent arrives)."""
-    agent = await kube.get_object(group=kagent.GROUP, version=kagent.VERSION,
+    agent = await kube.get_object(api, group=kagent.GROUP, version=kagent.VERSION,
                                   plural=kagent.AGENT.plural, namespace=binding.agent.namespace,
                                   name=binding.agent.name)
     if agent is None:

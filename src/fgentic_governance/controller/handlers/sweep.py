@@ -29,12 +29,13 @@ from datetime import datetime
 from typing import Any, Final
 
 import kopf
+from kubernetes.client import ApiClient
 
 from fgentic_governance.api.common import GROUP, VERSION
 from fgentic_governance.api.memory import ScopePhase
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
 from fgentic_governance.controller import kube_calls as kube
-from fgentic_governance.controller.context import OperatorContext
+from fgentic_governance.controller.context import OperatorContext, of
 from fgentic_governance.controller.handlers.common import revision
 from fgentic_governance.controller.metrics import SCOPE_SWEEP_POKES, SCOPE_SWEEPS
 from fgentic_governance.controller.tuning import SCOPE_RESYNC
@@ -175,11 +176,11 @@ async def sweep_once(ctx: OperatorContext, views: kopf.Index[str, ScopeView]) ->
             # The store is down: every scope's StoreReady must say so (and a scope that read
             # Enabled, fail closed), as their reconcile will once poked; facts are unknown.
             world = dataclasses.replace(world, store_ready=("False", refusal.reason.value))
-            return await _poke([key for key, view in snapshot.items()
-                                if view.observed == view.generation
-                                and view.condition("StoreReady") != world.store_ready])
-    return await _poke([key for key, view in snapshot.items()
-                        if stale(view, facts.get(key), world, routes.get(view.agent))])
+            return await _poke(ctx.kube(), [
+                key for key, view in snapshot.items() if view.observed == view.generation
+                and view.condition("StoreReady") != world.store_ready])
+    return await _poke(ctx.kube(), [key for key, view in snapshot.items()
+                                    if stale(view, facts.get(key), world, routes.get(view.agent))])
 
 
 async def _facts(store: MemoryStore, snapshot: Mapping[str, ScopeView]
@@ -200,17 +201,17 @@ async def _routes(ctx: OperatorContext, agents: Iterable[tuple[str, str]]
                   ) -> dict[tuple[str, str], Reason | None]:
     if ctx.model_routes is None:
         return {}
-    return {agent: await ctx.model_routes.reason(*agent, ctx.memory_model_url)
+    return {agent: await ctx.model_routes.reason(ctx.kube(), *agent, ctx.memory_model_url)
             for agent in agents}
 
 
-async def _poke(keys: list[str]) -> int:
+async def _poke(api: ApiClient, keys: list[str]) -> int:
     slots = asyncio.Semaphore(POKES_AT_ONCE)
 
     async def one(key: str) -> None:
         namespace, name = key.split("/", 1)
         async with slots:
-            await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
+            await kube.annotate(api, group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
                                 namespace=namespace, name=name, annotations={POKE: revision()})
         SCOPE_SWEEP_POKES.inc()
 
@@ -255,21 +256,23 @@ async def run(ctx: OperatorContext, views: kopf.Index[str, ScopeView]) -> None:
 
 @kopf.on.event(GROUP, VERSION, CONSENT_RECORD.plural,
                when=lambda event, **_: event.get("type") == "DELETED")
-async def consent_deleted(*, namespace: str, spec: kopf.Spec, **_: Any) -> None:
+async def consent_deleted(*, namespace: str, spec: kopf.Spec, memo: kopf.Memo,
+                          **_: Any) -> None:
     """A deleted ConsentRecord is a withdrawal: its scope re-evaluates (and erases) now. (The
     consent index just loses the record; nothing else would make the scope look again.)"""
     scope = (spec.get("scopeRef") or {}).get("name")
     if scope:
-        await kube.annotate(group=GROUP, version=VERSION, plural=MEMORY_SCOPE.plural,
-                            namespace=namespace, name=str(scope), annotations={POKE: revision()})
+        await kube.annotate(of(memo).kube(), group=GROUP, version=VERSION,
+                            plural=MEMORY_SCOPE.plural, namespace=namespace, name=str(scope),
+                            annotations={POKE: revision()})
 
 
 @kopf.on.event(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural,
                when=lambda event, **_: event.get("type") == "DELETED")
 async def offboarding_deleted(*, spec: kopf.Spec, scopes_by_subject: kopf.Index[Any, Any],
-                              **_: Any) -> None:
+                              memo: kopf.Memo, **_: Any) -> None:
     """A deleted PrincipalOffboarding lifts its gate: the principal's scopes re-evaluate."""
     principal = spec.get("principal") or {}
     keys: Iterable[str] = scopes_by_subject.get(
         (str(principal.get("mxid")), str(principal.get("originKind"))), [])
-    await _poke(list(keys))
+    await _poke(of(memo).kube(), list(keys))
