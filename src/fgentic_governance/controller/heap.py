@@ -30,11 +30,11 @@ not the occasional reconcile at rest)."""
 
 def _malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
-    try:
-        function = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
+    if name is None:
         return None
-    if function is None:
+    try:
+        function = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
         return None
     function.argtypes, function.restype = [ctypes.c_size_t], ctypes.c_int
     return function
