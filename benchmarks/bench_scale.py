@@ -32,6 +32,19 @@ the API allows. Prints figures; never asserts timings.
     with as many scopes is offboarded *during* (a)'s creation burst (started once half of
     (a)'s pairs are created; its scopes and entries are made before (a)), against the same
     baseline: an offboarding must not wait behind the queue. Its few writes count in (a)'s.
+    That ratio mixes the operator's queueing with the machine the burst saturates, so the
+    burst's offboarding is also set against the same flow *under the same load*: two more
+    principals with as many scopes and entries (made before (a), on the store alone) are
+    offboarded directly, one right before the operator's offboarding and one right after it,
+    and their mean is the under-load baseline. Sequential, not concurrent: run beside it, the
+    direct flow would compete with the operator's own erasure for the same two cores and the
+    same database, slowing both and changing the at-rest ratio's meaning; bracketing it samples
+    the same phase of the burst on both sides and leaves it alone. The direct flow runs in a
+    process of its own (its pool connected before (a)), as the operator does: in this process
+    it would wait for the GIL behind the client threads creating the burst. Printed beside
+    both ratios: the split a client can see of the burst's offboarding, the create's own round
+    trip (until ``create_cluster_custom_object`` returned) and create returned -> Ready seen by
+    the watch.
 (d) Footprint: operator VmRSS and VmHWM (/proc/<pid>/status) idle, after (a), after a scope
     resync round, after (b) and after (c). Target <= 200 MiB with 1,000 scopes.
 (e) Writes at rest: while nothing changes a scope's spec or consent (``--settle`` seconds after
@@ -63,6 +76,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -73,7 +87,9 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final
 
@@ -111,6 +127,8 @@ ALICE: Final = f"@alice:{HOMESERVER}"
 BOB: Final = f"@bob:{HOMESERVER}"  # offboarded through the operator
 CAROL: Final = f"@carol:{HOMESERVER}"  # offboarded directly on the store (baseline)
 DAVE: Final = f"@dave:{HOMESERVER}"  # offboarded through the operator during (a)'s burst
+EVE: Final = f"@eve:{HOMESERVER}"  # direct flow right before DAVE's (the under-load baseline)
+FRANK: Final = f"@frank:{HOMESERVER}"  # direct flow right after DAVE's (the under-load baseline)
 RAW_NS: Final = "scale-raw"  # not watched by the operator
 OFFBOARD_NS: Final = "scale-offboard"
 RETRIEVAL_NS: Final = "scale-retrieval"
@@ -719,26 +737,96 @@ async def remaining(pool: Any, keys: Sequence[str]) -> int:
             "SELECT count(*) FROM fgentic_memory.memory WHERE scope_key = ANY($1)", list(keys)))
 
 
+async def direct_principal(store: MemoryStore, mxid: str, scopes: int,
+                           entries: int) -> list[str]:
+    """``scopes`` scopes of ``mxid`` on the store alone (no API server), ``entries`` entries
+    saved in each; their scope keys."""
+    prefix = mxid[1:].split(":", 1)[0]
+    accesses = []
+    for i in range(scopes):
+        spec = MemoryScopeSpec.model_validate(scope("direct", f"{prefix}-{i}", mxid)["spec"])
+        record = ScopeRecord.from_spec("direct", f"{prefix}-{i}", spec)
+        await store.ensure_scope(record)
+        accesses.append(Access.for_scope(record, await store.grant(record.scope_key)))
+    await fill(store, accesses, entries)
+    return [a.scope_key for a in accesses]
+
+
+async def timed_offboard(store: MemoryStore, pool: Any, mxid: str,
+                         keys: Sequence[str]) -> tuple[float, int, int]:
+    """``offboarding.flow.offboard`` of ``mxid`` on the store: (seconds, verified, rows left)."""
+    start = time.perf_counter()
+    outcomes = await offboard(store, Principal(mxid=mxid, origin_kind=OriginKind.NATIVE_LOCAL),
+                              [])
+    elapsed = time.perf_counter() - start
+    return elapsed, sum(o.verified for o in outcomes), await remaining(pool, keys)
+
+
 async def direct_offboarding(dsn: str, scopes: int, entries: int) -> tuple[float, int, int]:
     """The same flow on the store alone: (seconds, scopes verified, rows left)."""
     pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
     try:
         store = MemoryStore(pool)
-        accesses = []
-        for i in range(scopes):
-            spec = MemoryScopeSpec.model_validate(scope("direct", f"carol-{i}", CAROL)["spec"])
-            record = ScopeRecord.from_spec("direct", f"carol-{i}", spec)
-            await store.ensure_scope(record)
-            accesses.append(Access.for_scope(record, await store.grant(record.scope_key)))
-        await fill(store, accesses, entries)
-        start = time.perf_counter()
-        outcomes = await offboard(store, Principal(mxid=CAROL,
-                                                   origin_kind=OriginKind.NATIVE_LOCAL), [])
-        elapsed = time.perf_counter() - start
-        left = await remaining(pool, [a.scope_key for a in accesses])
-        return elapsed, sum(o.verified for o in outcomes), left
+        keys = await direct_principal(store, CAROL, scopes, entries)
+        return await timed_offboard(store, pool, CAROL, keys)
     finally:
         await pool.close()
+
+
+WORKER_IDLE: Final = 3600.0  # seconds the direct-flow worker waits for its next command
+
+
+async def _serve_direct(dsn: str, conn: Connection) -> None:
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    store = MemoryStore(pool)
+    keys: dict[str, list[str]] = {}
+    try:
+        # Blocking poll on purpose: between commands this loop has nothing else to run.
+        while conn.poll(WORKER_IDLE):
+            command = conn.recv()
+            if command[0] == "prepare":
+                keys[command[1]] = await direct_principal(store, *command[1:])
+                conn.send(len(keys[command[1]]))
+            elif command[0] == "offboard":
+                conn.send(await timed_offboard(store, pool, command[1], keys[command[1]]))
+            else:
+                break
+    finally:
+        await pool.close()
+
+
+def direct_worker(dsn: str, conn: Connection) -> None:
+    """The direct flow on command, in a process of its own: ``("prepare", mxid, scopes,
+    entries)`` makes a principal's scopes and entries, ``("offboard", mxid)`` answers (seconds,
+    verified, rows left), anything else (or no command for ``WORKER_IDLE`` s) ends it."""
+    asyncio.run(_serve_direct(dsn, conn))
+
+
+class DirectFlow:
+    """The parent's end of :func:`direct_worker` (spawned: this process runs threads)."""
+
+    def __init__(self, dsn: str) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=direct_worker, args=(dsn, child), daemon=True)
+        self._proc.start()
+        child.close()
+
+    def ask(self, *command: object, timeout: float = 600.0) -> Any:
+        self._conn.send(command)
+        if not self._conn.poll(timeout):
+            raise SystemExit(f"the direct-flow worker did not answer {command[0]!r} within "
+                             f"{timeout:.0f} s")
+        return self._conn.recv()
+
+    def close(self) -> None:
+        with suppress(OSError):
+            self._conn.send(("stop",))
+        self._proc.join(10.0)
+        if self._proc.is_alive():
+            self._proc.terminate()
+            self._proc.join(10.0)
+        self._conn.close()
 
 
 async def enabled_principal(  # noqa: PLR0917
@@ -791,10 +879,40 @@ class Offboarding:
     usage: Usage
     polled: float
     """Create -> a GET showing it, polled every 20 ms (up to a poll interval and a GET late)."""
+    created: float
+    """The create's own round trip: until ``create_cluster_custom_object`` returned."""
+    loaded: tuple[tuple[float, int, int], tuple[float, int, int]] | None = None
+    """The direct flow under the same load, right before and right after (seconds, verified,
+    rows left); set for the offboarding during (a)'s burst."""
 
     @property
     def ratio(self) -> float:
         return self.seconds / self.direct if self.direct else 0.0
+
+    @property
+    def loaded_flow(self) -> float:
+        """The under-load baseline: the mean of the direct flows right before and after."""
+        return 0.0 if self.loaded is None else (self.loaded[0][0] + self.loaded[1][0]) / 2
+
+    def split(self) -> str:
+        """What a client sees of the time, without instrumenting the operator."""
+        return (f"create's own round trip {self.created:.2f} s, create returned -> Ready seen "
+                f"by the watch {self.seconds - self.created:.2f} s")
+
+    def under_load(self) -> str:
+        if self.loaded is None:
+            return "-"
+        (before, v0, l0), (after, v1, l1) = self.loaded
+        ratio = self.seconds / self.loaded_flow if self.loaded_flow else 0.0
+        return (f"{ratio:.2f}x the flow under the same load ({self.loaded_flow:.2f} s: "
+                f"{before:.2f} s right before, {after:.2f} s right after; {v0} + {v1} verified, "
+                f"{l0 + l1} rows left)")
+
+    def burst_text(self) -> str:
+        """The offboarding during the burst: against the flow at rest (the issue's figure) and
+        against the flow under the same load, with the split a client sees."""
+        return (f"{self.seconds:.2f} s ({self.ratio:.2f}x the flow at rest; "
+                f"{self.under_load()}; {self.split()}; {self.counts()})")
 
     def counts(self) -> str:
         return (f"found {self.status.get('scopesFound')}, erased {self.status.get('scopesErased')}"
@@ -840,6 +958,7 @@ async def operator_offboarding(dsn: str, api: k8s.CustomObjectsApi, mxid: str,
             start = time.perf_counter()
             await asyncio.to_thread(api.create_cluster_custom_object, GROUP, VERSION,
                                     "principaloffboardings", body)
+            created = time.perf_counter() - start
             status: dict[str, Any] = {}
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
@@ -855,7 +974,7 @@ async def operator_offboarding(dsn: str, api: k8s.CustomObjectsApi, mxid: str,
     finally:
         await db.close()
     watched = seen[0] - start if seen else polled
-    return Offboarding(watched, direct, status, before, left, usage, polled)
+    return Offboarding(watched, direct, status, before, left, usage, polled, created)
 
 
 # -- (r) restart -----------------------------------------------------------------------------------
@@ -1057,9 +1176,7 @@ class Issue39:
             (ISSUE_ROWS[5], "-" if off is None else
              f"{off.seconds:.2f} s for {off.status.get('scopesFound')} scopes ({off.ratio:.2f}x "
              f"the flow's {off.direct:.2f} s; {off.counts()})"
-             + ("" if burst is None else
-                f"; during the creation burst: {burst.seconds:.2f} s ({burst.ratio:.2f}x; "
-                f"{burst.counts()})")),
+             + ("" if burst is None else f"; during the creation burst: {burst.burst_text()}")),
             (ISSUE_ROWS[6], "; ".join(writes) or "-"),
         ]
 
@@ -1086,9 +1203,42 @@ def print_figures(figures: Sequence[Figure]) -> None:
 
 
 def offboarding_figures(label: str, off: Offboarding) -> list[Figure]:
-    return [Figure(f"{label}: PrincipalOffboarding create -> {off.status.get('phase', '?')}",
-                   off.text()),
+    figures = [Figure(f"{label}: PrincipalOffboarding create -> {off.status.get('phase', '?')}",
+                      off.text())]
+    if off.loaded is not None:
+        figures.append(Figure(f"{label}: against the direct flow under the same load (own "
+                              "process, right before and right after)", off.under_load()))
+    return [*figures, Figure(f"{label}: split seen by the client", off.split()),
             Figure(f"{label}: CPU", off.usage.line())]
+
+
+def prepare_offboardings(
+    dsn: str, api: k8s.CustomObjectsApi, pool: ThreadPoolExecutor, watch: FirstSeen,
+    args: argparse.Namespace,
+) -> tuple[float, dict[str, list[str]], DirectFlow | None, list[Figure]]:
+    """(c)'s principals, made before (a): two with Enabled scopes for the operator, the direct
+    flow at rest timed, and (when there is a burst) the worker holding the two principals of
+    the under-load baseline. (direct flow's seconds, operator principals' keys, worker,
+    figures)."""
+    if not args.offboard_scopes:
+        return 0.0, {}, None, []
+    banner(f"(c) before (a): principals holding {args.offboard_scopes} scopes each, and the "
+           "direct flow")
+    off_keys = {mxid: asyncio.run(enabled_principal(dsn, api, pool, watch, mxid,
+                                                    args.offboard_scopes, args.entries))
+                for mxid in (BOB, DAVE)}
+    direct, verified, direct_left = asyncio.run(direct_offboarding(
+        dsn, args.offboard_scopes, args.entries))
+    figures = [Figure(f"offboarding {args.offboard_scopes} scopes x {args.entries} entries: "
+                      "baseline, offboarding.flow.offboard on the store directly",
+                      f"{direct:.2f} s ({verified} verified, {direct_left} rows left)")]
+    print_figures(figures)
+    if not args.scopes:  # no burst, no under-load baseline
+        return direct, off_keys, None, figures
+    flow = DirectFlow(dsn)
+    for mxid in (EVE, FRANK):
+        flow.ask("prepare", mxid, args.offboard_scopes, args.entries)
+    return direct, off_keys, flow, figures
 
 
 def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:  # noqa: PLR0915
@@ -1115,6 +1265,7 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
         for watch in (scopes_seen, bindings_seen, consents_seen):
             watch.start()
         pool = ThreadPoolExecutor(args.threads)
+        flow: DirectFlow | None = None  # the direct flow under the burst's load
         try:
             with operator:
                 operator.wait_for_log("content store ready")
@@ -1136,22 +1287,9 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                 bindings_seen.wait_all([f"{watched[0]}/warmup"], 120)
                 load = " ".join(f"{x:.2f}" for x in os.getloadavg())
 
-                direct = 0.0
-                off_keys: dict[str, list[str]] = {}
-                if args.offboard_scopes:
-                    banner(f"(c) before (a): two principals holding {args.offboard_scopes} "
-                           "scopes each, and the direct flow")
-                    for mxid in (BOB, DAVE):
-                        off_keys[mxid] = asyncio.run(enabled_principal(
-                            dsn, api, pool, scopes_seen, mxid, args.offboard_scopes,
-                            args.entries))
-                    direct, verified, direct_left = asyncio.run(direct_offboarding(
-                        dsn, args.offboard_scopes, args.entries))
-                    figures.append(Figure(
-                        f"offboarding {args.offboard_scopes} scopes x {args.entries} entries: "
-                        "baseline, offboarding.flow.offboard on the store directly",
-                        f"{direct:.2f} s ({verified} verified, {direct_left} rows left)"))
-                    print_figures(figures[-1:])
+                direct, off_keys, flow, prepared = prepare_offboardings(
+                    dsn, api, pool, scopes_seen, args)
+                figures += prepared
 
                 if args.scopes:
                     banner(f"(a) {args.scopes:,} MemoryScopes + ConsentRecords -> Enabled")
@@ -1169,8 +1307,11 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                             {"status": {"entryCount": 1 + i % 100}})
 
                     def offboard_in_burst() -> None:
-                        issue.burst = asyncio.run(operator_offboarding(
+                        assert flow is not None
+                        before = flow.ask("offboard", EVE)
+                        burst = asyncio.run(operator_offboarding(
                             dsn, api, DAVE, off_keys[DAVE], direct=direct, pid=pid))
+                        issue.burst = replace(burst, loaded=(before, flow.ask("offboard", FRANK)))
 
                     causes_before = (scopes_seen.causes(), consents_seen.causes())
                     result = converge(probe, api, pool, scopes_seen, "MemoryScopes", raw,
@@ -1278,6 +1419,8 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                                       f"{load} / "
                                       + " ".join(f"{x:.2f}" for x in os.getloadavg())))
         finally:
+            if flow is not None:
+                flow.close()
             pool.shutdown(wait=False, cancel_futures=True)
             scopes_seen.stop()
             bindings_seen.stop()

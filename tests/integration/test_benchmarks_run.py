@@ -69,6 +69,12 @@ def test_bench_scale_prints_every_row_of_the_issue_table_from_one_small_run() ->
     assert [kind for kind, _ in causes] == ["MemoryScopes", "ConsentRecords"], head[-3000:]
     assert "finalizers " in causes[0][1] and "status " in causes[1][1], causes
     assert "during the creation burst" in cells[ISSUE_39_ROWS[5]]
+    # ...against the flow at rest and the flow under the same load (both its principals erased),
+    # with the split a client sees
+    burst = cells[ISSUE_39_ROWS[5]].split("; during the creation burst: ", 1)[1]
+    assert "x the flow at rest; " in burst and "x the flow under the same load (" in burst
+    assert "3 + 3 verified, 0 rows left); create's own round trip " in burst, burst
+    assert ", create returned -> Ready seen by the watch " in burst, burst
     # ReadyForDeactivation as a watch from before the create saw it, the 20 ms poll's beside
     assert cells[ISSUE_39_ROWS[5]].count("; polled every 20 ms: ") == 2
     writes = cells[ISSUE_39_ROWS[6]]
