@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY
 from fgentic_governance.api.memory import ConsentRecordSpec, ScopePhase
 from fgentic_governance.consent import flow
 from fgentic_governance.controller import kube_calls as kube_api
+from fgentic_governance.controller import prepopulation
 from fgentic_governance.controller.handlers import common, memoryscope
 from fgentic_governance.controller.handlers.common import parse
 from fgentic_governance.controller.handlers.memoryscope import Latest, reconcile_scope
@@ -91,6 +92,32 @@ async def test_a_burst_of_events_for_one_scope_is_reconciled_twice_from_the_late
     await _drained()
     assert runs == [1, 51]  # the run in progress, then one run that read the latest state
     assert not SCOPES.pending(f"{NS}/s")
+
+
+async def test_no_run_starts_before_kopf_has_indexed_every_listed_object(
+    idle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart's scope handlers run before Kopf's barrier lifts (MemoryScope is ungated,
+    controller/prepopulation.py); the runs, which read every index, wait for it, queued."""
+    runs: list[int] = []
+    barrier = asyncio.Event()
+
+    async def lifted() -> None:
+        await barrier.wait()
+
+    async def reconcile(key: str, latest: Latest) -> None:
+        runs.append(latest.generation)
+
+    monkeypatch.setattr(prepopulation, "lifted", lifted)
+    monkeypatch.setattr(memoryscope, "_reconcile", reconcile)
+    await _event("s", {f"{NS}/s": [_latest(1)]})
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert runs == []
+    assert SCOPES.pending(f"{NS}/s")  # still queued: a consent's handler need not poke it
+    barrier.set()
+    await _drained()
+    assert runs == [1]
 
 
 async def test_a_queued_scope_holds_its_key_not_its_body(

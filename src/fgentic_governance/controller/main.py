@@ -16,11 +16,10 @@ from typing import Any
 import kopf
 
 from fgentic_governance.api.common import FINALIZER
-from fgentic_governance.controller import lanes, leadership, metrics, tuning
+from fgentic_governance.controller import lanes, leadership, metrics, prepopulation, tuning
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import OperatorContext, memo_of, of
 from fgentic_governance.controller.model_route_condition import ModelRoutes
-from fgentic_governance.controller.prepopulation import share_barrier_waits
 from fgentic_governance.controller.trimming import trim_watched_objects
 from fgentic_governance.kube import shards
 from fgentic_governance.kube.lease import LeaseElector, parse_lease
@@ -51,6 +50,9 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     # 60 s default held a deleted RetrievalBinding for a minute (seen in CI).
     settings.background.cancellation_polling = 1.0
     settings.execution.max_workers = 8
+    # Listed in pages (client-go's size), one ungated kind's listing at a time
+    # (controller.prepopulation): not every namespace's whole list in memory at once.
+    settings.watching.chunk_size = prepopulation.LIST_PAGE
     # No settings.queueing.worker_limit: each object's worker indexes it and then waits until
     # every listed object is indexed, so with more objects at start-up than the limit, the
     # workers holding the slots wait for objects that can never get one (a limit of 32
@@ -246,7 +248,7 @@ def run_operator(args: argparse.Namespace) -> int:
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)
     trim_watched_objects()  # before Kopf opens its first watch stream
-    share_barrier_waits()  # before Kopf indexes the first listed object
+    prepopulation.install(ungated=memoryscope.WITHOUT_BARRIER)  # before Kopf lists
     elector = _elector(api_client, args.leader_lease, who)
     if elector is not None:  # claim this shard's namespaces, refuse to overlap another's
         shards.check(api_client, elector.namespace, elector.name,

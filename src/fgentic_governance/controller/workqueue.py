@@ -90,12 +90,15 @@ class WorkQueue:
         return any(not w.done() for w in self._workers)
 
     def start(self, workers: int, work: Callable[[str], Awaitable[None]],
-              delay: Callable[[int], float], context: contextvars.Context | None = None,
-              drained: Callable[[int], None] | None = None) -> None:
+              delay: Callable[[int], float], context: contextvars.Context | None = None, *,
+              drained: Callable[[int], None] | None = None,
+              ready: Callable[[], Awaitable[None]] | None = None) -> None:
         """Start ``workers`` running ``work`` on the running loop (again, after ``stop`` or on
         a new loop); a failed run is retried after ``delay(failures - 1)`` seconds.
         ``context``: what the workers run in (e.g. Kopf's, for posting Events). ``drained``:
-        called with the number of runs since the last call whenever the queue drains."""
+        called with the number of runs since the last call whenever the queue drains.
+        ``ready``: awaited by each worker before its first run (keys queued meanwhile wait,
+        queued)."""
         loop = asyncio.get_running_loop()
         if self.running and self._loop is loop:
             return
@@ -103,8 +106,8 @@ class WorkQueue:
             self.stop()
         self._loop = loop
         self._work, self._delay, self._drained = work, delay, drained
-        self._workers = [loop.create_task(self._run(), name=f"{self.name}-{i}", context=context)
-                         for i in range(workers)]
+        self._workers = [loop.create_task(self._run(ready), name=f"{self.name}-{i}",
+                                          context=context) for i in range(workers)]
 
     def stop(self) -> None:
         """Cancel the workers and forget every key (the operator is stopping: a restarted one
@@ -123,7 +126,9 @@ class WorkQueue:
         self._runs = 0
         self._gauge()
 
-    async def _run(self) -> None:
+    async def _run(self, ready: Callable[[], Awaitable[None]] | None) -> None:
+        if ready is not None:
+            await ready()
         while True:
             key = await self._queue.get()
             since = self._queued.pop(key, None)  # (None: queued before a `stop`)

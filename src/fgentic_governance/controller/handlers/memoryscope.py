@@ -20,7 +20,7 @@ from fgentic_governance.api.memory import ConsentRecordSpec, MemoryScopeSpec, Po
 from fgentic_governance.api.registry import CONSENT_RECORD, MEMORY_SCOPE
 from fgentic_governance.consent import flow
 from fgentic_governance.consent.gates import Environment, Verdict, consent_standing, evaluate
-from fgentic_governance.controller import heap, lanes
+from fgentic_governance.controller import heap, lanes, prepopulation
 from fgentic_governance.controller import kube_calls as kube
 from fgentic_governance.controller import workqueue as wq
 from fgentic_governance.controller.context import OperatorContext, of, scope_lock
@@ -95,6 +95,12 @@ async def scope_latest(*, namespace: str, name: str, meta: kopf.Meta, spec: kopf
                         _compact(status), memo)}
 
 
+WITHOUT_BARRIER: Final = ((GROUP, MEMORY_SCOPE.plural), (GROUP, CONSENT_RECORD.plural))
+"""The kinds whose workers need not wait for Kopf to index every listed object at start-up
+(``controller.prepopulation``): a MemoryScope's handler only queues its key, and the queue's
+runs, which read every index, wait for it (``prepopulation.lifted``); a ConsentRecord's reads
+only its own index entry, made before its handler runs (``_poke_needed``)."""
+
 _WRITTEN: dict[str, dict[str, Any]] = {}
 """scope key → the status fields this process wrote that the watch has not shown yet: a key
 queued again meanwhile reads them over its indexed status (as Kopf waits for its own patch's
@@ -141,7 +147,7 @@ def _start_workers() -> None:
             fresh.run(var.set, value)
     # The queue's workers are the reconcile slots: one per pooled store connection.
     lanes.SCOPES.start(RECONCILE_SLOTS.read(), _reconcile_key, backoff, fresh,
-                       drained=heap.AfterBursts().drained)
+                       drained=heap.AfterBursts().drained, ready=prepopulation.lifted)
 
 
 @kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)
