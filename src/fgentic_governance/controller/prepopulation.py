@@ -28,6 +28,9 @@ checks:
   ``settings.watching.chunk_size``, client-go's page size). A listing whose indexing stops
   for ``PACE_STALL`` seconds (an object's worker throttled after errors) is handed over unpaced
   from then on and lets the next one start.
+
+With the three, a restart at 10,000 scopes settles at 250 MiB instead of 631 MiB and reconciles
+every scope once in 50 s (docs/scale.md, "A restart without the start-up peak").
 """
 
 from __future__ import annotations
