@@ -65,6 +65,9 @@ class OperatorContext:
     cluster_kinds: bool = True
     """This shard handles the cluster-scoped kinds (--cluster-kinds; kube/shards.py): exactly
     one shard of a store does; every shard still watches and indexes them."""
+    scopes_by_subject: Mapping[Any, Any] | None = None
+    """Kopf's index of MemoryScope keys by subject (``handlers.offboarding``), set at start-up:
+    the erasure operator reads it from its own thread."""
     api: ApiClient | None = None
     """The operator's Kubernetes API client, built by ``main`` before Kopf starts: every direct
     API call (``controller.kube_calls``) is sent through it (:meth:`kube`)."""

@@ -17,7 +17,7 @@ import aiohttp
 import kopf
 
 from fgentic_governance.api.registry import KINDS
-from fgentic_governance.controller import tuning
+from fgentic_governance.controller import lanes, tuning
 from fgentic_governance.controller.leadership import ensure_leading
 
 WATCHED_KINDS: Final = len(KINDS)  # each watched in every namespace (or cluster-wide)
@@ -54,6 +54,9 @@ async def login(**kwargs: Any) -> kopf.AiohttpSession | None:
     return kopf.AiohttpSession(server=info.server, default_namespace=info.default_namespace,
                                priority=info.priority, expiration=info.expiration,
                                aiohttp_session=session)
+
+
+kopf.on.login(registry=lanes.ERASURE_REGISTRY, id="login")(login)  # the erasure operator's too
 
 
 def _leader_gate() -> aiohttp.TraceConfig:

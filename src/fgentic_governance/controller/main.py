@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,16 @@ def _settings(settings: kopf.OperatorSettings) -> None:
     # every listed object is indexed, so with more objects at start-up than the limit, the
     # workers holding the slots wait for objects that can never get one (a limit of 32
     # deadlocked a cluster-wide operator in CI). Kopf also holds a slot through retry delays.
+
+
+def _configured(settings: kopf.OperatorSettings, who: str) -> kopf.OperatorSettings:
+    """The settings of both of this process's Kopf operators (the main one, the erasure lane's)."""
+    _settings(settings)
+    settings.posting.reporting_instance = who  # each Event names the replica that acted
+    from fgentic_governance.controller.handlers import diffbase
+
+    settings.persistence.diffbase_storage = diffbase.DIFFBASE
+    return settings
 
 
 async def open_store(ctx: OperatorContext, dsn_file: Path) -> None:
@@ -223,9 +234,7 @@ def run_operator(args: argparse.Namespace) -> int:
     async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo,
                        **indices: Any) -> None:
         ctx = of(memo)  # (what ``_serve`` handed Kopf; the store loop and the sweep get it)
-        _settings(settings)
-        settings.posting.reporting_instance = who  # each Event names the replica that acted
-        settings.persistence.diffbase_storage = diffbase.DIFFBASE
+        _configured(settings, who)
         lanes.open_lanes()
         if args.store_dsn_file:
             # Kopf watches only once the start-up handlers are done: a store that answers now
@@ -238,8 +247,14 @@ def run_operator(args: argparse.Namespace) -> int:
                                                          cleanup_every)))
         # One sweep for every scope (a live index: it fills as Kopf lists the scopes).
         tasks.append(asyncio.create_task(sweep.run(ctx, indices["scope_views"])))
+        ctx.update(scopes_by_subject=indices["scopes_by_subject"])  # live, as above
+        if ctx.cluster_kinds:  # PrincipalOffboardings: on the erasure lane's own operator
+            loop = asyncio.get_running_loop()
+            lanes.start_erasure_operator(_configured(kopf.OperatorSettings(), who), memo_of(ctx),
+                                         ended=lambda: _lost(loop, stop, erasure_lost))
 
     stop = asyncio.Event()  # bound to a loop only when awaited: asyncio.run's, in _serve
+    erasure_lost = threading.Event()
 
     @kopf.on.cleanup()
     async def _cleanup(memo: kopf.Memo, **_: Any) -> None:
@@ -253,7 +268,16 @@ def run_operator(args: argparse.Namespace) -> int:
     if elector is not None:  # claim this shard's namespaces, refuse to overlap another's
         shards.check(api_client, elector.namespace, elector.name,
                      shards.Claim.of(namespaces, args.cluster_kinds))
-    return asyncio.run(_serve(args.metrics_port, namespaces, elector, stop, ctx))
+    code = asyncio.run(_serve(args.metrics_port, namespaces, elector, stop, ctx))
+    return 1 if erasure_lost.is_set() else code
+
+
+def _lost(loop: asyncio.AbstractEventLoop, stop: asyncio.Event, lost: threading.Event) -> None:
+    """The erasure operator ended on its own (from its thread): no offboarding would be handled
+    any more, so the whole process stops, and exits 1 to be restarted."""
+    log.error("the erasure lane's operator ended; stopping")
+    lost.set()
+    loop.call_soon_threadsafe(stop.set)
 
 
 async def wind_down(ctx: OperatorContext, tasks: list[asyncio.Task[None]],
@@ -264,6 +288,7 @@ async def wind_down(ctx: OperatorContext, tasks: list[asyncio.Task[None]],
     stop.set()
     for task in tasks:
         task.cancel()
+    await asyncio.to_thread(lanes.stop_erasure_operator)  # before the pools it uses close
     if ctx.store_pool is not None:
         await ctx.store_pool.close()
     if ctx.erasure_pool is not None:  # on the loop it belongs to

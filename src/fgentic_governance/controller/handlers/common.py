@@ -169,7 +169,9 @@ async def announce_written(*, event: kopf.RawEvent, body: kopf.Body, status: kop
                    reason=transition.reason, message=transition.message)
 
 
-def announced(plural: str, when: Callable[..., bool] | None = None) -> None:
-    """Register ``announce_written`` for a kind of our group (``when``: an extra filter)."""
-    kopf.on.event(GROUP, VERSION, plural, id="announce-written",
+def announced(plural: str, when: Callable[..., bool] | None = None,
+              registry: kopf.OperatorRegistry | None = None) -> None:
+    """Register ``announce_written`` for a kind of our group (``when``: an extra filter) with
+    the operator that handles the kind (``registry``; None: the default one)."""
+    kopf.on.event(GROUP, VERSION, plural, id="announce-written", registry=registry,
                   when=pending if when is None else kopf.all_([pending, when]))(announce_written)

@@ -1,9 +1,15 @@
-"""PrincipalOffboarding registrations: thin; the flow lives in `offboarding.flow`."""
+"""PrincipalOffboarding registrations: thin; the flow lives in `offboarding.flow`.
+
+The two indices belong to the operator's main Kopf operator (the scope reconciles read
+``offboarding_principals``); the handlers belong to the erasure lane's own Kopf operator
+(``lanes.ERASURE_REGISTRY``), which reads ``scopes_by_subject`` across threads
+(:func:`subject_scopes`)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 import kopf
 from kubernetes.client import ApiClient
@@ -30,6 +36,8 @@ from fgentic_governance.offboarding.flow import ScopeOutcome, offboard
 from fgentic_governance.reasons import Reason
 
 RETRY_DELAY = 10
+INDEX_READS: Final = 5
+"""Attempts at reading the scope index across threads before the handler retries later."""
 POKE = f"{GROUP}/offboarding-revision"
 """Annotation whose change has Kopf reconcile a MemoryScope at once (its own key: a consent
 poke in the same second would otherwise leave the value, and so the object, unchanged)."""
@@ -49,12 +57,30 @@ async def offboarding_principals(spec: kopf.Spec, **_: Any) -> dict[tuple[str, s
     return {(str(principal.get("mxid")), str(principal.get("originKind"))): True}
 
 
-@kopf.on.resume(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds)
-@kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds)
+def subject_scopes(index: Mapping[Any, Iterable[str]] | None, principal: Principal
+                   ) -> list[str]:
+    """The principal's MemoryScope keys from the main operator's ``scopes_by_subject``, read
+    from the erasure lane's thread while Kopf may change it on its own: a read that meets a
+    change ("changed size during iteration") is retried, a bounded number of times; then, as
+    without an index, the handler fails closed and retries later."""
+    key = (principal.mxid, principal.origin_kind.value)
+    if index is not None:
+        for _ in range(INDEX_READS):
+            try:
+                return list(index.get(key, ()))
+            except RuntimeError:
+                continue
+    raise kopf.TemporaryError("scope index unreadable", delay=RETRY_DELAY)
+
+
+@kopf.on.resume(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds,
+                registry=lanes.ERASURE_REGISTRY)
+@kopf.on.create(GROUP, VERSION, PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds,
+                registry=lanes.ERASURE_REGISTRY)
 @gated
 async def reconcile_offboarding(
     *, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, name: str, patch: kopf.Patch,
-    memo: kopf.Memo, scopes_by_subject: kopf.Index[Any, Any], retry: int = 0, **_: Any,
+    memo: kopf.Memo, retry: int = 0, **_: Any,
 ) -> None:
     generation = int(meta.get("generation", 0))
     previous = status.get("conditions")
@@ -63,7 +89,7 @@ async def reconcile_offboarding(
         _fail(patch, Reason.INVALID_SPEC, memo=memo, status=status, generation=generation)
         return
     principal = request.principal
-    from_crs = list(scopes_by_subject.get((principal.mxid, principal.origin_kind.value), []))
+    from_crs = subject_scopes(of(memo).scopes_by_subject, principal)
     api = of(memo).kube()
     if status.get("phase") == OffboardingPhase.READY.value:
         # Done and verified; a rerun would only mint new receipt ids. A retry is an earlier
@@ -159,7 +185,7 @@ def _announce(memo: kopf.Memo, status: kopf.Status, phase: OffboardingPhase, rea
         fields=(("phase", phase.value), ("reasonCode", reason.value))))
 
 
-announced(PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds)
+announced(PRINCIPAL_OFFBOARDING.plural, when=owns_cluster_kinds, registry=lanes.ERASURE_REGISTRY)
 
 
 def _fail(patch: kopf.Patch, reason: Reason, *, memo: kopf.Memo, status: kopf.Status,
