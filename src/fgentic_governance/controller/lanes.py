@@ -43,6 +43,11 @@ T = TypeVar("T")
 ERASURE_POOL_SIZE: Final = 2
 """Connections of the erasure lane's store pool (offboarding, the delete finalizer)."""
 ERASURE_THREADS: Final = 4
+GIL_SWITCH_SECONDS: Final = 0.001
+"""The process's GIL switch interval (``sys.setswitchinterval``, set by ``main``). The erasure
+lane's thread needs the GIL back after each store round trip while the main loop's thread
+holds it through a burst; CPython hands it over only after the interval: 5 ms by default,
+which was the most of each round trip's cost (``benchmarks/bench_gil_handoff.py``)."""
 SLOT_WAIT_SECONDS: Final = 300.0
 """Bounded: past it the reconcile is retried later by Kopf, writing nothing meanwhile."""
 

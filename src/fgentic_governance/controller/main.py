@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -204,6 +205,7 @@ def run_operator(args: argparse.Namespace) -> int:
     from fgentic_governance.kube.client import api_client as build_api_client
 
     tuning.check()  # every interval from the environment, bounded, before anything starts
+    sys.setswitchinterval(lanes.GIL_SWITCH_SECONDS)  # the erasure lane's thread, promptly
     api_client = build_api_client(args.kubeconfig)
     # The one context of this process, handed to Kopf as its memo (``_serve``): every handler
     # reads it, the API client included, from its ``memo`` argument.
