@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import kopf
@@ -157,6 +157,26 @@ async def test_an_ungated_kinds_listing_is_paced_by_its_indexing(
     await asyncio.wait_for(consumer, 10)
     assert len(handed) == listing + 2
     assert inner_closed == [True]
+
+
+async def test_a_gated_kinds_stream_is_kopfs_own() -> None:
+    """Only an ungated kind's stream is paced: any other kind gets the very stream Kopf made,
+    with no generator of ours in between, event by event."""
+    made: list[AsyncGenerator[Any, None]] = []
+
+    async def events() -> AsyncGenerator[Any, None]:
+        yield _raw("binding")
+
+    def stream(**_: Any) -> AsyncGenerator[Any, None]:
+        made.append(events())
+        return made[-1]
+
+    hooked = prepopulation._paced(stream)
+    gated, ungated = hooked(resource=GATED), hooked(resource=UNGATED)
+    assert gated is made[0]
+    assert ungated is not made[1]
+    assert [e async for e in gated] == [_raw("binding")]
+    assert [e async for e in ungated] == [_raw("binding")]
 
 
 async def test_one_waiter_on_the_condition_for_every_waiting_worker() -> None:
