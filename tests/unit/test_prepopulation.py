@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import kopf
@@ -91,11 +91,10 @@ async def _settle() -> None:
 
 
 def test_the_hook_points_exist_and_are_installed_once() -> None:
-    wrapped = (aiotoggles.ToggleSet.wait_for, indexing.index_resource, watching.infinite_watch)
+    wrapped = (aiotoggles.ToggleSet.wait_for, indexing.index_resource)
     prepopulation.install(ungated=[(GROUP, "memoryscopes")])
     assert prepopulation.installed()
-    assert (aiotoggles.ToggleSet.wait_for, indexing.index_resource,
-            watching.infinite_watch) == wrapped
+    assert (aiotoggles.ToggleSet.wait_for, indexing.index_resource) == wrapped
 
 
 async def test_an_ungated_kind_runs_its_handler_before_the_barrier_lifts() -> None:
@@ -125,7 +124,7 @@ async def test_an_ungated_kinds_listing_is_paced_by_its_indexing(
     listing = 3 * prepopulation.PACE
     inner_closed: list[bool] = []
 
-    async def stream(**_: Any) -> AsyncIterator[Any]:
+    async def stream() -> AsyncGenerator[Any, None]:
         try:
             for i in range(listing):
                 yield _raw(f"s{i}")
@@ -136,11 +135,10 @@ async def test_an_ungated_kinds_listing_is_paced_by_its_indexing(
 
     monkeypatch.setattr(prepopulation, "PACE_STALL", 600.0)
     operator = Operator()
-    paced = prepopulation._paced(stream)
     handed: list[Any] = []
 
     async def consume() -> None:
-        async for raw_event in paced(resource=UNGATED):
+        async for raw_event in prepopulation.paced(UNGATED, stream()):
             handed.append(raw_event)
 
     consumer = asyncio.create_task(consume())
@@ -162,17 +160,11 @@ async def test_an_ungated_kinds_listing_is_paced_by_its_indexing(
 async def test_a_gated_kinds_stream_is_kopfs_own() -> None:
     """Only an ungated kind's stream is paced: any other kind gets the very stream Kopf made,
     with no generator of ours in between, event by event."""
-    made: list[AsyncGenerator[Any, None]] = []
-
     async def events() -> AsyncGenerator[Any, None]:
         yield _raw("binding")
 
-    def stream(**_: Any) -> AsyncGenerator[Any, None]:
-        made.append(events())
-        return made[-1]
-
-    hooked = prepopulation._paced(stream)
-    gated, ungated = hooked(resource=GATED), hooked(resource=UNGATED)
+    made = [events(), events()]
+    gated, ungated = prepopulation.paced(GATED, made[0]), prepopulation.paced(UNGATED, made[1])
     assert gated is made[0]
     assert ungated is not made[1]
     assert [e async for e in gated] == [_raw("binding")]

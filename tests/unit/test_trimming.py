@@ -1,6 +1,7 @@
 """What the operator keeps per watched object (issue 39, memory): no ``managedFields`` in any
-body Kopf hands on (controller/trimming.py), one compact string per ConsentRecord in the
-consent index, no lock left behind per scope. Counts and contents, never timings."""
+body Kopf hands on (controller/trimming.py, through the one hook of controller/watchstream.py,
+which also paces), one compact string per ConsentRecord in the consent index, no lock left
+behind per scope. Counts and contents, never timings."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ from typing import Any
 
 import kopf
 import pytest
+from kopf._cogs.aiokits import aiotoggles
 from kopf._cogs.clients import watching
+from kopf._core.engines import indexing
 from kopf._core.reactor import queueing
 
-from fgentic_governance.controller import context, trimming
+from fgentic_governance.controller import context, prepopulation, trimming, watchstream
 from fgentic_governance.controller.handlers.memoryscope import consents_by_scope
 
 RESOURCE = kopf.Resource("governance.fgentic.dev", "v1alpha1", "memoryscopes", namespaced=True)
+GATED = kopf.Resource("governance.fgentic.dev", "v1alpha1", "retrievalbindings", namespaced=True)
 # The field-ownership record the API server sends with every object (abridged from a real one).
 MANAGED = [{"manager": "kopf", "operation": "Update",
             "apiVersion": "governance.fgentic.dev/v1alpha1",
@@ -83,9 +87,9 @@ async def test_kopfs_own_watcher_hands_trimmed_bodies_to_the_workers(
 ) -> None:
     """Through Kopf's real multiplexer (``queueing.watcher``) as the operator runs it: every
     raw event a per-object worker receives, and so every body Kopf keeps, has no managedFields."""
-    trimming.trim_watched_objects()
-    trimming.trim_watched_objects()  # idempotent: wrapped once
-    assert trimming.installed()
+    watchstream.install()
+    watchstream.install()  # idempotent: wrapped once
+    assert watchstream.installed()
     seen: list[dict[str, Any]] = []
 
     async def processor(*, raw_event: Any, **_: Any) -> None:
@@ -99,6 +103,34 @@ async def test_kopfs_own_watcher_hands_trimmed_bodies_to_the_workers(
     assert all("managedFields" not in e["object"]["metadata"] for e in seen)
     assert all(e["object"]["metadata"]["annotations"] == {"a": "b"} for e in seen)
     assert fake_stream == ["closed"]
+
+
+@pytest.mark.parametrize("first", ["watch stream", "prepopulation"])
+async def test_trimming_and_pacing_are_one_hook_whatever_the_order(
+    first: str, fake_stream: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Start-up's two installs, in either order and twice over, leave one wrapper right over
+    Kopf's stream: every kind's events trimmed, an ungated kind's paced in its turn."""
+    kopfs = watching.infinite_watch
+    monkeypatch.setattr(prepopulation, "_START", prepopulation._Start())
+    for owner, name in ((aiotoggles.ToggleSet, "wait_for"), (indexing, "index_resource")):
+        monkeypatch.setattr(owner, name, getattr(owner, name))  # (restored afterwards)
+    installs = [watchstream.install,
+                lambda: prepopulation.install(ungated=[(RESOURCE.group, RESOURCE.plural)])]
+    for install in (installs if first == "watch stream" else installs[::-1]) * 2:
+        install()
+    hooked: Any = watching.infinite_watch
+    assert watchstream.installed() and prepopulation.installed()
+    assert hooked.__wrapped__ is kopfs  # one wrapper, no other in between
+    watchstream.install()
+    assert watching.infinite_watch is hooked
+    for resource in (RESOURCE, GATED):
+        events = [e async for e in hooked(resource=resource)]
+        assert [e["object"]["metadata"] for e in events[1:]] == [
+            {"name": uid, "namespace": "team", "uid": uid, "resourceVersion": "7",
+             "annotations": {"a": "b"}, "finalizers": ["x"]} for uid in ("u1", "u2")]
+    assert fake_stream == ["closed", "closed"]
+    assert prepopulation._START._turns is not None  # the ungated kind's listing took its turn
 
 
 async def test_the_consent_index_keeps_one_string_per_record() -> None:

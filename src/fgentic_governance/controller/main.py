@@ -18,11 +18,17 @@ from typing import Any
 import kopf
 
 from fgentic_governance.api.common import FINALIZER
-from fgentic_governance.controller import lanes, leadership, metrics, prepopulation, tuning
+from fgentic_governance.controller import (
+    lanes,
+    leadership,
+    metrics,
+    prepopulation,
+    tuning,
+    watchstream,
+)
 from fgentic_governance.controller import login as kube_login  # (also registers the login handler)
 from fgentic_governance.controller.context import OperatorContext, memo_of, of
 from fgentic_governance.controller.model_route_condition import ModelRoutes
-from fgentic_governance.controller.trimming import trim_watched_objects
 from fgentic_governance.kube import shards
 from fgentic_governance.kube.lease import LeaseElector, parse_lease
 from fgentic_governance.reasons import Reason
@@ -264,7 +270,7 @@ def run_operator(args: argparse.Namespace) -> int:
 
     namespaces = args.namespace or []
     kube_login.expect_namespaces(namespaces)
-    trim_watched_objects()  # before Kopf opens its first watch stream
+    watchstream.install()  # before Kopf opens its first watch stream: trimmed, paced
     prepopulation.install(ungated=memoryscope.WITHOUT_BARRIER)  # before Kopf lists
     elector = _elector(api_client, args.leader_lease, who)
     if elector is not None:  # claim this shard's namespaces, refuse to overlap another's

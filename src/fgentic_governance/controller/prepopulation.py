@@ -5,7 +5,7 @@ Before any handler runs, Kopf indexes every listed object: each object's worker 
 toggle from the operator-wide ``ToggleSet`` once it has indexed the object, then waits on the
 set's one ``asyncio.Condition`` until every toggle is gone (kopf/_core/reactor/queueing.py,
 processing.py). Three changes, each at one Kopf hook point that tests/unit/test_prepopulation.py
-checks:
+checks (the third one shared with the trimming, hooked by ``controller.watchstream``):
 
 - **One waiter per set** (``aiotoggles.ToggleSet.wait_for``). Every toggle made or dropped calls
   ``notify_all``, which woke every worker already waiting, each to take the lock in turn and
@@ -19,7 +19,7 @@ checks:
   queues its key; a ConsentRecord's reads its own entry) index their object, drop their toggle
   and go on. What does need every index, the scope queue's runs, waits for the barrier instead
   (``lifted``). Kopf's other kinds wait as before, on indices that are complete when it lifts.
-- **One listing at a time, paced** (``watching.infinite_watch``). Kopf lists each kind in
+- **One listing at a time, paced** (``watching.infinite_watch``, ``paced``). Kopf lists each kind in
   each watched namespace from its own watcher, all at once: at a restart every page of every
   listing was in memory together, each body still with its ``managedFields`` until it reached
   the trimming (``controller.trimming``). An ungated kind's first listing now waits for the one
@@ -27,7 +27,7 @@ checks:
   their indexing, a page of ``LIST_PAGE`` objects at a time (Kopf's
   ``settings.watching.chunk_size``, client-go's page size). A listing whose indexing stops
   for ``PACE_STALL`` seconds (an object's worker throttled after errors) is handed over unpaced
-  from then on and lets the next one start. Any other kind's stream is Kopf's own, untouched.
+  from then on and lets the next one start. Any other kind's stream is not touched here.
 
 With the three, a restart at 10,000 scopes settles at 250 MiB instead of 631 MiB and reconciles
 every scope once in 50 s (docs/scale.md, "A restart without the start-up peak").
@@ -131,17 +131,11 @@ def _indexing(original: Callable[..., Coroutine[Any, Any, None]]
     return index_resource
 
 
-def _paced(original: Callable[..., AsyncGenerator[Any, None]]
-           ) -> Callable[..., AsyncGenerator[Any, None]]:
-    @functools.wraps(original)  # (keeps the markers of what it wraps: trimming's)
-    def infinite_watch(**kwargs: Any) -> AsyncGenerator[Any, None]:
-        # Any other kind gets Kopf's stream itself: no generator in between, event by event.
-        resource = kwargs.get("resource")
-        stream = original(**kwargs)
-        return _pacing(resource, stream) if _START.is_ungated(resource) else stream
-
-    setattr(infinite_watch, _INSTALLED, True)
-    return infinite_watch
+def paced(resource: Any, stream: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+    """An ungated kind's watch stream, paced (``_pacing``); any other kind's ``stream`` itself,
+    with no generator in between, event by event. Kopf's stream goes through it once hooked
+    (``controller.watchstream``)."""
+    return _pacing(resource, stream) if _START.is_ungated(resource) else stream
 
 
 async def _pacing(resource: Any, listing: AsyncGenerator[Any, None]
@@ -178,10 +172,10 @@ async def _caught_up(resource: Any) -> bool:
 
 
 def install(ungated: Collection[tuple[str, str]] = ()) -> None:
-    """Install the three hooks once per process (idempotent), before Kopf starts; ``ungated``:
-    the (group, plural) kinds whose workers do not wait at the barrier."""
-    hooks = ((aiotoggles.ToggleSet, "wait_for", _shared), (indexing, "index_resource", _indexing),
-             (watching, "infinite_watch", _paced))
+    """Install the barrier's two hooks once per process (idempotent), before Kopf starts;
+    ``ungated``: the (group, plural) kinds whose workers do not wait at the barrier and whose
+    listings are paced (``paced``, through ``controller.watchstream``'s hook)."""
+    hooks = ((aiotoggles.ToggleSet, "wait_for", _shared), (indexing, "index_resource", _indexing))
     for owner, name, _ in hooks:
         if not callable(getattr(owner, name, None)):  # a Kopf without the hook point
             raise SystemExit(f"kopf: no {name} to hook at start-up; this operator needs kopf 1.45")
@@ -193,8 +187,8 @@ def install(ungated: Collection[tuple[str, str]] = ()) -> None:
 
 
 def installed() -> bool:
-    return all(getattr(hook, _INSTALLED, False) for hook in (
-        aiotoggles.ToggleSet.wait_for, indexing.index_resource, watching.infinite_watch))
+    return all(getattr(hook, _INSTALLED, False)
+               for hook in (aiotoggles.ToggleSet.wait_for, indexing.index_resource))
 
 
 async def lifted() -> None:

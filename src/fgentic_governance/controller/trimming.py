@@ -12,23 +12,20 @@ allocators then keep (docs/scale.md, "Where the memory goes").
 Kopf 1.45 has no setting that filters a watched body, and a watch cannot ask the server to omit
 the field, so the one place is where Kopf's watcher takes raw events from its stream:
 ``kopf._cogs.clients.watching.infinite_watch`` (the initial listing and every watch event pass
-through it, once per event). ``trim_watched_objects`` wraps that one function; the test
-``tests/unit/test_trimming.py`` checks the hook point still exists in the installed Kopf, and
-start-up refuses to run without it rather than silently keep the bodies whole.
+through it, once per event). ``controller.watchstream`` hooks that one function and hands every
+event through ``trimmed``; the test ``tests/unit/test_trimming.py`` checks the hook point still
+exists in the installed Kopf, and start-up refuses to run without it rather than silently keep
+the bodies whole.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any, Final
-
-from kopf._cogs.clients import watching
 
 DROPPED: Final = ("managedFields",)
 """Metadata fields dropped from every watched object (read by no handler, nor by Kopf)."""
-
-_INSTALLED: Final = "_fgentic_trimmed"
 
 
 def trim(raw_event: Any) -> Any:
@@ -43,27 +40,9 @@ def trim(raw_event: Any) -> Any:
     return raw_event
 
 
-def _trimmed(original: Callable[..., AsyncGenerator[Any, None]]
-             ) -> Callable[..., AsyncIterator[Any]]:
-    async def infinite_watch(**kwargs: Any) -> AsyncIterator[Any]:
-        # Closed with the wrapper: Kopf's own stream releases its connection at once.
-        async with contextlib.aclosing(original(**kwargs)) as stream:
-            async for raw_event in stream:
-                yield trim(raw_event)
-
-    setattr(infinite_watch, _INSTALLED, True)  # a marker on the function
-    return infinite_watch
-
-
-def trim_watched_objects() -> None:
-    """Wrap Kopf's watch stream once per process (idempotent)."""
-    original = getattr(watching, "infinite_watch", None)
-    if original is None or not callable(original):  # a Kopf without the hook point
-        raise SystemExit("kopf: no watching.infinite_watch to trim watched objects; "
-                         "this operator needs kopf 1.45")
-    if not getattr(original, _INSTALLED, False):
-        watching.infinite_watch = _trimmed(original)
-
-
-def installed() -> bool:
-    return bool(getattr(watching.infinite_watch, _INSTALLED, False))
+async def trimmed(stream: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+    """``stream``'s raw events, each trimmed (``trim``)."""
+    # Closed with this one: Kopf's own stream releases its connection at once.
+    async with contextlib.aclosing(stream):
+        async for raw_event in stream:
+            yield trim(raw_event)
