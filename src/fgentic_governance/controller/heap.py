@@ -1,12 +1,13 @@
 """Freed heap handed back to the system once a burst of reconciles has drained (issue 39).
 
-A restart holding 10,021 scopes lists every object through Kopf at once. Once every scope had
-run, the fresh operator held 631 MiB, against 367 MiB for the same objects after the creation
-burst that made them: the bodies, events and handler states of the start-up are freed, but
-glibc keeps the pages of freed small blocks in its arenas (a heap that is not freed at its top
-is never shrunk) until it is asked to return them. ``malloc_trim(0)`` returns every whole free
-page of every arena: about 12 ms for 435 MiB here. Where the C library has no such call
-(musl, macOS) nothing is done.
+A burst (a creation burst, a restart's first reconcile of every scope) allocates and then
+frees the bodies, events and handler states of thousands of objects. glibc keeps the pages of
+freed small blocks in its arenas (a heap that is not freed at its top is never shrunk) until
+it is asked to return them, so the process would otherwise keep what the burst's peak took.
+``malloc_trim(0)`` returns every whole free page of every arena. Where the C library has no
+such call (musl, macOS) nothing is done. What it returned is in docs/scale.md ("10,000 scopes
+after the start-up fixes"), measured before a restart listed one kind at a time
+(``controller.prepopulation``), which took most of the restart's peak away.
 
 Called when the MemoryScope work queue drains after at least ``BURST_RUNS`` runs: at rest a
 queue drains after every run, and a trim per run would cost without returning anything.
