@@ -1,12 +1,14 @@
 """Freed heap returned once a burst of reconciles has drained (issue 39, controller/heap.py):
-the work queue reports each drain with its run count, a drain after a burst trims once, the
-scope queue is wired to it, and the trim really returns freed pages on this C library."""
+the work queue reports each drain and keeps the one count of its runs, a drain after a burst
+trims once, the scope queue is wired to it, and the trim really returns freed pages on this C
+library."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,13 +23,13 @@ from tests.support.polling import until_async
 NS = "heap"
 
 
-async def test_a_queue_reports_a_drain_once_with_every_run_since_the_last() -> None:
+async def test_a_queue_reports_a_drain_once_and_counts_every_run() -> None:
     queue, release, drains = WorkQueue("t"), asyncio.Event(), list[int]()
 
     async def work(key: str) -> None:
         await release.wait()
 
-    queue.start(3, work, float, drained=drains.append)
+    queue.start(3, work, float, drained=lambda: drains.append(queue.runs))
     try:
         for i in range(10):
             queue.add(f"k{i}")
@@ -37,21 +39,29 @@ async def test_a_queue_reports_a_drain_once_with_every_run_since_the_last() -> N
         await until_async(lambda: drains, "the first drain", 5)
         queue.add("k1")
         await until_async(lambda: len(drains) == 2, "the second drain", 5)
-        assert drains == [11, 1]
+        assert drains == [11, 12]  # the runs so far, at each drain
     finally:
         queue.stop()
+    assert queue.runs == 12  # a count that only grows, kept over a stop
 
 
 def test_a_drain_trims_only_after_a_burst(monkeypatch: pytest.MonkeyPatch) -> None:
     trims: list[int] = []
     monkeypatch.setattr(heap, "trim", lambda: trims.append(1) or True)
-    after = heap.AfterBursts()
-    after.drained(heap.BURST_RUNS - 1)
+    queue = SimpleNamespace(runs=7)  # runs before: not this burst's
+    after = heap.AfterBursts(queue)
+    queue.runs += heap.BURST_RUNS - 1
+    after.drained()
     assert trims == []
-    after.drained(1)  # the burst's last run
+    queue.runs += 1  # the burst's last run
+    after.drained()
     assert trims == [1]
-    after.drained(1)  # at rest: a drain per run, no trim
+    queue.runs += 1  # at rest: a drain per run, no trim
+    after.drained()
     assert trims == [1]
+    queue.runs += heap.BURST_RUNS - 1  # the next burst, counted from the last trim
+    after.drained()
+    assert trims == [1, 1]
 
 
 async def test_the_scope_queue_trims_once_its_burst_drained(

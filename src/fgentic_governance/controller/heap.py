@@ -20,7 +20,7 @@ import ctypes.util
 import logging
 import os
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +59,28 @@ def trim() -> bool:
     return _TRIM is not None and bool(_TRIM(0))
 
 
+class Counted(Protocol):
+    """What counts its runs (``workqueue.WorkQueue.runs``): a count that only grows."""
+
+    @property
+    def runs(self) -> int: ...
+
+
 class AfterBursts:
-    """``drained(runs)`` from a work queue; trims once ``BURST_RUNS`` runs have accumulated."""
+    """``drained()`` from ``queue``: trims once ``BURST_RUNS`` of its runs have ended since the
+    last trim (or since this was made). The queue keeps the one count; this keeps where it
+    stood at the last trim."""
 
-    def __init__(self) -> None:
-        self._runs = 0
+    def __init__(self, queue: Counted) -> None:
+        self._queue = queue
+        self._trimmed_at = queue.runs
 
-    def drained(self, runs: int) -> None:
-        self._runs += runs
-        if self._runs < BURST_RUNS:
+    def drained(self) -> None:
+        runs = self._queue.runs - self._trimmed_at
+        if runs < BURST_RUNS:
             return
         before = resident_mib()
         released = trim()
         log.info("work queue drained after %d runs: freed heap %s (resident %.0f -> %.0f MiB)",
-                 self._runs, "returned" if released else "kept", before, resident_mib())
-        self._runs = 0
+                 runs, "returned" if released else "kept", before, resident_mib())
+        self._trimmed_at += runs

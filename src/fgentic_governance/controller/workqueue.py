@@ -52,9 +52,9 @@ class WorkQueue:
         self._retries: dict[str, asyncio.TimerHandle] = {}
         self._workers: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._drained: Callable[[int], None] | None = None
+        self._drained: Callable[[], None] | None = None
         self._runs = 0
-        """Runs since the queue last drained (nothing queued, nothing running)."""
+        """Runs ended since the queue was made (never reset: ``runs``)."""
 
     def add(self, key: str) -> None:
         """Have ``key`` reconciled from its latest state: a no-op if it is queued already."""
@@ -86,17 +86,23 @@ class WorkQueue:
         return len(self._queued.keys() | self._active | self._dirty | self._failures.keys())
 
     @property
+    def runs(self) -> int:
+        """Runs ended since the queue was made: a count that only grows, so a reader (e.g.
+        ``heap.AfterBursts``) counts the runs since any moment of its own."""
+        return self._runs
+
+    @property
     def running(self) -> bool:
         return any(not w.done() for w in self._workers)
 
     def start(self, workers: int, work: Callable[[str], Awaitable[None]],
               delay: Callable[[int], float], context: contextvars.Context | None = None, *,
-              drained: Callable[[int], None] | None = None,
+              drained: Callable[[], None] | None = None,
               ready: Callable[[], Awaitable[None]] | None = None) -> None:
         """Start ``workers`` running ``work`` on the running loop (again, after ``stop`` or on
         a new loop); a failed run is retried after ``delay(failures - 1)`` seconds.
         ``context``: what the workers run in (e.g. Kopf's, for posting Events). ``drained``:
-        called with the number of runs since the last call whenever the queue drains.
+        called whenever the queue drains (nothing queued, nothing running; ``runs`` counts).
         ``ready``: awaited by each worker before its first run (keys queued meanwhile wait,
         queued)."""
         loop = asyncio.get_running_loop()
@@ -123,7 +129,6 @@ class WorkQueue:
         for keys in (self._active, self._dirty):
             keys.clear()
         self._failures.clear()
-        self._runs = 0
         self._gauge()
 
     async def _run(self, ready: Callable[[], Awaitable[None]] | None) -> None:
@@ -149,9 +154,8 @@ class WorkQueue:
                     self._drain()
 
     def _drain(self) -> None:
-        runs, self._runs = self._runs, 0
         if self._drained is not None:
-            self._drained(runs)
+            self._drained()
 
     async def _once(self, key: str) -> None:
         if self._work is None:
