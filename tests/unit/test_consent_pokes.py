@@ -98,8 +98,9 @@ async def api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Recorder]:
 async def _validate(spec: dict[str, Any], index: Index, retry: int = 0) -> None:
     body = _record(spec)
     await memoryscope._validate_consent(
-        namespace=NS, name=RECORD, spec=body.spec, meta=body.meta, status=body.status,
-        memo=operator_memo(), consents_by_scope=index, retry=retry)
+        memoryscope.parse(memoryscope.ConsentRecordSpec, body.spec), namespace=NS,
+        name=RECORD, spec=body.spec, meta=body.meta, status=body.status, memo=operator_memo(),
+        consents_by_scope=index, retry=retry)
 
 
 def _latest(name: str) -> memoryscope.Latest:
@@ -222,3 +223,23 @@ async def test_a_handled_record_resumed_takes_no_slot(api: Recorder) -> None:
         assert not pending.done()
     await asyncio.wait_for(pending, BOUND)
     assert api.pokes == [f"memoryscopes/{SCOPE}"]
+
+
+async def test_a_record_to_validate_again_is_parsed_once(
+        api: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handled record whose status is not what its validation writes: the check that finds
+    it unsettled and the validation that writes it share one parse of its spec."""
+    parses: list[Any] = []
+
+    def parse(model: Any, spec: Any) -> Any:
+        parses.append(model)
+        return memoryscope.ConsentRecordSpec.from_wire(dict(spec))
+
+    monkeypatch.setattr(memoryscope, "parse", parse)
+    body = _record(GRANTED)
+    stale = kopf.Body({**body, "status": {"observedGeneration": 1}})  # no Valid condition
+    await asyncio.wait_for(memoryscope.reconcile_consent(
+        namespace=NS, name=RECORD, spec=stale.spec, meta=stale.meta, status=stale.status,
+        memo=operator_memo(), consents_by_scope=await _index(GRANTED)), BOUND)
+    assert parses == [memoryscope.ConsentRecordSpec]
+    assert api.pokes == []  # handled: nothing to poke, only the status to write

@@ -472,20 +472,23 @@ def _poke_needed(namespace: str, name: str, spec: kopf.Spec, record: ConsentReco
 @kopf.on.update(GROUP, VERSION, CONSENT_RECORD.plural)
 @kopf.on.resume(GROUP, VERSION, CONSENT_RECORD.plural)
 @gated
-async def reconcile_consent(*, retry: int = 0, **kwargs: Any) -> None:
-    if retry == 0 and _settled(**kwargs):
+async def reconcile_consent(*, spec: kopf.Spec, retry: int = 0, **kwargs: Any) -> None:
+    record = parse(ConsentRecordSpec, spec)  # Once, for the check and the validation.
+    if retry == 0 and _settled(record, **kwargs):
         # Nothing to write and nothing to poke (a restart's resume of every handled record):
         # no slot. 10,000 records waiting for one held as many handler states at once.
         return
     async with lanes.reconcile_slot(backoff(retry)):  # Bounded with the scopes' work.
-        await _validate_consent(retry=retry, **kwargs)
+        await _validate_consent(record, spec=spec, retry=retry, **kwargs)
 
 
-def _settled(*, meta: kopf.Meta, status: kopf.Status, spec: kopf.Spec, **_: Any) -> bool:
-    """A first run that would neither write the status nor poke (`_validate_consent`)."""
+def _settled(record: ConsentRecordSpec | None, *, meta: kopf.Meta, status: kopf.Status,
+             **_: Any) -> bool:
+    """A first run that would neither write the status nor poke (`_validate_consent`);
+    ``record``: the parsed spec."""
     if not handled(status, meta):
         return False
-    return not differs(status, _consent_fields(parse(ConsentRecordSpec, spec), meta, status))
+    return not differs(status, _consent_fields(record, meta, status))
 
 
 def _consent_fields(record: ConsentRecordSpec | None, meta: kopf.Meta,
@@ -504,10 +507,12 @@ def _consent_fields(record: ConsentRecordSpec | None, meta: kopf.Meta,
 
 
 async def _validate_consent(
-    *, namespace: str, name: str, spec: kopf.Spec, meta: kopf.Meta, status: kopf.Status,
-    memo: kopf.Memo, consents_by_scope: kopf.Index[Any, Any], retry: int = 0, **_: Any,
+    record: ConsentRecordSpec | None, *, namespace: str, name: str, spec: kopf.Spec,
+    meta: kopf.Meta, status: kopf.Status, memo: kopf.Memo,
+    consents_by_scope: kopf.Index[Any, Any], retry: int = 0, **_: Any,
 ) -> None:
-    """Validate the record and poke its scope so the scope re-evaluates its gates.
+    """Validate the record (``record``: its parsed spec, None when invalid) and poke its scope
+    so the scope re-evaluates its gates.
 
     A record whose status already shows this generation handled was poked for by an earlier
     run: after a restart Kopf indexes every record before any scope handler runs, so each scope
@@ -518,7 +523,8 @@ async def _validate_consent(
     Kopf retries until the poke is accepted; giving up could leave a withdrawn consent's scope
     Enabled. Neither pokes a scope sure to read the record anyway (`_poke_needed`).
     """
-    record = parse(ConsentRecordSpec, spec)
+    # Built now, not taken from `_settled`: a condition that changes is stamped with the time
+    # it is written, after the wait for a slot.
     fields = _consent_fields(record, meta, status)
     poke = record is not None and (retry > 0 or not handled(status, meta)) and _poke_needed(
         namespace, name, spec, record, consents_by_scope)
