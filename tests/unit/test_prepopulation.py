@@ -207,3 +207,24 @@ async def test_a_cancelled_waiter_leaves_the_others_waiting() -> None:
     await asyncio.wait_for(indexed.wait_for(True), 10)
     await indexed.make_toggle(name="again")
     await asyncio.wait_for(indexed.wait_for(False), 10)
+
+
+async def test_the_last_cancelled_caller_leaves_no_wait_behind() -> None:
+    """Kopf waits 5 s at exit for every task still pending: a shared wait that nobody awaits
+    any more (every caller cancelled, the operator stopping) is cancelled with the last one."""
+    paused = aiotoggles.ToggleSet(any)
+    callers = [asyncio.create_task(paused.wait_for(True)) for _ in range(2)]
+    await _settle()
+    waits = paused.__dict__["_fgentic_waits"]
+    callers[0].cancel()
+    await _settle()
+    assert not waits[True].done()  # one caller still waits
+    callers[1].cancel()
+    await _settle()
+    assert waits[True].cancelled()
+    assert not [t for t in asyncio.all_tasks() if "ToggleSet.wait_for" in repr(t)]
+    # A new caller starts a new wait, which still ends when the state comes.
+    again = asyncio.create_task(paused.wait_for(True))
+    await _settle()
+    await paused.make_toggle(True, name="on")
+    await asyncio.wait_for(again, 10)

@@ -60,6 +60,7 @@ LIFT_LOG_SECONDS: Final = 30.0
 
 _INSTALLED: Final = "_fgentic_shared_wait"
 _WAITS: Final = "_fgentic_waits"
+_CALLERS: Final = "_fgentic_callers"
 
 Wait = Callable[[aiotoggles.ToggleSet, bool], Coroutine[Any, Any, None]]
 
@@ -106,11 +107,28 @@ def _shared(original: Wait) -> Wait:
                     _START.skipped.append(waiter)
                 return
             # Shielded: one caller cancelled (its object deleted, the operator stopping)
-            # does not cancel the others' wait.
-            await asyncio.shield(waiter)
+            # does not cancel the others' wait; the last one's does (``_last_gone``).
+            callers: dict[bool, int] = self.__dict__.setdefault(_CALLERS, {})
+            callers[wanted] = callers.get(wanted, 0) + 1
+            try:
+                await asyncio.shield(waiter)
+            except asyncio.CancelledError:
+                _last_gone(waiter, callers[wanted])
+                raise
+            finally:
+                callers[wanted] -= 1
 
     setattr(wait_for, _INSTALLED, True)
     return wait_for
+
+
+def _last_gone(waiter: asyncio.Future[None], callers: int) -> None:
+    """Cancel a shared wait whose last caller was cancelled: nothing would await it any more,
+    and Kopf, stopping, waits 5 s for every task left pending before it returns (seen: a
+    pause set's wait held each of the process's two operators for 5 s at SIGTERM). Never the
+    barrier an ungated worker skipped: ``lifted`` awaits that one."""
+    if callers == 1 and not waiter.done() and waiter not in _START.skipped:
+        waiter.cancel()
 
 
 def _indexing(original: Callable[..., Coroutine[Any, Any, None]]
