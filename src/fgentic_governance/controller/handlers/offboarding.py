@@ -104,6 +104,8 @@ async def reconcile_offboarding(
         raise kopf.TemporaryError(Reason.STORE_UNAVAILABLE.value, delay=RETRY_DELAY)
     try:
         async with scope_lock(f"offboarding:{principal.mxid}"):
+            # Already on the erasure loop (the erasure operator's), where the pool belongs:
+            # on_erasure_lane awaits the work in place, and hops there from any other loop.
             outcomes, written = await lanes.on_erasure_lane(_erase_then_ready(
                 api, store, principal, from_crs, name=name, generation=generation,
                 previous=previous))
@@ -128,8 +130,8 @@ async def _erase_then_ready(
 ) -> tuple[list[ScopeOutcome], bool]:
     """On the erasure lane's loop: the guarantee (every scope disabled, enumerated, erased and
     verified, one receipt each) and, once it holds, ReadyForDeactivation written at once on
-    the lane's own threads, not through Kopf's patch after the handler (which shares the
-    session and the loop with every scope's writes). Whether Ready was written (False: the
+    the lane's own threads, before the handler returns and before the scopes are poked: a
+    watcher sees Ready as soon as the guarantee holds. Whether Ready was written (False: the
     guarantee does not hold yet, or the offboarding is gone)."""
     outcomes = await offboard(store, principal, from_crs)
     if not all(o.verified for o in outcomes):
