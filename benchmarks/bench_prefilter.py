@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.bench_prefilter [--rows 100000] [--queries 30]
         [--corpus clustered|uniform] [--no-recall] [--shared-buffers 2GB]
-        [--dsn postgresql://...] [--keep]
+        [--dsn postgresql://...] [--maintenance-work-mem 1GB] [--keep]
 
 Starts its own PostgreSQL 18 + pgvector with ``shared_buffers`` large enough for the whole
 corpus (or uses ``--dsn``; a database that already holds the same ``--rows`` corpus is reused,
@@ -47,6 +47,7 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import struct
 import time
 from collections.abc import Sequence
@@ -210,7 +211,8 @@ def generate_metadata(rows: int, seed: int) -> list[Any]:
     return [metadata(rng) for _ in range(rows)]
 
 
-async def load(conn: asyncpg.Connection, metas: list[Any], seed: int, space: Space) -> None:
+async def load(conn: asyncpg.Connection, metas: list[Any], seed: int, space: Space, *,
+               work_mem: str = "1GB") -> None:
     rows = len(metas)
     if await conn.fetchval("SELECT to_regclass('chunks') IS NOT NULL"):
         loaded = await conn.fetchval("SELECT count(*) FROM chunks")
@@ -218,7 +220,7 @@ async def load(conn: asyncpg.Connection, metas: list[Any], seed: int, space: Spa
         if loaded == rows and marker == space.marker(seed):
             print(f"reusing the loaded corpus of {rows} rows", flush=True)
             await corpus.create_chunks_table(conn, indexes=False)  # current search functions
-            await _census(conn)  # builds only the bucket indexes that are missing
+            await _census(conn, work_mem)  # builds only the bucket indexes that are missing
             return
         await conn.execute("DROP TABLE chunks CASCADE")
     await corpus.create_chunks_table(conn, indexes=False)
@@ -234,23 +236,24 @@ async def load(conn: asyncpg.Connection, metas: list[Any], seed: int, space: Spa
             "chunks", records=batch, columns=["id", "content", "embedding", "metadata"])
     print(f"loaded {rows} rows in {time.perf_counter() - start:.1f} s", flush=True)
     start = time.perf_counter()
-    # Parallel HNSW build: pgvector uses maintenance workers when the graph fits in memory.
-    await conn.execute("SET maintenance_work_mem = '1GB'")
+    # Parallel HNSW build: pgvector uses maintenance workers when the graph fits in memory
+    # (at 1M x 768 about 4 GB; beyond the budget it goes on building on disk, far slower).
+    await conn.execute(f"SET maintenance_work_mem = '{work_mem}'")
     await conn.execute("SET max_parallel_maintenance_workers = 2")
     await corpus.create_chunk_indexes(conn)
     # VACUUM as autovacuum would after a bulk insert: all-visible pages spare the exact path a
     # visibility check per candidate row.
     await conn.execute("VACUUM (ANALYZE) chunks")
     print(f"indexes + VACUUM (ANALYZE) in {time.perf_counter() - start:.1f} s", flush=True)
-    await _census(conn)
+    await _census(conn, work_mem)
     await conn.execute(f"COMMENT ON TABLE chunks IS '{space.marker(seed)}'")
 
 
-async def _census(conn: asyncpg.Connection) -> None:
+async def _census(conn: asyncpg.Connection, work_mem: str) -> None:
     """The ACL key census and the partial HNSW index per large key (corpus.refresh_buckets),
     as `corpus load` runs it after every load."""
     start = time.perf_counter()
-    await conn.execute("SET maintenance_work_mem = '1GB'")
+    await conn.execute(f"SET maintenance_work_mem = '{work_mem}'")
     counts = await corpus.refresh_buckets(conn)
     print(f"census: {counts['large_keys']} keys over {corpus.EXACT_MAX_ROWS} rows,"
           f" {counts['bucket_indexes']} bucket indexes, in {time.perf_counter() - start:.1f} s",
@@ -529,13 +532,20 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
     try:
         print(f"shared_buffers: {await conn.fetchval('SHOW shared_buffers')}; corpus:"
               f" {space.kind}", flush=True)
-        await load(conn, metas, args.seed, space)
+        await load(conn, metas, args.seed, space, work_mem=args.maintenance_work_mem)
         await prewarm(conn)
         plain, variants = await measure(conn, metas, args.queries, args.seed,
                                         recall=not args.no_recall, space=space)
     finally:
         await conn.close()
     report(args.rows, plain, variants)
+
+
+def _memory_setting(text: str) -> str:
+    # interpolated into SET: digits and a unit only
+    if not re.fullmatch(r"[0-9]+(kB|MB|GB)", text):
+        raise argparse.ArgumentTypeError("a size such as 1GB or 512MB")
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -550,6 +560,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dsn", help="use this database instead of a private server")
     parser.add_argument("--shared-buffers", default="2GB",
                         help="shared_buffers of the private server (ignored with --dsn)")
+    parser.add_argument("--maintenance-work-mem", default="1GB", type=_memory_setting,
+                        help="for the HNSW builds: the whole graph should fit (4GB at 1M rows)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
     banner("prefilter")
