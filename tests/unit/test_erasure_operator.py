@@ -105,3 +105,43 @@ def test_the_scope_index_is_read_across_threads_with_a_bounded_retry() -> None:
     with pytest.raises(kopf.TemporaryError):  # no index yet: fail closed, retry later
         offboarding.subject_scopes(None, LEAVER)
     assert offboarding.subject_scopes({}, LEAVER) == []
+
+
+def _stage(stage: str) -> tuple[float, float]:
+    """(count, sum) of fgentic_offboarding_stage_seconds for ``stage``."""
+    from prometheus_client import REGISTRY
+
+    def value(suffix: str) -> float:
+        got = REGISTRY.get_sample_value(f"fgentic_offboarding_stage_seconds_{suffix}",
+                                        {"stage": stage})
+        return got or 0.0
+
+    return value("count"), value("sum")
+
+
+@pytest.mark.parametrize("verified", [True, False])
+def test_each_stage_of_an_offboarding_is_timed(monkeypatch: pytest.MonkeyPatch,
+                                               verified: bool) -> None:
+    """The erasure and the Ready write are observed apart, so an operator (and bench_scale)
+    can tell the store's share from the API server's; no Ready write, no observation."""
+    pause = 0.02
+
+    async def erase(*_: Any) -> list[offboarding.ScopeOutcome]:
+        await asyncio.sleep(pause)
+        return [offboarding.ScopeOutcome("team/s1", verified, offboarding.Reason.OK)]
+
+    async def write(*_: Any, **__: Any) -> bool:
+        await asyncio.sleep(pause)
+        return True
+
+    monkeypatch.setattr(offboarding, "offboard", erase)
+    monkeypatch.setattr(offboarding.kube, "patch_cluster_status", write)
+    erasure, ready = _stage("erasure"), _stage("ready_write")
+    _, written = asyncio.run(offboarding._erase_then_ready(
+        object(), object(), LEAVER, ["team/s1"], name="o", generation=1,  # type: ignore[arg-type]
+        previous=None))
+    assert written is verified
+    (count, total), (ready_count, ready_total) = _stage("erasure"), _stage("ready_write")
+    assert count == erasure[0] + 1 and total - erasure[1] >= pause
+    assert ready_count == ready[0] + int(verified)
+    assert ready_total - ready[1] >= (pause if verified else 0.0)

@@ -59,6 +59,14 @@ QUEUE_WAIT = Histogram(
     ["queue"],
     buckets=(0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0),
 )
+OFFBOARDING_STAGE = Histogram(
+    "fgentic_offboarding_stage_seconds",
+    "Time of each stage of a PrincipalOffboarding run on the erasure lane, by stage: erasure "
+    "(every scope disabled, enumerated, erased and verified in the store) and ready_write (the "
+    "ReadyForDeactivation status written to the API server).",
+    ["stage"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
 LEADING = Gauge(
     "fgentic_operator_leading",
     "1 while this operator replica holds the leader Lease and runs the handlers, else 0.",

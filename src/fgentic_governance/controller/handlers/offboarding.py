@@ -31,6 +31,7 @@ from fgentic_governance.controller.handlers.common import (
     revision,
 )
 from fgentic_governance.controller.leadership import gated
+from fgentic_governance.controller.metrics import OFFBOARDING_STAGE
 from fgentic_governance.memory import MemoryStore, StoreRefusal
 from fgentic_governance.offboarding.flow import ScopeOutcome, offboard
 from fgentic_governance.reasons import Reason
@@ -133,10 +134,20 @@ async def _erase_then_ready(
     the lane's own threads, before the handler returns and before the scopes are poked: a
     watcher sees Ready as soon as the guarantee holds. Whether Ready was written (False: the
     guarantee does not hold yet, or the offboarding is gone)."""
-    outcomes = await offboard(store, principal, from_crs)
+    with OFFBOARDING_STAGE.labels(stage="erasure").time():
+        outcomes = await offboard(store, principal, from_crs)
     if not all(o.verified for o in outcomes):
         return outcomes, False
-    written = await kube.patch_cluster_status(
+    with OFFBOARDING_STAGE.labels(stage="ready_write").time():
+        written = await _write_ready(api, name, outcomes, generation=generation,
+                                     previous=previous)
+    return outcomes, written
+
+
+async def _write_ready(api: ApiClient, name: str, outcomes: list[ScopeOutcome], *,
+                       generation: int, previous: list[dict[str, Any]] | None) -> bool:
+    """ReadyForDeactivation with the counts and receipts, on the lane's own threads."""
+    return await kube.patch_cluster_status(
         api, group=GROUP, version=VERSION, plural=PRINCIPAL_OFFBOARDING.plural, name=name,
         erasure=True, status={
             **_counts(outcomes), "phase": OffboardingPhase.READY.value,
@@ -145,7 +156,6 @@ async def _erase_then_ready(
                 previous, condition("ReadyForDeactivation", True, Reason.OK, generation,
                                     previous),
                 ready(True, Reason.OK, generation, previous))})
-    return outcomes, written
 
 
 def _counts(outcomes: list[ScopeOutcome]) -> dict[str, Any]:
