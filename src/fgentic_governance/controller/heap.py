@@ -5,9 +5,9 @@ frees the bodies, events and handler states of thousands of objects. glibc keeps
 freed small blocks in its arenas (a heap that is not freed at its top is never shrunk) until
 it is asked to return them, so the process would otherwise keep what the burst's peak took.
 ``malloc_trim(0)`` returns every whole free page of every arena. Where the C library has no
-such call (musl, macOS) nothing is done. What it returned is in docs/scale.md ("10,000 scopes
-after the start-up fixes"), measured before a restart listed one kind at a time
-(``controller.prepopulation``), which took most of the restart's peak away.
+such call (musl, macOS) nothing is done. What it returns is in docs/scale.md ("The offboarding
+on the erasure lane's own operator": 22-28 MiB after a 10,000-scope burst; first measured in
+"10,000 scopes after the start-up fixes", before a restart listed one kind at a time).
 
 Called when the MemoryScope work queue drains after at least ``BURST_RUNS`` runs: at rest a
 queue drains after every run, and a trim per run would cost without returning anything.
