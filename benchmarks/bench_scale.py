@@ -3,8 +3,8 @@ write throughput of the same run, offboarding of a principal holding many scopes
 operator's resident memory.
 
     .venv/bin/python -m benchmarks.bench_scale [--scopes 1000] [--bindings 1000]
-        [--offboard-scopes 100] [--entries 10] [--namespaces 10] [--threads 8] [--restart]
-        [--keep]
+        [--offboard-scopes 100] [--burst-offboardings 3] [--entries 10] [--namespaces 10]
+        [--threads 8] [--restart] [--keep]
 
     # issue 39's run (docs/scale.md): every figure of its table, in one run
     .venv/bin/python -m benchmarks.bench_scale --scopes 10000 --bindings 10 --offboard-scopes 10
@@ -28,23 +28,35 @@ the API allows. Prints figures; never asserts timings.
     ``--entries`` entries saved through ``MemoryStore.save`` (768-dim embeddings); time from
     creating the PrincipalOffboarding to ``ReadyForDeactivation``. Baseline: the same flow
     (``offboarding.flow.offboard``) called directly on a store holding the same number of
-    scopes and entries for another principal (no API server, no operator). A second principal
-    with as many scopes is offboarded *during* (a)'s creation burst (started once half of
-    (a)'s pairs are created; its scopes and entries are made before (a)), against the same
-    baseline: an offboarding must not wait behind the queue. Its few writes count in (a)'s.
-    That ratio mixes the operator's queueing with the machine the burst saturates, so the
-    burst's offboarding is also set against the same flow *under the same load*: two more
-    principals with as many scopes and entries (made before (a), on the store alone) are
-    offboarded directly, one right before the operator's offboarding and one right after it,
-    and their mean is the under-load baseline. Sequential, not concurrent: run beside it, the
-    direct flow would compete with the operator's own erasure for the same two cores and the
-    same database, slowing both and changing the at-rest ratio's meaning; bracketing it samples
-    the same phase of the burst on both sides and leaves it alone. The direct flow runs in a
-    process of its own (its pool connected before (a)), as the operator does: in this process
-    it would wait for the GIL behind the client threads creating the burst. Printed beside
-    both ratios: the split a client can see of the burst's offboarding, the create's own round
-    trip (until ``create_cluster_custom_object`` returned) and create returned -> Ready seen by
-    the watch.
+    scopes and entries for another principal (no API server, no operator).
+    During (a)'s creation burst, ``--burst-offboardings`` N more principals (3; 0: none) with
+    as many scopes are offboarded through the operator, one after another (never two at once),
+    the first once half of (a)'s pairs are created; their scopes and entries are made before
+    (a) (``@burst-op-<i>``). Each is set against the same baseline: an offboarding must not
+    wait behind the queue. Their few writes, and the plain API writes below, count in (a)'s
+    while within it. That ratio mixes the operator's queueing with the machine the burst
+    saturates, so each is also set against the same flow *under the same load*: N + 1 more
+    principals with as many scopes and entries (made before (a), on the store alone:
+    ``@burst-direct-<i>``) are offboarded directly, one before each operator offboarding and
+    one after the last (direct, op 1, direct, op 2, ..., op N, direct), and the mean of the two
+    right before and right after an offboarding is its under-load baseline. Sequential, not
+    concurrent: run beside it, the direct flow would compete with the operator's own erasure
+    for the same two cores and the same database, slowing both and changing the at-rest ratio's
+    meaning; bracketing it samples the same phase of the burst on both sides and leaves it
+    alone. The direct flow runs in a process of its own (its pool connected before (a)), as the
+    operator does: in this process it would wait for the GIL behind the client threads creating
+    the burst. Printed per offboarding: its seconds, both ratios, the split a client can see
+    (the create's own round trip, until ``create_cluster_custom_object`` returned, and create
+    returned -> Ready seen by the watch) and the round trip of one plain API write that is not
+    the operator's (a merge-patch of an annotation on a ConfigMap in the unwatched namespace)
+    right before and right after it: how long the API server alone takes to answer a write
+    under that load (the offboarding writes its Ready status with one PATCH); printed only, in
+    no ratio. Then the medians over the offboardings within the burst (seconds, both ratios;
+    min/max beside; the plain write's median): one sample swings widely with the burst's phase.
+    The burst ends when (a) converges (or its ``--timeout`` passes); an offboarding whose
+    direct flow right after ended later still runs, is printed "after the burst" and is left
+    out of the medians, whose line says how many were within. The issue table's row gives the
+    medians.
 (d) Footprint: operator VmRSS and VmHWM (/proc/<pid>/status) idle, after (a), after a scope
     resync round, after (b) and after (c). Target <= 200 MiB with 1,000 scopes.
 (e) Writes at rest: while nothing changes a scope's spec or consent (``--settle`` seconds after
@@ -75,12 +87,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import multiprocessing
 import os
 import random
 import re
 import signal
+import statistics
 import threading
 import time
 import urllib.request
@@ -126,10 +140,8 @@ HOMESERVER: Final = "fgentic.local"
 ALICE: Final = f"@alice:{HOMESERVER}"
 BOB: Final = f"@bob:{HOMESERVER}"  # offboarded through the operator
 CAROL: Final = f"@carol:{HOMESERVER}"  # offboarded directly on the store (baseline)
-DAVE: Final = f"@dave:{HOMESERVER}"  # offboarded through the operator during (a)'s burst
-EVE: Final = f"@eve:{HOMESERVER}"  # direct flow right before DAVE's (the under-load baseline)
-FRANK: Final = f"@frank:{HOMESERVER}"  # direct flow right after DAVE's (the under-load baseline)
 RAW_NS: Final = "scale-raw"  # not watched by the operator
+WRITE_PROBE: Final = "write-probe"  # a ConfigMap in RAW_NS: the plain API write under load
 OFFBOARD_NS: Final = "scale-offboard"
 RETRIEVAL_NS: Final = "scale-retrieval"
 DIM: Final = 768
@@ -649,11 +661,14 @@ def converge(  # noqa: PLR0917
     watch: FirstSeen, kind: str,
     raw_objects: list[list[tuple[str, dict[str, Any]]]], raw_patch: Callable[[int], object],
     objects: list[list[tuple[str, dict[str, Any]]]], pid: int, timeout: float,
-    during: Callable[[], object] | None = None,
+    during: Callable[[threading.Event], object] | None = None, during_bound: float = 0.0,
 ) -> Convergence:
     """``raw_objects`` / ``objects``: per ready object, the (plural, body) creates it needs.
-    ``during`` runs on its own thread once half of ``objects`` are created (in the burst)."""
-    half = threading.Event()
+    ``during`` runs on its own thread once half of ``objects`` are created (in the burst),
+    given an event set when the burst ends (every object ready, or ``timeout``); it gets
+    ``during_bound`` seconds more to finish, and what it raises is raised here."""
+    half, over = threading.Event(), threading.Event()
+    failed: list[BaseException] = []
 
     def creator(group: list[tuple[str, dict[str, Any]]],
                 done: dict[str, float] | None = None) -> Callable[[], None]:
@@ -676,8 +691,12 @@ def converge(  # noqa: PLR0917
     created: dict[str, float] = {}
 
     def side_task() -> None:
-        if during is not None and half.wait(timeout):
-            during()
+        if during is None or not half.wait(timeout):
+            return
+        try:
+            during(over)
+        except BaseException as exc:  # raised in the caller's thread, after the join
+            failed.append(exc)
 
     side = threading.Thread(target=side_task, daemon=True)
     before = probe()
@@ -686,8 +705,14 @@ def converge(  # noqa: PLR0917
         side.start()
         creates = run_all(pool, [creator(g, created) for g in objects])
         seen = watch.wait_all(keys, timeout)
+        over.set()
     after = probe()
-    side.join(timeout)  # bounded: the offboarding polls for at most 600 s itself
+    side.join(timeout + during_bound)  # every wait of ``during`` is bounded
+    if side.is_alive():
+        raise SystemExit(f"the work during the burst did not end within {during_bound:.0f} s "
+                         "of it")
+    if failed:
+        raise failed[0]
     requests = request_figures(kind, before.requests, after.requests, count)
     converged = (max(seen.values()) - start) if seen else 0.0
     if len(seen) < count:
@@ -774,6 +799,10 @@ async def direct_offboarding(dsn: str, scopes: int, entries: int) -> tuple[float
 
 
 WORKER_IDLE: Final = 3600.0  # seconds the direct-flow worker waits for its next command
+DIRECT_BOUND: Final = 600.0  # seconds the direct-flow worker gets to answer one command
+OFFBOARD_BOUND: Final = 600.0  # seconds an operator offboarding is polled for Ready
+WATCH_JOIN: Final = 10.0  # seconds its watch gets after the poll saw Ready
+WRITE_BOUND: Final = 60.0  # seconds one plain API write may take (the client's timeout)
 
 
 async def _serve_direct(dsn: str, conn: Connection) -> None:
@@ -812,7 +841,7 @@ class DirectFlow:
         self._proc.start()
         child.close()
 
-    def ask(self, *command: object, timeout: float = 600.0) -> Any:
+    def ask(self, *command: object, timeout: float = DIRECT_BOUND) -> Any:
         self._conn.send(command)
         if not self._conn.poll(timeout):
             raise SystemExit(f"the direct-flow worker did not answer {command[0]!r} within "
@@ -866,6 +895,10 @@ async def enabled_principal(  # noqa: PLR0917
     return keys
 
 
+DirectRun = tuple[float, int, int]
+"""One direct flow: (seconds, scopes verified, rows left)."""
+
+
 @dataclass(frozen=True)
 class Offboarding:
     """One PrincipalOffboarding through the operator, against the direct flow."""
@@ -881,9 +914,13 @@ class Offboarding:
     """Create -> a GET showing it, polled every 20 ms (up to a poll interval and a GET late)."""
     created: float
     """The create's own round trip: until ``create_cluster_custom_object`` returned."""
-    loaded: tuple[tuple[float, int, int], tuple[float, int, int]] | None = None
-    """The direct flow under the same load, right before and right after (seconds, verified,
-    rows left); set for the offboarding during (a)'s burst."""
+    loaded: tuple[DirectRun, DirectRun] | None = None
+    """The direct flow under the same load, right before and right after; set for the
+    offboardings during (a)'s burst."""
+    writes: tuple[float, float] | None = None
+    """A plain API write's round trip (seconds) right before and right after; burst only."""
+    after_burst: bool = False
+    """(a)'s burst had ended when its direct flow right after did: left out of the medians."""
 
     @property
     def ratio(self) -> float:
@@ -894,6 +931,10 @@ class Offboarding:
         """The under-load baseline: the mean of the direct flows right before and after."""
         return 0.0 if self.loaded is None else (self.loaded[0][0] + self.loaded[1][0]) / 2
 
+    @property
+    def loaded_ratio(self) -> float:
+        return self.seconds / self.loaded_flow if self.loaded_flow else 0.0
+
     def split(self) -> str:
         """What a client sees of the time, without instrumenting the operator."""
         return (f"create's own round trip {self.created:.2f} s, create returned -> Ready seen "
@@ -903,13 +944,12 @@ class Offboarding:
         if self.loaded is None:
             return "-"
         (before, v0, l0), (after, v1, l1) = self.loaded
-        ratio = self.seconds / self.loaded_flow if self.loaded_flow else 0.0
-        return (f"{ratio:.2f}x the flow under the same load ({self.loaded_flow:.2f} s: "
+        return (f"{self.loaded_ratio:.2f}x the flow under the same load ({self.loaded_flow:.2f} s: "
                 f"{before:.2f} s right before, {after:.2f} s right after; {v0} + {v1} verified, "
                 f"{l0 + l1} rows left)")
 
     def burst_text(self) -> str:
-        """The offboarding during the burst: against the flow at rest (the issue's figure) and
+        """One offboarding during the burst: against the flow at rest (the issue's figure) and
         against the flow under the same load, with the split a client sees."""
         return (f"{self.seconds:.2f} s ({self.ratio:.2f}x the flow at rest; "
                 f"{self.under_load()}; {self.split()}; {self.counts()})")
@@ -960,7 +1000,7 @@ async def operator_offboarding(dsn: str, api: k8s.CustomObjectsApi, mxid: str,
                                     "principaloffboardings", body)
             created = time.perf_counter() - start
             status: dict[str, Any] = {}
-            deadline = time.monotonic() + 600
+            deadline = time.monotonic() + OFFBOARD_BOUND
             while time.monotonic() < deadline:
                 live: Any = await asyncio.to_thread(api.get_cluster_custom_object, GROUP,
                                                     VERSION, "principaloffboardings", name)
@@ -969,12 +1009,148 @@ async def operator_offboarding(dsn: str, api: k8s.CustomObjectsApi, mxid: str,
                     break
                 await asyncio.sleep(0.02)
             polled = time.perf_counter() - start
-        await asyncio.to_thread(watcher.join, 10.0)  # bounded: its event is due by now
+        await asyncio.to_thread(watcher.join, WATCH_JOIN)  # bounded: its event is due by now
         left = await remaining(db, keys)
     finally:
         await db.close()
     watched = seen[0] - start if seen else polled
     return Offboarding(watched, direct, status, before, left, usage, polled, created)
+
+
+# -- (c) during (a)'s burst: offboardings in sequence, each between two direct flows ---------------
+
+
+def burst_schedule(n: int) -> list[tuple[str, str, str]]:
+    """The ``n`` offboardings through the operator during the burst, in order, each as (direct
+    flow right before, the operator's principal, direct flow right after). Neighbours share a
+    bracket: direct 0, op 1, direct 1, op 2, ..., op n, direct n (n + 1 direct principals)."""
+    def mxid(role: str, i: int) -> str:
+        return f"@burst-{role}-{i}:{HOMESERVER}"
+
+    return [(mxid("direct", i - 1), mxid("op", i), mxid("direct", i)) for i in range(1, n + 1)]
+
+
+def burst_bound(n: int) -> float:
+    """Seconds ``n`` bracketed offboardings may take at most, every wait at its bound."""
+    return n * (2 * WRITE_BOUND + OFFBOARD_BOUND + WATCH_JOIN + DIRECT_BOUND) + DIRECT_BOUND
+
+
+def plain_write(core: k8s.CoreV1Api, serial: int) -> float:
+    """Seconds for one API write that is not the operator's: a merge-patch of an annotation on
+    the ``WRITE_PROBE`` ConfigMap in the unwatched namespace (its value a counter)."""
+    body = {"metadata": {"annotations": {"bench.fgentic.dev/serial": str(serial)}}}
+    start = time.perf_counter()
+    core.patch_namespaced_config_map(WRITE_PROBE, RAW_NS, body,
+                                     _content_type="application/merge-patch+json",
+                                     _request_timeout=WRITE_BOUND)
+    return time.perf_counter() - start
+
+
+def run_burst(
+    schedule: Sequence[tuple[str, str, str]], direct: Callable[[str], DirectRun],
+    operator: Callable[[str], Offboarding], write: Callable[[], float], over: threading.Event,
+) -> list[Offboarding]:
+    """Run ``schedule`` in sequence, never two at once: the direct flow, then per offboarding a
+    plain API write, the operator's offboarding, a plain API write and the next direct flow.
+    A sample is after the burst if ``over`` was set when its direct flow right after ended
+    (the remaining ones still run: the count of those within is printed)."""
+    samples: list[Offboarding] = []
+    if not schedule:
+        return samples
+    before = direct(schedule[0][0])
+    for _, mxid, next_direct in schedule:
+        ahead = write()
+        sample = operator(mxid)
+        behind = write()
+        after = direct(next_direct)
+        samples.append(replace(sample, loaded=(before, after), writes=(ahead, behind),
+                               after_burst=over.is_set()))
+        before = after
+    return samples
+
+
+def _spread(values: Sequence[float], unit: str) -> str:
+    return f"{min(values):.2f}/{max(values):.2f}{unit}"
+
+
+@dataclass(frozen=True)
+class BurstOffboardings:
+    """The offboardings through the operator during (a)'s burst; the medians are over those
+    whose whole bracket (direct flow, offboarding, direct flow) ran within the burst."""
+
+    samples: tuple[Offboarding, ...]
+
+    @property
+    def within(self) -> list[Offboarding]:
+        return [s for s in self.samples if not s.after_burst]
+
+    def writes_ms(self) -> list[float]:
+        """The plain API writes around the offboardings within the burst, in ms."""
+        return [1000 * w for s in self.within if s.writes is not None for w in s.writes]
+
+    def api_write(self) -> str:
+        writes = self.writes_ms()
+        if not writes:
+            return "none within the burst"
+        return (f"{statistics.median(writes):.0f} ms median ({len(writes)} writes, min/max "
+                f"{min(writes):.0f}/{max(writes):.0f} ms)")
+
+    def counts(self) -> str:
+        """Every sample's erasure, within the burst or after it, and its direct flows'."""
+        def total(field: str) -> int:
+            return sum(int(s.status.get(field) or 0) for s in self.samples)
+
+        brackets = [s.loaded for s in self.samples if s.loaded is not None]
+        # each direct flow once: a shared bracket is one sample's after and the next's before
+        runs = [brackets[0][0], *(after for _, after in brackets)] if brackets else []
+        verified = sum(run[1] for run in runs)
+        left = sum(run[2] for run in runs)
+        return (f"all {len(self.samples)}: found {total('scopesFound')}, erased "
+                f"{total('scopesErased')}, failed {total('scopesFailed')}; rows "
+                f"{sum(s.rows_before for s in self.samples)} -> "
+                f"{sum(s.rows_left for s in self.samples)}; their {len(runs)} direct flows "
+                f"{verified} verified, {left} rows left")
+
+    def summary(self) -> str:
+        """The medians of the seconds and of both ratios, with min/max, over those within."""
+        within = self.within
+        n, k = len(self.samples), len(within)
+        if not within:
+            return f"none of {n} within the burst (each is printed, after it); {self.counts()}"
+        seconds = [s.seconds for s in within]
+        rest = [s.ratio for s in within]
+        loaded = [s.loaded_ratio for s in within]
+        med = statistics.median
+        return (f"median of {k}: {med(seconds):.2f} s ({med(rest):.2f}x the flow at rest; "
+                f"{med(loaded):.2f}x the flow under the same load; {k} of {n} within the "
+                f"burst; min/max {_spread(seconds, ' s')}, {_spread(rest, 'x')} the flow at "
+                f"rest, {_spread(loaded, 'x')} under the same load); medians: create's own "
+                f"round trip {med(s.created for s in within):.2f} s, create returned -> Ready "
+                f"seen by the watch {med(s.seconds - s.created for s in within):.2f} s, "
+                f"polled every 20 ms: {med(s.polled for s in within):.2f} s; an API write "
+                f"under the same load: {self.api_write()}; {self.counts()}")
+
+
+def burst_figures(label: str, burst: BurstOffboardings) -> list[Figure]:
+    """Every sample (seconds, both ratios, the client's split, the plain API writes around it,
+    the operator's CPU), then the medians."""
+    figures = []
+    n = len(burst.samples)
+    for i, sample in enumerate(burst.samples, 1):
+        name = f"{label}, {i} of {n}" + (" (after the burst)" if sample.after_burst else "")
+        writes = ("-" if sample.writes is None else
+                  f"{1000 * sample.writes[0]:.0f} ms right before, "
+                  f"{1000 * sample.writes[1]:.0f} ms right after")
+        figures += [
+            Figure(f"{name}: PrincipalOffboarding create -> {sample.status.get('phase', '?')}",
+                   sample.burst_text()),
+            Figure(f"{name}: an API write under the same load", writes),
+            Figure(f"{name}: CPU", sample.usage.line()),
+        ]
+    return [*figures,
+            Figure(f"{label}: summary", burst.summary()),
+            Figure(f"{label}: an API write under the same load (merge-patch of a ConfigMap's "
+                   "annotation, unwatched namespace)", burst.api_write())]
 
 
 # -- (r) restart -----------------------------------------------------------------------------------
@@ -1120,6 +1296,8 @@ def ensure_namespaces(plane: LocalControlPlane, core: k8s.CoreV1Api,
     for namespace in [*watched, RAW_NS]:  # the bindings' proxy namespace holds the JWKS
         core.create_namespaced_config_map(namespace, {  # type: ignore[arg-type]
             "metadata": {"name": "partner-jwks"}, "data": {"jwks.json": EXAMPLE_JWKS}})
+    core.create_namespaced_config_map(RAW_NS, {  # type: ignore[arg-type]
+        "metadata": {"name": WRITE_PROBE}})  # (c)'s plain API write under the burst's load
 
 
 def resync_env(args: argparse.Namespace) -> dict[str, str]:
@@ -1144,7 +1322,7 @@ class Issue39:
     bindings_run: Convergence | None = None
     bindings_rest: Writes | None = None  # the settle window after (b)
     offboarding: Offboarding | None = None
-    burst: Offboarding | None = None  # the offboarding during (a)'s creation burst
+    burst: BurstOffboardings | None = None  # the offboardings during (a)'s creation burst
     restart: Restart | None = None  # (r), with --restart
 
     def rows(self) -> list[tuple[str, str]]:
@@ -1176,7 +1354,8 @@ class Issue39:
             (ISSUE_ROWS[5], "-" if off is None else
              f"{off.seconds:.2f} s for {off.status.get('scopesFound')} scopes ({off.ratio:.2f}x "
              f"the flow's {off.direct:.2f} s; {off.counts()})"
-             + ("" if burst is None else f"; during the creation burst: {burst.burst_text()}")),
+             + ("" if burst is None or not burst.samples else
+                f"; during the creation burst: {burst.summary()}")),
             (ISSUE_ROWS[6], "; ".join(writes) or "-"),
         ]
 
@@ -1203,40 +1382,37 @@ def print_figures(figures: Sequence[Figure]) -> None:
 
 
 def offboarding_figures(label: str, off: Offboarding) -> list[Figure]:
-    figures = [Figure(f"{label}: PrincipalOffboarding create -> {off.status.get('phase', '?')}",
-                      off.text())]
-    if off.loaded is not None:
-        figures.append(Figure(f"{label}: against the direct flow under the same load (own "
-                              "process, right before and right after)", off.under_load()))
-    return [*figures, Figure(f"{label}: split seen by the client", off.split()),
+    return [Figure(f"{label}: PrincipalOffboarding create -> {off.status.get('phase', '?')}",
+                   off.text()),
+            Figure(f"{label}: split seen by the client", off.split()),
             Figure(f"{label}: CPU", off.usage.line())]
 
 
 def prepare_offboardings(
     dsn: str, api: k8s.CustomObjectsApi, pool: ThreadPoolExecutor, watch: FirstSeen,
-    args: argparse.Namespace,
+    args: argparse.Namespace, *, schedule: Sequence[tuple[str, str, str]],
 ) -> tuple[float, dict[str, list[str]], DirectFlow | None, list[Figure]]:
-    """(c)'s principals, made before (a): two with Enabled scopes for the operator, the direct
-    flow at rest timed, and (when there is a burst) the worker holding the two principals of
-    the under-load baseline. (direct flow's seconds, operator principals' keys, worker,
-    figures)."""
+    """(c)'s principals, made before (a): BOB and the burst's operator principals with Enabled
+    scopes, the direct flow at rest timed, and (when ``schedule`` holds any) the worker holding
+    the burst's direct principals, the under-load baseline. (direct flow's seconds, operator
+    principals' keys, worker, figures)."""
     if not args.offboard_scopes:
         return 0.0, {}, None, []
     banner(f"(c) before (a): principals holding {args.offboard_scopes} scopes each, and the "
            "direct flow")
     off_keys = {mxid: asyncio.run(enabled_principal(dsn, api, pool, watch, mxid,
                                                     args.offboard_scopes, args.entries))
-                for mxid in (BOB, DAVE)}
+                for mxid in [BOB, *(op for _, op, _ in schedule)]}
     direct, verified, direct_left = asyncio.run(direct_offboarding(
         dsn, args.offboard_scopes, args.entries))
     figures = [Figure(f"offboarding {args.offboard_scopes} scopes x {args.entries} entries: "
                       "baseline, offboarding.flow.offboard on the store directly",
                       f"{direct:.2f} s ({verified} verified, {direct_left} rows left)")]
     print_figures(figures)
-    if not args.scopes:  # no burst, no under-load baseline
+    if not schedule:  # no offboarding during a burst, no under-load baseline
         return direct, off_keys, None, figures
     flow = DirectFlow(dsn)
-    for mxid in (EVE, FRANK):
+    for mxid in dict.fromkeys(m for before, _, after in schedule for m in (before, after)):
         flow.ask("prepare", mxid, args.offboard_scopes, args.entries)
     return direct, off_keys, flow, figures
 
@@ -1287,8 +1463,10 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                 bindings_seen.wait_all([f"{watched[0]}/warmup"], 120)
                 load = " ".join(f"{x:.2f}" for x in os.getloadavg())
 
+                schedule = (burst_schedule(args.burst_offboardings)
+                            if args.scopes and args.offboard_scopes else [])
                 direct, off_keys, flow, prepared = prepare_offboardings(
-                    dsn, api, pool, scopes_seen, args)
+                    dsn, api, pool, scopes_seen, args, schedule=schedule)
                 figures += prepared
 
                 if args.scopes:
@@ -1306,17 +1484,23 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                             GROUP, VERSION, RAW_NS, "memoryscopes", f"raw-{i}",
                             {"status": {"entryCount": 1 + i % 100}})
 
-                    def offboard_in_burst() -> None:
+                    def offboard_in_burst(over: threading.Event) -> None:
                         assert flow is not None
-                        before = flow.ask("offboard", EVE)
-                        burst = asyncio.run(operator_offboarding(
-                            dsn, api, DAVE, off_keys[DAVE], direct=direct, pid=pid))
-                        issue.burst = replace(burst, loaded=(before, flow.ask("offboard", FRANK)))
+                        worker, serials = flow, itertools.count()
+
+                        def through_operator(mxid: str) -> Offboarding:
+                            return asyncio.run(operator_offboarding(
+                                dsn, api, mxid, off_keys[mxid], direct=direct, pid=pid))
+
+                        issue.burst = BurstOffboardings(tuple(run_burst(
+                            schedule, lambda mxid: worker.ask("offboard", mxid), through_operator,
+                            lambda: plain_write(core, next(serials)), over)))
 
                     causes_before = (scopes_seen.causes(), consents_seen.causes())
                     result = converge(probe, api, pool, scopes_seen, "MemoryScopes", raw,
                                       patch_scope, objs, pid, args.timeout,
-                                      offboard_in_burst if DAVE in off_keys else None)
+                                      offboard_in_burst if schedule else None,
+                                      burst_bound(len(schedule)))
                     causes = [cause_figure(kind, before_, watch.causes(), args.scopes)
                               for kind, before_, watch in (
                                   ("MemoryScopes", causes_before[0], scopes_seen),
@@ -1331,7 +1515,7 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                     figures += causes
                     print_figures(causes)
                     if issue.burst is not None:
-                        burst = offboarding_figures(
+                        burst = burst_figures(
                             f"offboarding {args.offboard_scopes} scopes during (a)'s creation "
                             "burst", issue.burst)
                         figures += burst
@@ -1438,11 +1622,14 @@ def render(figures: Sequence[Figure]) -> str:
                      for line in lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--scopes", type=int, default=1000)
     parser.add_argument("--bindings", type=int, default=1000)
     parser.add_argument("--offboard-scopes", type=int, default=100)
+    parser.add_argument("--burst-offboardings", type=int, default=3,
+                        help="principals offboarded through the operator during (a)'s burst, "
+                             "one after another, each between two direct flows (0: none)")
     parser.add_argument("--entries", type=int, default=10,
                         help="entries saved per offboarded scope (the scope cap is 100)")
     parser.add_argument("--namespaces", type=int, default=10, help="watched namespaces")
@@ -1461,6 +1648,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.entries <= 100:
         parser.error("--entries must be 1..100 (the scope's entry cap)")
+    if args.burst_offboardings < 0:
+        parser.error("--burst-offboardings must be >= 0")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     print(f"command: {command_line()}")
     print(f"machine: {machine()}; run {uuid.uuid4().hex[:8]}, "
           f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; load average "
