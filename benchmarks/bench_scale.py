@@ -921,6 +921,9 @@ class Offboarding:
     """A plain API write's round trip (seconds) right before and right after; burst only."""
     after_burst: bool = False
     """(a)'s burst had ended when its direct flow right after did: left out of the medians."""
+    stages: tuple[float, float] | None = None
+    """The operator's own time for this run (its ``fgentic_offboarding_stage_seconds``):
+    the erasure in the store, then the Ready status write."""
 
     @property
     def ratio(self) -> float:
@@ -936,9 +939,18 @@ class Offboarding:
         return self.seconds / self.loaded_flow if self.loaded_flow else 0.0
 
     def split(self) -> str:
-        """What a client sees of the time, without instrumenting the operator."""
+        """What a client sees of the time, and the operator's own split of its run (its
+        metrics): the rest is the watch event's way to the handler and Ready's to the client."""
         return (f"create's own round trip {self.created:.2f} s, create returned -> Ready seen "
-                f"by the watch {self.seconds - self.created:.2f} s")
+                f"by the watch {self.seconds - self.created:.2f} s ({self.stages_text()})")
+
+    def stages_text(self) -> str:
+        if self.stages is None:
+            return "the operator's split not read"
+        erasure, write = self.stages
+        rest = self.seconds - self.created - erasure - write
+        return (f"in the operator: erasure {1000 * erasure:.0f} ms, Ready write "
+                f"{1000 * write:.0f} ms, the rest {1000 * rest:.0f} ms")
 
     def under_load(self) -> str:
         if self.loaded is None:
@@ -961,7 +973,7 @@ class Offboarding:
 
     def text(self) -> str:
         return (f"{self.seconds:.2f} s = {self.ratio:.2f}x the direct flow "
-                f"({self.status.get('phase', '?')}; {self.counts()})")
+                f"({self.status.get('phase', '?')}; {self.stages_text()}; {self.counts()})")
 
 
 def watch_ready(api: k8s.CustomObjectsApi, name: str, since: str, seen: list[float]) -> None:
@@ -979,13 +991,16 @@ def watch_ready(api: k8s.CustomObjectsApi, name: str, since: str, seen: list[flo
 
 
 async def operator_offboarding(dsn: str, api: k8s.CustomObjectsApi, mxid: str,
-                               keys: Sequence[str], *, direct: float, pid: int) -> Offboarding:
+                               keys: Sequence[str], *, direct: float, pid: int,
+                               metrics_port: int) -> Offboarding:
     """Create the PrincipalOffboarding of ``mxid`` (whose scopes are ``keys``) and time it to
     ``ReadyForDeactivation``: seen by a watch (from before the create), and by a GET every
-    20 ms (bounded; the watch's figure falls back to it)."""
+    20 ms (bounded; the watch's figure falls back to it). The operator's own split of its run
+    is read from its ``/metrics`` before and after (``stage_sums``)."""
     db = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
     try:
         before = await remaining(db, keys)
+        stages_before = await asyncio.to_thread(stage_sums, metrics_port)
         body = manifest(Principal(mxid=mxid, origin_kind=OriginKind.NATIVE_LOCAL))
         name = body["metadata"]["name"]
         listed: Any = await asyncio.to_thread(api.list_cluster_custom_object, GROUP, VERSION,
@@ -1011,10 +1026,28 @@ async def operator_offboarding(dsn: str, api: k8s.CustomObjectsApi, mxid: str,
             polled = time.perf_counter() - start
         await asyncio.to_thread(watcher.join, WATCH_JOIN)  # bounded: its event is due by now
         left = await remaining(db, keys)
+        stages_after = await asyncio.to_thread(stage_sums, metrics_port)
     finally:
         await db.close()
     watched = seen[0] - start if seen else polled
-    return Offboarding(watched, direct, status, before, left, usage, polled, created)
+    stages = tuple(stages_after.get(stage, 0.0) - stages_before.get(stage, 0.0)
+                   for stage in OFFBOARDING_STAGES)
+    return Offboarding(watched, direct, status, before, left, usage, polled, created,
+                       stages=(stages[0], stages[1]))
+
+
+OFFBOARDING_STAGES: Final = ("erasure", "ready_write")
+"""The stages of ``fgentic_offboarding_stage_seconds``, in order."""
+_STAGE_SUM: Final = re.compile(
+    r'^fgentic_offboarding_stage_seconds_sum\{stage="(\w+)"\} (\S+)$', re.M)
+
+
+def stage_sums(port: int) -> dict[str, float]:
+    """``fgentic_offboarding_stage_seconds_sum`` by stage on the operator's ``/metrics``
+    (empty before its first offboarding labels them)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return {stage: float(value) for stage, value in _STAGE_SUM.findall(text)}
 
 
 # -- (c) during (a)'s burst: offboardings in sequence, each between two direct flows ---------------
@@ -1127,8 +1160,19 @@ class BurstOffboardings:
                 f"rest, {_spread(loaded, 'x')} under the same load); medians: create's own "
                 f"round trip {med(s.created for s in within):.2f} s, create returned -> Ready "
                 f"seen by the watch {med(s.seconds - s.created for s in within):.2f} s, "
-                f"polled every 20 ms: {med(s.polled for s in within):.2f} s; an API write "
-                f"under the same load: {self.api_write()}; {self.counts()}")
+                f"polled every 20 ms: {med(s.polled for s in within):.2f} s; "
+                f"{self.stage_medians()}; an API write under the same load: "
+                f"{self.api_write()}; {self.counts()}")
+
+    def stage_medians(self) -> str:
+        """The operator's own split (its metrics), median over those within the burst."""
+        stages = [s.stages for s in self.within if s.stages is not None]
+        if not stages:
+            return "the operator's split not read"
+        erasure = statistics.median(e for e, _ in stages)
+        write = statistics.median(w for _, w in stages)
+        return (f"in the operator: erasure {1000 * erasure:.0f} ms, Ready write "
+                f"{1000 * write:.0f} ms")
 
 
 def burst_figures(label: str, burst: BurstOffboardings) -> list[Figure]:
@@ -1273,7 +1317,7 @@ def restart(  # noqa: PLR0917
     terminate(old.proc, signal.SIGTERM, EXIT_BOUND)
     exit_seconds = time.perf_counter() - start
     port = free_port()
-    fresh.args += ["--metrics-port", str(port)]  # the only setting the first one lacks
+    fresh.args += ["--metrics-port", str(port)]  # a port of its own: the old one may linger
     fresh.start()
     assert fresh.proc is not None
     reconciled = reconciled_once(port, scopes, fresh.proc, timeout)
@@ -1429,12 +1473,14 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
         probe = Probe(plane, core, dsn)
         ensure_namespaces(plane, core, watched)
 
-        def operator_process(name: str) -> OperatorProcess:
+        def operator_process(name: str, metrics_port: int = 0) -> OperatorProcess:
             return OperatorProcess(plane.kubeconfig, work / name,
                                    namespaces=[*watched, OFFBOARD_NS], dsn=dsn,
-                                   local_homeserver=HOMESERVER, env=resync_env(args))
+                                   local_homeserver=HOMESERVER, metrics_port=metrics_port,
+                                   env=resync_env(args))
 
-        operator = operator_process("operator")
+        metrics_port = free_port()  # (c) reads the operator's own split of each offboarding
+        operator = operator_process("operator", metrics_port)
         scopes_seen = FirstSeen(api, "memoryscopes", enabled)
         bindings_seen = FirstSeen(api, "retrievalbindings", applied)
         consents_seen = FirstSeen(api, "consentrecords", receipted)
@@ -1490,7 +1536,8 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
 
                         def through_operator(mxid: str) -> Offboarding:
                             return asyncio.run(operator_offboarding(
-                                dsn, api, mxid, off_keys[mxid], direct=direct, pid=pid))
+                                dsn, api, mxid, off_keys[mxid], direct=direct, pid=pid,
+                                metrics_port=metrics_port))
 
                         issue.burst = BurstOffboardings(tuple(run_burst(
                             schedule, lambda mxid: worker.ask("offboard", mxid), through_operator,
@@ -1578,7 +1625,8 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                 if args.offboard_scopes:
                     banner(f"(c) offboarding a principal holding {args.offboard_scopes} scopes")
                     issue.offboarding = asyncio.run(operator_offboarding(
-                        dsn, api, BOB, off_keys[BOB], direct=direct, pid=pid))
+                        dsn, api, BOB, off_keys[BOB], direct=direct, pid=pid,
+                        metrics_port=metrics_port))
                     off = offboarding_figures(
                         f"offboarding {args.offboard_scopes} scopes x {args.entries} entries",
                         issue.offboarding)

@@ -63,6 +63,10 @@ def test_bench_scale_prints_every_row_of_the_issue_table_from_one_small_run() ->
     # every scope of the person offboarded at rest found and erased, every entry gone
     at_rest, _, burst = cells[ISSUE_39_ROWS[5]].partition("; during the creation burst: ")
     assert "found 3, erased 3, failed 0; rows 6 -> 0; polled every 20 ms: " in at_rest
+    # the operator's own split of its run, read from its /metrics (a stage it never timed
+    # would read 0 ms)
+    split = r"in the operator: erasure (\d+) ms, Ready write (\d+) ms"
+    assert all(float(t) > 0 for t in re.search(split, at_rest).groups()), at_rest  # type: ignore[union-attr]
     # each write of a scope or a consent by what it changed (finalizer, status: names only)
     causes = re.findall(r"^  (MemoryScopes|ConsentRecords): writes per object by what they "
                         r"changed [^:]*: (.*)$", head, re.M)
@@ -90,6 +94,7 @@ def test_bench_scale_prints_every_row_of_the_issue_table_from_one_small_run() ->
         assert "x the flow at rest; " in sample and "x the flow under the same load (" in sample
         assert "3 + 3 verified, 0 rows left); create's own round trip " in sample, sample
         assert ", create returned -> Ready seen by the watch " in sample, sample
+        assert re.search(split + r", the rest -?\d+ ms\)", sample), sample
         # ReadyForDeactivation as a watch from before the create saw it, the 20 ms poll's beside
         assert "found 3, erased 3, failed 0; rows 6 -> 0; polled every 20 ms: " in sample
     plain_writes = re.findall(label + r": an API write under the same load: \d+ ms right before, "

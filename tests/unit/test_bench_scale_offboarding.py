@@ -176,3 +176,29 @@ def test_a_single_sample_reproduces_the_old_under_load_figure() -> None:
     assert summary.startswith("median of 1: 1.00 s (20.00x the flow at rest; 4.00x the flow "
                               "under the same load; 1 of 1 within the burst; ")
     assert "an API write under the same load: 15 ms median (2 writes" in summary
+
+
+def test_the_operators_own_split_is_read_from_its_metrics(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """fgentic_offboarding_stage_seconds_sum by stage, from the /metrics text; the split shows
+    beside the client's, with what neither stage holds (the event's way in, Ready's way out)."""
+    import io
+
+    import benchmarks.bench_scale as bench
+
+    page = ("# TYPE fgentic_offboarding_stage_seconds histogram\n"
+            'fgentic_offboarding_stage_seconds_bucket{le="0.01",stage="erasure"} 0.0\n'
+            'fgentic_offboarding_stage_seconds_sum{stage="erasure"} 0.42\n'
+            'fgentic_offboarding_stage_seconds_sum{stage="ready_write"} 0.125\n'
+            'fgentic_offboarding_stage_seconds_count{stage="erasure"} 3.0\n')
+    monkeypatch.setattr(bench.urllib.request, "urlopen",
+                        lambda *_, **__: io.BytesIO(page.encode()))
+    assert bench.stage_sums(1) == {"erasure": 0.42, "ready_write": 0.125}
+
+    sample = replace(_offboarding(1.0, 0.1, ((0.2, 10, 0), (0.2, 10, 0))), stages=(0.5, 0.25))
+    assert ("create returned -> Ready seen by the watch 0.90 s (in the operator: erasure "
+            "500 ms, Ready write 250 ms, the rest 150 ms)") in sample.burst_text()
+    assert "the operator's split not read" in _offboarding(1.0, 0.1, None).text()
+    burst = BurstOffboardings((sample, replace(sample, stages=(0.3, 0.05)),
+                               replace(sample, stages=(0.9, 0.4), after_burst=True)))
+    assert "in the operator: erasure 400 ms, Ready write 150 ms" in burst.summary()
