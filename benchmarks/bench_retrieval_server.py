@@ -35,7 +35,7 @@ never asserts timings.
    The figure is calls per CPU-second of the server process, read from ``/proc/<pid>/stat``
    (its CPU, not the stub's or the database's).
 4. **The MCP layer alone, before and after in one run.** In this process, one admitted
-   ``tools/call`` answered by ``retrievalserver.protocol.Protocol`` (the SDK's handler kernel alone)
+   ``tools/call`` answered by ``retrievalserver.protocol.Protocol`` (our own dispatch)
    and by the SDK's stateless Streamable HTTP transport it replaced
    (``tests.support.mcp_transport``), interleaved, over a search that returns five fixed hits.
 """
@@ -150,7 +150,7 @@ class FixedHits:
 
 async def mcp_layer(identity: VerifiedIdentity, rounds: int) -> None:
     """Section 4: the lean path and the SDK's transport, interleaved in one process."""
-    lean = protocol.Protocol(protocol.build_server(TOOL, FixedHits()))  # type: ignore[arg-type]
+    lean = protocol.Protocol(TOOL, FixedHits())  # type: ignore[arg-type]
     sdk = SdkProtocol(protocol.build_server(TOOL, FixedHits()))  # type: ignore[arg-type]
     hdrs = [(k.encode(), v.encode()) for k, v in headers("", version=True).items()
             if k != "x-fgentic-identity"]
@@ -167,7 +167,7 @@ async def mcp_layer(identity: VerifiedIdentity, rounds: int) -> None:
     table = Table("MCP layer, one admitted tools/call (k = 5), in process, interleaved")
     sdk_stats = table.add("the SDK's stateless Streamable HTTP transport (before)",
                           figures["sdk"])
-    lean_stats = table.add("the SDK's handler kernel alone (Protocol, after)", figures["lean"],
+    lean_stats = table.add("our own dispatch (Protocol, after)", figures["lean"],
                            baseline=figures["sdk"])
     table.print()
     print(f"saved at p50: {(sdk_stats.median - lean_stats.median) * 1e3:.2f} ms per request")

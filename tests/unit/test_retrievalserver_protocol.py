@@ -16,6 +16,7 @@ from aiohttp import ClientSession, ClientTimeout, DummyCookieJar
 from mcp.server import streamable_http
 
 from fgentic_devenv import free_port
+from fgentic_governance import contract
 from fgentic_governance.contract import AgentRef, VerifiedIdentity
 from fgentic_governance.retrieval.search.prefilter import Hit
 from fgentic_governance.retrievalserver import http, protocol, tool
@@ -76,6 +77,24 @@ SHAPES: dict[str, Shape] = {
     "initialize without params": Shape(rpc_body("initialize"), version=None),
     "initialize offering 2025-06-18": Shape(rpc_body("initialize", {
         **INIT_PARAMS, "protocolVersion": "2025-06-18"}), version=None),
+    "initialize, id 0": Shape(rpc_body("initialize", INIT_PARAMS, 0), version=None),
+    "initialize, string id": Shape(rpc_body("initialize", INIT_PARAMS, "init-1"), version=None),
+    "initialize, capabilities not an object": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "capabilities": 5}), version=None),
+    "initialize, clientInfo without version": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "clientInfo": {"name": "t"}}), version=None),
+    "initialize, clientInfo not an object": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "clientInfo": "t"}), version=None),
+    "initialize, protocolVersion not a string": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "protocolVersion": 20251125}), version=None),
+    "initialize, extra param": Shape(rpc_body("initialize", {**INIT_PARAMS, "x": 1}),
+                                     version=None),
+    "initialize, _meta not an object": Shape(rpc_body("initialize", {**INIT_PARAMS, "_meta": 5}),
+                                             version=None),
+    "initialize, params null": Shape(rpc_body("initialize", request_id=1)[:-1]
+                                     + b', "params": null}', version=None),
+    "initialize as a notification": Shape(rpc_body("initialize", INIT_PARAMS, None),
+                                          version=None),
     "initialized": Shape(rpc_body("notifications/initialized", request_id=None)),
     "initialized with params": Shape(rpc_body("notifications/initialized", {"_meta": {}}, None)),
     "initialized with an id": Shape(rpc_body("notifications/initialized")),
@@ -87,8 +106,17 @@ SHAPES: dict[str, Shape] = {
     "tools/list, cursor not a string": Shape(rpc_body("tools/list", {"cursor": 5})),
     "tools/list, _meta": Shape(rpc_body("tools/list", {"_meta": {"progressToken": 7}})),
     "tools/list as a notification": Shape(rpc_body("tools/list", request_id=None)),
+    "tools/list, another param": Shape(rpc_body("tools/list", {"x": 1})),
+    "tools/list, cursor null": Shape(rpc_body("tools/list", {"cursor": None})),
+    "tools/list, params null": Shape(b'{"jsonrpc":"2.0","id":1,"method":"tools/list",'
+                                     b'"params":null}'),
+    "tools/list, id 0": Shape(rpc_body("tools/list", request_id=0)),
     "ping": Shape(rpc_body("ping")),
     "ping, empty params": Shape(rpc_body("ping", {})),
+    "ping, _meta": Shape(rpc_body("ping", {"_meta": {"progressToken": 1}})),
+    "ping, _meta not an object": Shape(rpc_body("ping", {"_meta": [1]})),
+    "ping, another param": Shape(rpc_body("ping", {"x": True})),
+    "ping, negative id": Shape(rpc_body("ping", request_id=-1)),
     "ping as a notification": Shape(rpc_body("ping", request_id=None)),
     # tool calls: found, refused by the tool, and ids of every kind
     "tools/call": Shape(call({"query": "retention"})),
@@ -103,6 +131,36 @@ SHAPES: dict[str, Shape] = {
     "tools/call, float id": Shape(call({"query": "q"}, request_id=1.5)),
     "tools/call, null id": Shape(b'{"jsonrpc":"2.0","id":null,"method":"tools/call",'
                                  b'"params":{"name":"search_knowledge","arguments":{}}}'),
+    "tools/call, id past 64 bits": Shape(call({"query": "q"}, request_id=2**100)),
+    "tools/call, id below -2**63": Shape(call({"query": "q"}, request_id=-2**63 - 1)),
+    "tools/call, id 2**63": Shape(call({"query": "q"}, request_id=2**63)),
+    "tools/call, id in exponent form": Shape(call({"query": "q"})
+                                             .replace(b'"id": 1', b'"id": 1e2')),
+    "tools/call, id true": Shape(call({"query": "q"}, request_id=True)),
+    "tools/call, id an object": Shape(call({"query": "q"}, request_id={"a": 1})),
+    "tools/call, escaped string id": Shape(call({"query": "q"}, request_id='\u00fc "x" \\ \u2028')),
+    "tools/call, long string id": Shape(call({"query": "q"}, request_id="i" * 4096)),
+    "tools/call, _meta not an object": Shape(rpc_body("tools/call", {
+        "name": TOOL, "arguments": {"query": "q"}, "_meta": 5})),
+    "tools/call, _meta null": Shape(rpc_body("tools/call", {
+        "name": TOOL, "arguments": {"query": "q"}, "_meta": None})),
+    "tools/call, task": Shape(rpc_body("tools/call", {
+        "name": TOOL, "arguments": {"query": "q"}, "task": {"ttl": 1000}})),
+    "tools/call, task not an object": Shape(rpc_body("tools/call", {
+        "name": TOOL, "arguments": {"query": "q"}, "task": 1})),
+    "tools/call, another param": Shape(rpc_body("tools/call", {
+        "name": TOOL, "arguments": {"query": "q"}, "x": 1})),
+    "tools/call, arguments null": Shape(rpc_body("tools/call", {"name": TOOL, "arguments": None})),
+    "tools/call, empty name": Shape(call({"query": "q"}, name="")),
+    "tools/call, unknown tool, no arguments": Shape(rpc_body("tools/call", {"name": "other"})),
+    "tools/call, query null": Shape(call({"query": None})),
+    "tools/call, query an object": Shape(call({"query": {"a": 1}})),
+    "tools/call, query a number": Shape(call({"query": 5})),
+    "tools/call, query whitespace": Shape(call({"query": " \t"})),
+    "tools/call, query a lone surrogate": Shape(call({"query": "\ud800"})),
+    "tools/call, k negative": Shape(call({"query": "q", "k": -1})),
+    "tools/call, k huge": Shape(call({"query": "q", "k": 2**70})),
+    "tools/call, k null": Shape(call({"query": "q", "k": None})),
     "tools/call, _meta": Shape(rpc_body("tools/call", {"name": TOOL, "arguments": {"query": "q"},
                                                   "_meta": {"progressToken": "t"}})),
     "tools/call, no arguments": Shape(rpc_body("tools/call", {"name": TOOL})),
@@ -128,7 +186,11 @@ SHAPES: dict[str, Shape] = {
     "duplicate keys": Shape(b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}'),
     "a batch": Shape(b"[" + rpc_body("ping") + b"," + rpc_body("tools/list", request_id=2) + b"]"),
     "an empty batch": Shape(b"[]"),
+    "a batch of one": Shape(b"[" + call({"query": "q"}) + b"]"),
     "jsonrpc 1.0": Shape(b'{"jsonrpc":"1.0","id":1,"method":"ping"}'),
+    "jsonrpc a number": Shape(b'{"jsonrpc":2.0,"id":1,"method":"ping"}'),
+    "method not a string": Shape(b'{"jsonrpc":"2.0","id":1,"method":5}'),
+    "a JSON string": Shape(b'"ping"'),
     "no jsonrpc": Shape(b'{"id":1,"method":"ping"}'),
     "no method": Shape(b'{"jsonrpc":"2.0","id":1}'),
     "a response": Shape(b'{"jsonrpc":"2.0","id":1,"result":{}}'),
@@ -212,8 +274,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 async def servers() -> AsyncIterator[tuple[Served, Served, ClientSession]]:
-    server = protocol.build_server(TOOL, Search())  # type: ignore[arg-type]
-    async with Served(protocol.Protocol(server)) as lean, \
+    async with Served(protocol.Protocol(TOOL, Search())) as lean, \
             Served(SdkProtocol(protocol.build_server(TOOL, Search()))) as sdk, \
             ClientSession(timeout=ClientTimeout(total=30), cookie_jar=DummyCookieJar(),
                           auto_decompress=False) as client:
@@ -284,3 +345,92 @@ async def test_the_lean_path_builds_no_sdk_transport_per_request(
         status, _, body = await exchange(client, lean.url, SHAPES[name])
         assert status == (202 if name == "initialized" else 200), (name, body)
     assert made == []
+
+
+LEAN = ("initialize", "initialize, header too", "initialize, id 0", "initialize, string id",
+        "initialize, capabilities and _meta", "tools/list",
+        "tools/list, empty params", "tools/list, id 0", "ping", "ping, empty params",
+        "tools/call", "tools/call, string id", "tools/call, id past 64 bits",
+        "tools/call, unknown tool", "tools/call, no arguments", "tools/call, k 0",
+        "tools/call, embeddings down", "tools/call, escaped string id")
+"""Requests answered without the SDK's kernel: what a client sends, tool refusals included."""
+LEAN_REFUSED = ("initialize without clientInfo", "initialize, capabilities not an object",
+                "initialize, _meta not an object")
+"""``initialize`` refused by the SDK's own params checks, run on the lean path."""
+KERNEL = ("tools/list, cursor", "tools/list, _meta", "tools/list, another param",
+          "tools/list, cursor null", "ping, _meta", "ping, another param", "tools/call, _meta",
+          "tools/call, task", "tools/call, another param", "tools/call, _meta null",
+          "tools/call, no params", "initialized with an id")
+"""Every other admitted request goes to the SDK's kernel, which answers it (or refuses)."""
+
+
+async def test_the_sdk_kernel_answers_only_the_shapes_the_lean_path_leaves(
+        servers: tuple[Served, Served, ClientSession],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    lean, _, client = servers
+    calls: list[str] = []
+    original = protocol.serve_one
+
+    async def counting(server: Any, context: Any, method: str, *args: Any,
+                       **kwargs: Any) -> dict[str, Any]:
+        calls.append(method)
+        return await original(server, context, method, *args, **kwargs)
+
+    monkeypatch.setattr(protocol, "serve_one", counting)
+    for name in LEAN + LEAN_REFUSED + KERNEL:
+        calls.clear()
+        status, _, body = await exchange(client, lean.url, SHAPES[name])
+        assert len(calls) == (name in KERNEL), (name, calls)
+        if name in LEAN:
+            assert status == 200 and b'"result"' in body, (name, body)
+        elif name in LEAN_REFUSED:
+            assert status == 400 and b'"REQUEST_MALFORMED"' in body, (name, body)
+
+
+REVISIONS = (None, "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""Every revision ``Protocol`` answers at (the guard lets only 2025-11-25 through)."""
+UNGUARDED = {
+    **{f"initialize offering {offered}": rpc_body("initialize", {
+        **INIT_PARAMS, "protocolVersion": offered})
+       for offered in ("2024-11-05", "2025-03-26", "2025-06-18", "1999-01-01", "2026-07-28")},
+    "tools/call, 2026 envelope": rpc_body("tools/call", {
+        "name": TOOL, "arguments": {"query": "q"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+    "tools/call, arguments null": rpc_body("tools/call", {"name": TOOL, "arguments": None}),
+    "tools/call, arguments a list": call([1]),
+    "tools/call, name not a string": rpc_body("tools/call", {"name": 5, "arguments": {}}),
+    "ping, float id": rpc_body("ping", request_id=1.5),
+    "ping, id true": rpc_body("ping", request_id=True),
+    "tools/list, params a list": rpc_body("tools/list", [1]),
+}
+"""Requests the guard refuses, sent to ``Protocol`` itself: it must not rely on the guard."""
+
+
+def verdict(answer: protocol.Answer) -> tuple[Any, ...] | None:
+    """What ``http`` makes of an answer: None for a refusal (always REQUEST_MALFORMED),
+    else the status, Content-Type and body it sends."""
+    if not http._clean(answer):
+        return None
+    kept = [(k.lower(), v) for k, v in answer.headers if k.lower() == "content-type"]
+    return answer.status, kept, bytes(answer.body)
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+async def test_protocol_alone_answers_as_the_sdk_at_every_revision(
+        servers: tuple[Served, Served, ClientSession], revision: str | None) -> None:
+    """Without the guard in front, at each 2025 revision: the same results, 202s and refusals
+    (the results are shaped per revision, so only 2025-11-25 is answered without the kernel)."""
+    lean, sdk, _ = servers
+    identity = contract.decode_verified_identity([carrier()], now=NOW + 1, agent=AGENT)
+    headers = [(b"accept", b"application/json, text/event-stream"),
+               (b"content-type", b"application/json")]
+    if revision is not None:
+        headers.append((b"mcp-protocol-version", revision.encode()))
+    bodies = {name: shape.body for name, shape in SHAPES.items() if shape.method == "POST"}
+    results = 0
+    for name, body in {**bodies, **UNGUARDED}.items():
+        ours = verdict(await lean.answers.answer(PATH, headers, body, identity))
+        theirs = verdict(await sdk.answers.answer(PATH, headers, body, identity))
+        assert ours == theirs, name
+        results += ours is not None and ours[0] == 200
+    assert results >= 40  # not all refusals

@@ -1,13 +1,11 @@
-"""The MCP protocol, spoken by the `mcp` SDK's handler kernel: one tool, stateless, JSON
-answers.
+"""The MCP protocol of one tool, stateless, JSON answers: our own dispatch for the requests a
+client sends, the `mcp` SDK's handler kernel for every other shape.
 
-The SDK's low-level server lists the one tool and dispatches its calls (``serve_one``: its
-validation of each method's params, its middleware and its result serialisation). Each
-admitted request gets a fresh, born-ready connection, so nothing (identity least of all)
-outlives a request. It is called from our own HTTP server (``http``) with the request the
-guard admitted: the body already read and bounded, and the verified identity in the request
-context's ``state`` (never in a session). The SDK's Streamable HTTP transport is not used:
-``Protocol`` answers as it does, minus its per-request machinery (see there).
+It is called from our own HTTP server (``http``) with the request the guard admitted: the body
+already read and bounded, and the verified identity, which goes to this one request's tool
+call and is never kept. ``Protocol`` answers as the SDK's stateless Streamable HTTP transport
+does in JSON-response mode, without its per-request machinery (see there);
+tests/unit/test_retrievalserver_protocol.py compares the two byte for byte.
 """
 
 from __future__ import annotations
@@ -31,22 +29,67 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
+    JSONRPCMessage,
     JSONRPCRequest,
     JSONRPCResponse,
     RequestId,
     jsonrpc_message_adapter,
 )
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import methods as sdk_methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import BaseModel
 
 from fgentic_governance.contract import VerifiedIdentity
 from fgentic_governance.retrievalserver import metrics, tool
 from fgentic_governance.retrievalserver.codes import RetrievalServerError, RetrievalServerReason
+from fgentic_governance.retrievalserver.guard import INITIALIZE, PROTOCOL_VERSION
 from fgentic_governance.retrievalserver.service import RetrievalService
 
 IDENTITY_KEY: Final = "fgentic.identity"
 SERVER_NAME: Final = "fgentic-knowledge-retrieval"
 CONTENT_TYPE_JSON: Final = "application/json"
+TOOLS_CALL: Final = "tools/call"
+TOOLS_LIST: Final = "tools/list"
+PING: Final = "ping"
 
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A tool call's outcome: the structured result and its text, or a refusal (``found``
+    None, ``text`` the code alone)."""
+
+    text: str
+    found: dict[str, Any] | None
+
+
+async def call_tool(tool_name: str, search: RetrievalService, identity: VerifiedIdentity,
+                    name: str, arguments: Mapping[str, Any] | None) -> Outcome:
+    """One tool call, whichever path answers it: the same checks, search and metrics."""
+    started = time.perf_counter()
+    try:
+        if name != tool_name:
+            raise RetrievalServerError(RetrievalServerReason.TOOL_UNKNOWN)
+        found = await search.call(identity, arguments)
+    except RetrievalServerError as error:
+        metrics.TOOL_CALLS.labels(metrics.outcome(error.code)).inc()
+        return Outcome(error.code.value, None)
+    metrics.TOOL_CALLS.labels(metrics.OK).inc()
+    metrics.TOOL_SECONDS.observe(time.perf_counter() - started)
+    return Outcome(_text(found), found)
+
+
+def _text(found: dict[str, Any]) -> str:
+    """The unstructured rendering clients without structured output read (MCP asks for one).
+    Strict JSON: a NaN raises here rather than go out as ``NaN`` (``tool.result`` sends none)."""
+    return json.dumps(found, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def listed_tool(tool_name: str) -> types.Tool:
+    return types.Tool(name=tool_name, description=tool.DESCRIPTION,
+                      input_schema=dict(tool.INPUT_SCHEMA), output_schema=dict(tool.OUTPUT_SCHEMA))
+
+
+# --- The SDK's kernel: every request shape the lean path leaves to it ---------------------
 
 def _identity(ctx: Any) -> VerifiedIdentity:
     """The guard's decode for this very request (its scope's state); fail closed without it."""
@@ -59,42 +102,23 @@ def _identity(ctx: Any) -> VerifiedIdentity:
     return identity
 
 
-def _refused(error: RetrievalServerError) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=error.code.value)],
-                                is_error=True)
-
-
 def build_server(tool_name: str, search: RetrievalService) -> Server[Any]:
     """The SDK server of one binding: ``tool_name`` is the only thing it offers."""
-    listed = types.Tool(name=tool_name, description=tool.DESCRIPTION,
-                        input_schema=dict(tool.INPUT_SCHEMA),
-                        output_schema=dict(tool.OUTPUT_SCHEMA))
+    listed = listed_tool(tool_name)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         _identity(ctx)
         return types.ListToolsResult(tools=[listed])
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        started = time.perf_counter()
-        try:
-            if params.name != tool_name:
-                raise RetrievalServerError(RetrievalServerReason.TOOL_UNKNOWN)
-            found = await search.call(_identity(ctx), params.arguments)
-        except RetrievalServerError as error:
-            metrics.TOOL_CALLS.labels(metrics.outcome(error.code)).inc()
-            return _refused(error)
-        metrics.TOOL_CALLS.labels(metrics.OK).inc()
-        metrics.TOOL_SECONDS.observe(time.perf_counter() - started)
-        return types.CallToolResult(content=[types.TextContent(text=_text(found))],
-                                    structured_content=found)
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        outcome = await call_tool(tool_name, search, _identity(ctx), params.name,
+                                  params.arguments)
+        content: list[types.ContentBlock] = [types.TextContent(text=outcome.text)]
+        if outcome.found is None:
+            return types.CallToolResult(content=content, is_error=True)
+        return types.CallToolResult(content=content, structured_content=outcome.found)
 
-    return Server(SERVER_NAME, version="1", on_list_tools=list_tools, on_call_tool=call_tool)
-
-
-def _text(found: dict[str, Any]) -> str:
-    """The unstructured rendering clients without structured output read (MCP asks for one).
-    Strict JSON: a NaN raises here rather than go out as ``NaN`` (``tool.result`` sends none)."""
-    return json.dumps(found, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return Server(SERVER_NAME, version="1", on_list_tools=list_tools, on_call_tool=on_call_tool)
 
 
 @dataclass
@@ -144,22 +168,103 @@ class _DispatchContext:
         return None
 
 
-class Protocol:
-    """The SDK's handler kernel (``serve_one``: the same validation of each method's params,
-    the same handlers, middleware and result serialisation) without its per-request transport.
+# --- The lean path ------------------------------------------------------------------------
 
-    The SDK's stateless Streamable HTTP manager builds, per request, a transport, a task, a
-    dispatcher and memory streams only to carry one message in and one out (about 1.1 ms a
-    call here). This answers the one admitted message directly, as that transport does in
-    JSON-response mode: the same Content-Type and Accept checks, the same parse and JSON-RPC
-    validation, 202 with no body for a notification, and the result in the same envelope.
-    tests/unit/test_retrievalserver_protocol.py sends every request shape to both and compares the
-    answers byte for byte.
+def _json(value: Any) -> bytes:
+    """JSON as the SDK's ``model_dump_json`` writes it (a non-finite float as ``null``)."""
+    return pydantic_core.to_json(value, inf_nan_mode="null")
+
+
+def _wire(method: str, version: str, result: BaseModel) -> bytes:
+    """A result as the SDK's kernel shapes it at a 2025 revision (``ServerRunner._serialize``
+    with no cache hint): dumped without nulls, then sieved by that revision's schema."""
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return _json(sdk_methods.serialize_server_result(method, version, dumped))
+
+
+def _initialize_result(server: Server[Any], negotiated: str) -> types.InitializeResult:
+    """``ServerRunner._handle_initialize``'s result for ``negotiated``."""
+    opts = server.create_initialization_options()
+    return types.InitializeResult(
+        protocol_version=negotiated, capabilities=opts.capabilities,
+        server_info=types.Implementation(
+            name=opts.server_name, title=opts.title, description=opts.description,
+            version=opts.server_version, website_url=opts.website_url, icons=opts.icons),
+        instructions=opts.instructions)
+
+
+def _negotiate(version: str, params: dict[str, Any] | None) -> str:
+    """The revision ``initialize`` settles on, after the SDK's own two checks of its params
+    (the revision's schema, then the params model its kernel reads); they raise otherwise."""
+    sdk_methods.validate_client_request(INITIALIZE, version, params)
+    offered = types.InitializeRequestParams.model_validate(params or {}, by_name=False)
+    requested = offered.protocol_version
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def _lean_call(params: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None] | None:
+    """The name and arguments of a tool call the lean path answers: params
+    ``{name[, arguments]}``, a string and an object, as a client sends them. The SDK's checks
+    accept every such call, so skipping them changes nothing; any other shape (``_meta``,
+    ``task``, another member, none) goes to its kernel."""
+    if params is None or not params.keys() <= {"name", "arguments"}:
+        return None
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or not isinstance(arguments, dict | None):
+        return None
+    if arguments is None and "arguments" in params:
+        return None  # an explicit null: the SDK's to judge
+    return name, arguments
+
+
+def _tool_result(outcome: Outcome) -> dict[str, Any]:
+    """A ``CallToolResult`` as the SDK's kernel writes it at 2025-11-25: its members in that
+    order, ``isError`` always, ``structuredContent`` only with a result."""
+    content = [{"text": outcome.text, "type": "text"}]
+    if outcome.found is None:
+        return {"content": content, "isError": True}
+    return {"content": content, "isError": False, "structuredContent": outcome.found}
+
+
+def _result(request_id: RequestId, result: bytes) -> Answer:
+    body = b'{"jsonrpc":"2.0","id":' + _json(request_id) + b',"result":' + result + b"}"
+    return Answer(200, list(_JSON), bytearray(body))
+
+
+class Protocol:
+    """The MCP answer to one admitted request, as the SDK's stateless Streamable HTTP transport
+    gives it in JSON-response mode: the same Content-Type and Accept checks, the same parse
+    and JSON-RPC validation, 202 with no body for a notification, the result in the same
+    envelope.
+
+    That transport built, per request, a transport, a task, a dispatcher and memory streams to
+    carry one message each way, then the SDK's kernel ran its params validation, an
+    OpenTelemetry middleware (no tracer is configured here), a session and context, and two
+    serialisations. The requests a client sends (``initialize``, ``ping``, ``tools/list``
+    without params, ``tools/call`` with a name and arguments, at 2025-11-25) are answered
+    here directly: the constant results built once from the SDK's own types and per-revision
+    serialiser, a tool call's result in the SDK's member order. Every other shape, all of them
+    rare and most of them refused, goes to the SDK's kernel (``serve_one``) on a fresh,
+    born-ready connection, so nothing outlives a request there either.
     """
 
-    def __init__(self, server: Server[Any]) -> None:
-        self._server = server
+    def __init__(self, tool_name: str, search: RetrievalService) -> None:
+        self._tool = tool_name
+        self._search = search
+        self._server = build_server(tool_name, search)
         self._state: Any = None
+        self._constant = {
+            PING: _wire(PING, PROTOCOL_VERSION, types.EmptyResult()),
+            TOOLS_LIST: _wire(TOOLS_LIST, PROTOCOL_VERSION,
+                              types.ListToolsResult(tools=[listed_tool(tool_name)])),
+        }
+        # Keyed by the request's revision (its header, else the SDK's default) and the one
+        # negotiated: both among the few handshake revisions, so the table is bounded.
+        self._initialized = {
+            (version, negotiated): _wire(INITIALIZE, version,
+                                         _initialize_result(self._server, negotiated))
+            for version in HANDSHAKE_PROTOCOL_VERSIONS
+            for negotiated in HANDSHAKE_PROTOCOL_VERSIONS}
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Protocol]:
@@ -174,23 +279,37 @@ class Protocol:
                      identity: VerifiedIdentity) -> Answer:
         """The answer to one POST whose ``body`` is already read and admitted by the guard."""
         version = _first(headers, b"mcp-protocol-version")
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return Answer(REFUSED)  # the SDK's other era; the guard admits only 2025-11-25
-        if not _json_content(_first(headers, b"content-type")) or not _accepts_json(
-                _first(headers, b"accept") or ""):
-            return Answer(REFUSED)
-        try:
-            message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body),
-                                                              by_name=False)
-        except ValueError:  # pydantic's ValidationError is one
+        message = _message(version, headers, body)
+        if message is None:
             return Answer(REFUSED)
         if not isinstance(message, JSONRPCRequest):
             # A notification (our server handles none: stateless, nothing to record).
             return Answer(202, list(_JSON))
-        return await self._request(message, version, identity)
+        try:
+            result = await self._lean(message, version, identity)
+        except Exception:  # the SDK answers a JSON-RPC error, which never goes out either
+            return Answer(REFUSED)
+        if result is None:
+            return await self._kernel(message, version, identity)
+        return _result(message.id, result)
 
-    async def _request(self, message: JSONRPCRequest, version: str | None,
-                       identity: VerifiedIdentity) -> Answer:
+    async def _lean(self, message: JSONRPCRequest, version: str | None,
+                    identity: VerifiedIdentity) -> bytes | None:
+        """The result of a request the lean path answers, else None (the SDK's kernel)."""
+        method, params = message.method, message.params
+        if method == INITIALIZE:
+            revision = version or DEFAULT_NEGOTIATED_VERSION
+            return self._initialized[revision, _negotiate(revision, params)]
+        if version != PROTOCOL_VERSION:
+            return None  # results are shaped per revision: the guard admits no other
+        call = _lean_call(params) if method == TOOLS_CALL else None
+        if call is not None:
+            outcome = await call_tool(self._tool, self._search, identity, *call)
+            return _json(_tool_result(outcome))
+        return self._constant.get(method) if not params else None
+
+    async def _kernel(self, message: JSONRPCRequest, version: str | None,
+                      identity: VerifiedIdentity) -> Answer:
         exchange = _Exchange({"state": {IDENTITY_KEY: identity}})
         context = _DispatchContext(message.id, ServerMessageMetadata(request_context=exchange))
         # Born ready, as the SDK's stateless path makes each request's connection.
@@ -203,6 +322,22 @@ class Protocol:
         reply = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
         return Answer(200, list(_JSON),
                       bytearray(reply.model_dump_json(by_alias=True, exclude_unset=True), "utf-8"))
+
+
+def _message(version: str | None, headers: Sequence[tuple[bytes, bytes]],
+             body: bytes) -> JSONRPCMessage | None:
+    """The message, if the SDK's transport takes it: its revision, Content-Type and Accept
+    checks, then its parse and JSON-RPC validation."""
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None  # the SDK's other era; the guard admits only 2025-11-25
+    if not _json_content(_first(headers, b"content-type")) or not _accepts_json(
+            _first(headers, b"accept") or ""):
+        return None
+    try:
+        return jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body),
+                                                       by_name=False)
+    except ValueError:  # pydantic's ValidationError is one
+        return None
 
 
 def _first(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> str | None:

@@ -1,5 +1,5 @@
-"""Start-up of ``fgentic-governance retrieval-server``: corpus pool, embeddings client, the SDK
-manager, the HTTP server and its readiness. One process serves one RetrievalBinding's tool.
+"""Start-up of ``fgentic-governance retrieval-server``: corpus pool, embeddings client, the MCP
+protocol, the HTTP server and its readiness. One process serves one RetrievalBinding's tool.
 Stateless, so any number of replicas may serve at once.
 """
 
@@ -73,7 +73,7 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     from fgentic_governance.memory import dsn
     from fgentic_governance.retrievalserver.embeddings import Embedder
     from fgentic_governance.retrievalserver.http import BOUNDS, make_handler
-    from fgentic_governance.retrievalserver.protocol import Protocol, build_server
+    from fgentic_governance.retrievalserver.protocol import Protocol
     from fgentic_governance.retrievalserver.readiness import Readiness
     from fgentic_governance.retrievalserver.service import RetrievalService
     from fgentic_governance.serving import http as serving
@@ -91,7 +91,7 @@ async def start(args: argparse.Namespace, shell: Shell) -> None:
     embedder = Embedder(session, args.embeddings_url, args.embeddings_model,
                         dimensions=args.dimensions, api_key=key)
     search = RetrievalService(pool, embedder, dimensions=args.dimensions)
-    protocol = Protocol(build_server(tool, search))
+    protocol = Protocol(tool, search)
     running = protocol.running()
     await running.__aenter__()
     shell.on_stop(lambda: running.__aexit__(None, None, None))
