@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession, ClientTimeout, DummyCookieJar
 from mcp.server import streamable_http
+from mcp_types import JSONRPCResponse
 
 from fgentic_devenv import free_port
 from fgentic_governance import contract
@@ -87,6 +88,16 @@ SHAPES: dict[str, Shape] = {
         **INIT_PARAMS, "clientInfo": "t"}), version=None),
     "initialize, protocolVersion not a string": Shape(rpc_body("initialize", {
         **INIT_PARAMS, "protocolVersion": 20251125}), version=None),
+    "initialize, capabilities.extensions not an object": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "capabilities": {"extensions": 1}}), version=None),
+    "initialize, progressToken null": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "_meta": {"progressToken": None}}), version=None),
+    "initialize, clientInfo icons not a list": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "clientInfo": {"name": "t", "version": "1", "icons": 1}}), version=None),
+    "initialize, clientInfo title a number": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "clientInfo": {"name": "t", "version": "1", "title": 5}}), version=None),
+    "initialize, roots not an object": Shape(rpc_body("initialize", {
+        **INIT_PARAMS, "capabilities": {"roots": 5}}), version=None),
     "initialize, extra param": Shape(rpc_body("initialize", {**INIT_PARAMS, "x": 1}),
                                      version=None),
     "initialize, _meta not an object": Shape(rpc_body("initialize", {**INIT_PARAMS, "_meta": 5}),
@@ -355,7 +366,8 @@ LEAN = ("initialize", "initialize, header too", "initialize, id 0", "initialize,
         "tools/call, embeddings down", "tools/call, escaped string id")
 """Requests answered without the SDK's kernel: what a client sends, tool refusals included."""
 LEAN_REFUSED = ("initialize without clientInfo", "initialize, capabilities not an object",
-                "initialize, _meta not an object")
+                "initialize, _meta not an object", "initialize, progressToken null",
+                "initialize, capabilities.extensions not an object")
 """``initialize`` refused by the SDK's own params checks, run on the lean path."""
 KERNEL = ("tools/list, cursor", "tools/list, _meta", "tools/list, another param",
           "tools/list, cursor null", "ping, _meta", "ping, another param", "tools/call, _meta",
@@ -434,3 +446,55 @@ async def test_protocol_alone_answers_as_the_sdk_at_every_revision(
         assert ours == theirs, name
         results += ours is not None and ours[0] == 200
     assert results >= 40  # not all refusals
+
+
+@pytest.mark.parametrize("revision", [None, "2025-06-18"])
+async def test_requests_at_another_revision_go_to_the_sdk_kernel(
+        servers: tuple[Served, Served, ClientSession], monkeypatch: pytest.MonkeyPatch,
+        revision: str | None) -> None:
+    """The lean path's results are 2025-11-25's (the only revision the guard admits after
+    ``initialize``); ``Protocol`` alone leaves any other to the kernel, which shapes per
+    revision."""
+    lean, _, _ = servers
+    calls: list[str] = []
+    original = protocol.serve_one
+
+    async def counting(server: Any, context: Any, method: str, *args: Any,
+                       **kwargs: Any) -> dict[str, Any]:
+        calls.append(method)
+        return await original(server, context, method, *args, **kwargs)
+
+    monkeypatch.setattr(protocol, "serve_one", counting)
+    identity = contract.decode_verified_identity([carrier()], now=NOW + 1, agent=AGENT)
+    headers = [(b"accept", b"application/json"), (b"content-type", b"application/json")]
+    if revision is not None:
+        headers.append((b"mcp-protocol-version", revision.encode()))
+    for name in ("ping", "tools/list", "tools/call"):
+        answer = await lean.answers.answer(PATH, headers, SHAPES[name].body, identity)
+        assert answer.status == 200, name
+    assert calls == ["ping", "tools/list", "tools/call"]
+
+
+@pytest.mark.parametrize("result", [
+    {"a": float("nan"), "b": float("inf"), "c": -float("inf")},
+    {"s": "\u00fc \u2028 \u2029 < > & \\ \" \x00 \x1f \U0001f600", "k": "\u00e9"},
+    {"f": [0.1 + 0.2, 1e-7, 1e21, 5e-324, -0.0, 1.0, 123456789.123456789]},
+    {"i": [0, -1, 2**63, -2**63 - 1, 2**100], "t": True, "n": None, "o": {}, "l": []},
+])
+@pytest.mark.parametrize("request_id", [0, -7, 2**64, "", "\u00fc\"\\", "x" * 100])
+def test_the_lean_envelope_is_the_sdks_serialisation(result: dict[str, Any],
+                                                     request_id: int | str) -> None:
+    """Results the lean path writes itself come out as the SDK's ``JSONRPCResponse`` writes
+    them: floats, non-finite numbers (null), big integers, escapes and non-ASCII text."""
+    ours = protocol._result(request_id, protocol._json(result))
+    theirs = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+    assert bytes(ours.body) == theirs.model_dump_json(by_alias=True,
+                                                      exclude_unset=True).encode()
+
+
+def test_a_lone_surrogate_fails_both_serialisations() -> None:
+    """Text that is not UTF-8 is no answer on either path (``Protocol`` then refuses)."""
+    with pytest.raises(ValueError):
+        protocol._json({"s": "\ud800"})
+    with pytest.raises(ValueError):
+        JSONRPCResponse(jsonrpc="2.0", id=1, result={"s": "\ud800"}).model_dump_json()

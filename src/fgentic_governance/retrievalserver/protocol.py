@@ -204,16 +204,14 @@ def _negotiate(version: str, params: dict[str, Any] | None) -> str:
 
 def _lean_call(params: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None] | None:
     """The name and arguments of a tool call the lean path answers: params
-    ``{name[, arguments]}``, a string and an object, as a client sends them. The SDK's checks
-    accept every such call, so skipping them changes nothing; any other shape (``_meta``,
-    ``task``, another member, none) goes to its kernel."""
+    ``{name[, arguments]}``, a string and an object or null, as a client sends them. The SDK's
+    checks accept every such call, so skipping them changes nothing; any other shape
+    (``_meta``, ``task``, another member, none) goes to its kernel."""
     if params is None or not params.keys() <= {"name", "arguments"}:
         return None
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or not isinstance(arguments, dict | None):
         return None
-    if arguments is None and "arguments" in params:
-        return None  # an explicit null: the SDK's to judge
     return name, arguments
 
 
