@@ -1,5 +1,5 @@
 """The `mcp` SDK's own stateless Streamable HTTP transport, as the retrieval server ran it
-before it answered with the SDK's handler kernel alone (``retrievalserver.protocol.Protocol``).
+before ``retrievalserver.protocol.Protocol`` replaced it.
 
 Kept for tests only, as the reference the lean path is compared with request by request
 (tests/unit/test_retrievalserver_protocol.py): the same ``answer`` signature, called as an ASGI

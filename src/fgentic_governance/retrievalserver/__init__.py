@@ -5,6 +5,7 @@
 X-Fgentic-Identity for the binding's Agent, decoded once into a ``contract.VerifiedIdentity``
 (``guard``); a tool call checks its arguments (``tool``), embeds the query through an
 OpenAI-compatible endpoint (``embeddings``) and runs the prefilter's one statement
-(``service``). The `mcp` SDK speaks the protocol (``protocol``) behind our own bounded HTTP
-server (``http``), which refuses everything the guard does not admit before the SDK sees it.
+(``service``). ``protocol`` answers MCP as the `mcp` SDK does (its handler kernel only for
+rare request shapes) behind our own bounded HTTP server (``http``), which refuses everything
+the guard does not admit before any protocol work.
 """
