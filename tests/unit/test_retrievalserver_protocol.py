@@ -498,3 +498,15 @@ def test_a_lone_surrogate_fails_both_serialisations() -> None:
         protocol._json({"s": "\ud800"})
     with pytest.raises(ValueError):
         JSONRPCResponse(jsonrpc="2.0", id=1, result={"s": "\ud800"}).model_dump_json()
+
+
+@pytest.mark.parametrize("name", ["initialize", "ping", "tools/list", "tools/call"])
+async def test_protocol_answers_nothing_without_a_verified_identity(
+        servers: tuple[Served, Served, ClientSession], name: str) -> None:
+    lean, _, _ = servers
+    headers = [(b"accept", b"application/json"), (b"content-type", b"application/json")]
+    if SHAPES[name].version is not None:
+        headers.append((b"mcp-protocol-version", VERSION.encode()))
+    answer = await lean.answers.answer(PATH, headers, SHAPES[name].body,
+                                       None)  # type: ignore[arg-type]
+    assert answer.status == protocol.REFUSED and not answer.body

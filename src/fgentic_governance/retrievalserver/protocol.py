@@ -278,7 +278,7 @@ class Protocol:
         """The answer to one POST whose ``body`` is already read and admitted by the guard."""
         version = _first(headers, b"mcp-protocol-version")
         message = _message(version, headers, body)
-        if message is None:
+        if message is None or type(identity) is not VerifiedIdentity:  # fail closed without it
             return Answer(REFUSED)
         if not isinstance(message, JSONRPCRequest):
             # A notification (our server handles none: stateless, nothing to record).
