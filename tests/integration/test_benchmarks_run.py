@@ -119,6 +119,11 @@ def test_bench_prefilter_runs_small_with_no_leak_and_every_path() -> None:
     out = done.stdout
     assert "rows leaked: 0; variants returning < 10 rows although >= 10 visible: none" in out, out
     assert re.search(r"ratio to the unfiltered query \(median\): 1 %: .*; 10 %: .*; 50 %: ", out)
-    assert re.search(r"^census: \d+ keys over \d+ rows, \d+ bucket indexes", out, re.M), out
+    census = re.search(r"^census: \d+ keys over \d+ rows, (\d+) bucket indexes", out, re.M)
+    assert census, out
+    # every bucket's graph prewarmed through its own partial index, as the searches walk it
+    walked = re.search(r"^prewarmed in [\d.]+ s \(the whole graph; (\d+) of (\d+) bucket graphs "
+                       r"through their own index\)$", out, re.M)
+    assert walked and walked[1] == walked[2] == census[1] != "0", out
     table = out.rpartition("variant ")[2]
     assert " exact " in table and " bucket " in table, table

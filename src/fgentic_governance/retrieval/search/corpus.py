@@ -472,6 +472,12 @@ def bucket_index_name(rule: Rule, key: str) -> str:
     return f"{BUCKET_INDEX_PREFIX}{rule.value}_{digest}"
 
 
+def bucket_clause(rule: Rule) -> str:
+    """The predicate of ``rule``'s partial indexes as a ``format()`` template (``%L``: the
+    key), unqualified: the text each is built with, so a query repeating it may use it."""
+    return _BUCKET_CLAUSES[rule].format(t="")
+
+
 async def refresh_buckets(conn: asyncpg.Connection, *, exact_max_rows: int = EXACT_MAX_ROWS,
                           max_share: float = BUCKET_MAX_SHARE,
                           max_indexes: int = BUCKET_MAX_INDEXES) -> dict[str, int]:
@@ -497,7 +503,7 @@ async def refresh_buckets(conn: asyncpg.Connection, *, exact_max_rows: int = EXA
             await conn.execute(await conn.fetchval(
                 f"SELECT format('CREATE INDEX IF NOT EXISTS %I ON {TABLE}"
                 f" USING hnsw (embedding vector_cosine_ops) WHERE "
-                f"{_BUCKET_CLAUSES[rule].format(t='')}', $1::text, $2::text)", name, key))
+                f"{bucket_clause(rule)}', $1::text, $2::text)", name, key))
     async with conn.transaction():
         await conn.execute("DELETE FROM fgentic_retrieval.acl_buckets")
         await conn.executemany(
