@@ -940,7 +940,10 @@ class Offboarding:
 
     def split(self) -> str:
         """What a client sees of the time, and the operator's own split of its run (its
-        metrics): the rest is the watch event's way to the handler and Ready's to the client."""
+        metrics): the rest is the watch event's way to the handler and Ready's to the client.
+        The Ready write ends when the operator has read the PATCH's answer, which can be after
+        the watch delivered Ready (its thread waiting for the interpreter): the rest is then
+        negative."""
         return (f"create's own round trip {self.created:.2f} s, create returned -> Ready seen "
                 f"by the watch {self.seconds - self.created:.2f} s ({self.stages_text()})")
 
