@@ -376,10 +376,8 @@ KERNEL = ("tools/list, cursor", "tools/list, _meta", "tools/list, another param"
 """Every other admitted request goes to the SDK's kernel, which answers it (or refuses)."""
 
 
-async def test_the_sdk_kernel_answers_only_the_shapes_the_lean_path_leaves(
-        servers: tuple[Served, Served, ClientSession],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    lean, _, client = servers
+def _kernel_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The methods the SDK's kernel (``serve_one``) is called with from now on, in order."""
     calls: list[str] = []
     original = protocol.serve_one
 
@@ -389,6 +387,14 @@ async def test_the_sdk_kernel_answers_only_the_shapes_the_lean_path_leaves(
         return await original(server, context, method, *args, **kwargs)
 
     monkeypatch.setattr(protocol, "serve_one", counting)
+    return calls
+
+
+async def test_the_sdk_kernel_answers_only_the_shapes_the_lean_path_leaves(
+        servers: tuple[Served, Served, ClientSession],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    lean, _, client = servers
+    calls = _kernel_calls(monkeypatch)
     for name in LEAN + LEAN_REFUSED + KERNEL:
         calls.clear()
         status, _, body = await exchange(client, lean.url, SHAPES[name])
@@ -456,15 +462,7 @@ async def test_requests_at_another_revision_go_to_the_sdk_kernel(
     ``initialize``); ``Protocol`` alone leaves any other to the kernel, which shapes per
     revision."""
     lean, _, _ = servers
-    calls: list[str] = []
-    original = protocol.serve_one
-
-    async def counting(server: Any, context: Any, method: str, *args: Any,
-                       **kwargs: Any) -> dict[str, Any]:
-        calls.append(method)
-        return await original(server, context, method, *args, **kwargs)
-
-    monkeypatch.setattr(protocol, "serve_one", counting)
+    calls = _kernel_calls(monkeypatch)
     identity = contract.decode_verified_identity([carrier()], now=NOW + 1, agent=AGENT)
     headers = [(b"accept", b"application/json"), (b"content-type", b"application/json")]
     if revision is not None:
