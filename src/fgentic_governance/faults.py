@@ -64,9 +64,17 @@ def _armed() -> str | None:
 
 
 _KILL_AT: Final = _armed()
+_kin: list[int] = []
+
+
+def kill_with(pid: int) -> None:
+    """A process of ours that this one serves (the operator, for its erasure process): killed
+    first at an armed point, so the crash is the whole operator's, as an OOM kill of its Pod."""
+    _kin.append(pid)
 
 
 def point(step: str) -> None:
-    """A step boundary: SIGKILL this process if the fault is armed at ``step``."""
+    """A step boundary: SIGKILL this process (and its kin) if the fault is armed at ``step``."""
     if _KILL_AT is not None and step == _KILL_AT:
-        os.kill(os.getpid(), signal.SIGKILL)
+        for pid in (*_kin, os.getpid()):
+            os.kill(pid, signal.SIGKILL)

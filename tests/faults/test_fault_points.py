@@ -7,10 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from fgentic_governance.faults import ENV, STEPS
+from tests.support.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -38,3 +40,26 @@ def test_points_are_inert_unless_armed_at_that_step() -> None:
 def test_an_unknown_step_refuses_to_start() -> None:
     result = _run("import fgentic_governance.consent.flow", "withdraw.after_typo")
     assert result.returncode == 1 and "unknown step" in result.stderr
+
+
+def test_an_armed_point_kills_the_process_it_serves_first() -> None:
+    """The erasure process kills the operator with itself: the crash is the whole Pod's."""
+    code = ("import subprocess, sys\n"
+            "kin = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "print(kin.pid, flush=True)\n"
+            "from fgentic_governance import faults\n"
+            "faults.kill_with(kin.pid)\n"
+            "faults.point('offboard.after_erase')\n"
+            "print('not reached')\n")
+    result = _run(code, "offboard.after_erase")
+    assert result.returncode == -signal.SIGKILL, result
+    kin = int(result.stdout.split()[0])
+    until(lambda: not _alive(kin), "the killed kin gone", 10)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

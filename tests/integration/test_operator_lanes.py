@@ -6,6 +6,8 @@ state of an overloaded operator at 10,000 scopes, made deterministic)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,11 +19,12 @@ from kubernetes import client
 
 from fgentic_devenv import wait_until
 from fgentic_governance.api.memory import MemoryScopeSpec
+from fgentic_governance.controller.erasure_process import application_name
 from fgentic_governance.memory import ScopeRecord
 from tests.support import processes
 from tests.support.kube import GROUP, VERSION, phase, until_status
 from tests.support.objects import consent_obj, example, scope_obj
-from tests.support.polling import until_async
+from tests.support.polling import until, until_async
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +57,8 @@ def env(control_plane: Any, pg_dsn: str, tmp_path: Path,
     # Scopes created before the store is open would wait for a resync the test turned off.
     wait_until(lambda: "content store ready" in log.read_text(), proc, what="operator store",
                log=log, timeout=60)
-    yield {"ns": ns, "port": port, "log": log, "api": client.CustomObjectsApi(k8s_client)}
+    yield {"ns": ns, "port": port, "log": log, "api": client.CustomObjectsApi(k8s_client),
+           "proc": proc}
     processes.stop(proc)
 
 
@@ -139,10 +143,28 @@ async def test_an_offboarding_is_ready_while_the_scope_lane_is_blocked(
                                   phase("ReadyForDeactivation"), timeout=60)
         assert blocked <= await _waiting(watcher), "the scope lane was free before Ready"
         assert (done["status"]["scopesFound"], done["status"]["scopesErased"]) == (2, 2)
+        # Its flow ran in the erasure process: the operator's one child holds its connections.
+        (child,) = _children(env["proc"].pid)
+        assert await watcher.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            application_name(child)) >= 1
     finally:
         await locker.execute("ROLLBACK")
         env["api"].delete_cluster_custom_object(GROUP, VERSION, "principaloffboardings",
                                                 offboarding["metadata"]["name"])
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_the_operator_stops_when_its_erasure_process_dies(env: dict[str, Any]) -> None:
+    """Offboardings would go unhandled: the operator exits 1 to be restarted, and says why."""
+    proc = env["proc"]
+    (child,) = _children(proc.pid)
+    os.kill(child, signal.SIGKILL)
+    assert until(proc.poll, "the operator's exit", 30) == 1
+    assert "the erasure process ended" in env["log"].read_text()
 
 
 async def test_an_overloaded_scope_lane_waits_and_never_reports_the_store_unavailable(

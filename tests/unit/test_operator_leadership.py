@@ -9,6 +9,7 @@ The real frozen process: tests/integration/test_operator_leader.py.
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 
 import aiohttp
@@ -37,7 +38,7 @@ class Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     found = Clock()
     monkeypatch.setattr(leadership, "now", found)
-    monkeypatch.setattr(leadership, "_deadline", None)
+    monkeypatch.setattr(leadership._deadline, "value", math.nan)
 
     def exit_(code: int) -> None:
         raise Exited(code)

@@ -28,6 +28,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from multiprocessing.sharedctypes import RawValue
 from typing import Any, Final, ParamSpec, TypeVar
 
 from fgentic_governance.kube.lease import LEASE_SECONDS, LeaseElector
@@ -39,8 +40,10 @@ RENEW_DEADLINE: Final = LEASE_SECONDS * 2 / 3
 STOP_GRACE_SECONDS: Final = 5.0
 P = ParamSpec("P")
 T = TypeVar("T")
-# Until this process leads under a Lease: None (no --leader-lease: it runs alone, ungated).
-_deadline: float | None = None
+_deadline: Any = RawValue("d", math.nan)
+"""The renew deadline, in shared memory: the erasure process (forked by ``main``) reads the
+same one. Until this process leads under a Lease: NaN (no --leader-lease: it runs alone,
+ungated); -inf once leadership is lost."""
 
 
 def now() -> float:
@@ -56,18 +59,23 @@ def confirm(started: float) -> None:
     """A renewal (or the acquisition) that began at ``started`` succeeded: this replica may act
     until ``started + RENEW_DEADLINE``. From the start, not the answer: the Lease's renewTime
     is read from the clock before the request is sent, so the standbys count from no earlier."""
-    global _deadline  # noqa: PLW0603  (the one gate of this process)
-    _deadline = started + RENEW_DEADLINE
+    _deadline.value = started + RENEW_DEADLINE
 
 
 def revoke() -> None:
     """Leadership is lost: nothing more may be done."""
-    global _deadline  # noqa: PLW0603
-    _deadline = -math.inf
+    _deadline.value = -math.inf
 
 
 def _within(moment: float) -> bool:
-    return _deadline is None or moment < _deadline
+    deadline = float(_deadline.value)  # one aligned 8-byte read: never torn
+    return math.isnan(deadline) or moment < deadline
+
+
+async def leading_setup(_conn: Any) -> None:
+    """asyncpg's hook as each connection is handed out: no store work once the leader's renew
+    deadline has passed (review R4-5), an erasure's or a cleanup's alike, in either process."""
+    ensure_leading()
 
 
 def ensure_leading() -> None:

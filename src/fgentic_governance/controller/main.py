@@ -19,6 +19,7 @@ import kopf
 
 from fgentic_governance.api.common import FINALIZER
 from fgentic_governance.controller import (
+    erasure_process,
     lanes,
     leadership,
     metrics,
@@ -86,7 +87,7 @@ async def open_store(ctx: OperatorContext, dsn_file: Path) -> None:
 
     # Every fence, erasure and read-back on the primary (memory/dsn.py, docs/ha.md).
     dsn = from_file(dsn_file)
-    pool = await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
+    pool = await asyncpg.create_pool(dsn, setup=leadership.leading_setup, **bounds.pool_kwargs(
         min_size=1, max_size=tuning.RECONCILE_SLOTS.read()))
     try:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
@@ -112,14 +113,8 @@ async def _pool(dsn: str, size: int) -> Any:
 
     from fgentic_governance.memory import bounds
 
-    return await asyncpg.create_pool(dsn, setup=_leading, **bounds.pool_kwargs(
-        min_size=1, max_size=size))
-
-
-async def _leading(_conn: Any) -> None:
-    """asyncpg's hook as each connection is handed out: no store work once the leader's renew
-    deadline has passed (review R4-5), an erasure's or a cleanup's alike."""
-    leadership.ensure_leading()
+    return await asyncpg.create_pool(dsn, setup=leadership.leading_setup,
+                                     **bounds.pool_kwargs(min_size=1, max_size=size))
 
 
 async def check_settings(ctx: OperatorContext) -> None:
@@ -234,6 +229,8 @@ def run_operator(args: argparse.Namespace) -> int:
         # need, so a shard without the floors' handlers would lift another shard's finalizer.
         from fgentic_governance.controller.handlers import floors  # noqa: F401
 
+    if args.store_dsn_file and args.cluster_kinds:  # offboardings: their flow in its own process
+        erasure_process.fork(args.store_dsn_file)
     cleanup_every = tuning.STORE_CLEANUP.read()
     tasks: list[asyncio.Task[None]] = []
     who = _identity(args.identity)
@@ -258,6 +255,8 @@ def run_operator(args: argparse.Namespace) -> int:
         ctx.update(scopes_by_subject=indices["scopes_by_subject"])  # live, as above
         if ctx.cluster_kinds:  # PrincipalOffboardings: on the erasure lane's own operator
             loop = asyncio.get_running_loop()
+            await lanes.on_erasure_lane(erasure_process.connect(
+                ended=lambda: _lost(loop, stop, erasure_lost)))
             lanes.start_erasure_operator(_configured(kopf.OperatorSettings(), who), memo_of(ctx),
                                          ended=lambda: _lost(loop, stop, erasure_lost))
 
@@ -283,7 +282,7 @@ def run_operator(args: argparse.Namespace) -> int:
 def _lost(loop: asyncio.AbstractEventLoop, stop: asyncio.Event, lost: threading.Event) -> None:
     """The erasure operator ended on its own (from its thread): no offboarding would be handled
     any more, so the whole process stops, and exits 1 to be restarted."""
-    log.error("the erasure lane's operator ended; stopping")
+    log.error("the erasure lane's operator or process ended; stopping")
     lost.set()
     loop.call_soon_threadsafe(stop.set)
 
@@ -297,6 +296,7 @@ async def wind_down(ctx: OperatorContext, tasks: list[asyncio.Task[None]],
     for task in tasks:
         task.cancel()
     await asyncio.to_thread(lanes.stop_erasure_operator)  # before the pools it uses close
+    await lanes.on_erasure_lane(erasure_process.disconnect())
     if ctx.store_pool is not None:
         await ctx.store_pool.close()
     if ctx.erasure_pool is not None:  # on the loop it belongs to

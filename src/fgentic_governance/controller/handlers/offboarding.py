@@ -17,8 +17,8 @@ from kubernetes.client import ApiClient
 from fgentic_governance.api.common import GROUP, VERSION, Principal
 from fgentic_governance.api.offboarding import OffboardingPhase, OffboardingSpec
 from fgentic_governance.api.registry import MEMORY_SCOPE, PRINCIPAL_OFFBOARDING
+from fgentic_governance.controller import erasure_process, lanes
 from fgentic_governance.controller import kube_calls as kube
-from fgentic_governance.controller import lanes
 from fgentic_governance.controller.context import of, owns_cluster_kinds, scope_lock
 from fgentic_governance.controller.handlers.common import (
     Transition,
@@ -135,13 +135,22 @@ async def _erase_then_ready(
     watcher sees Ready as soon as the guarantee holds. Whether Ready was written (False: the
     guarantee does not hold yet, or the offboarding is gone)."""
     with OFFBOARDING_STAGE.labels(stage="erasure").time():
-        outcomes = await offboard(store, principal, from_crs)
+        outcomes = await erase(store, principal, from_crs)
     if not all(o.verified for o in outcomes):
         return outcomes, False
     with OFFBOARDING_STAGE.labels(stage="ready_write").time():
         written = await _write_ready(api, name, outcomes, generation=generation,
                                      previous=previous)
     return outcomes, written
+
+
+async def erase(store: MemoryStore, principal: Principal, from_crs: list[str]
+                ) -> list[ScopeOutcome]:
+    """The flow in the erasure process, where ``main`` forked one (the operator); in this
+    process on ``store`` where none was (a handler called without the operator, in tests)."""
+    if erasure_process.started():
+        return await erasure_process.run_offboarding(principal, from_crs)
+    return await offboard(store, principal, from_crs)
 
 
 async def _write_ready(api: ApiClient, name: str, outcomes: list[ScopeOutcome], *,
