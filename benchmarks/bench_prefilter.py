@@ -448,8 +448,20 @@ async def _run(conn: asyncpg.Connection, variant: Variant, embedding: list[float
     return [row["id"] for row in await conn.fetch(_PLAIN, prefilter.query_vector(embedding))]
 
 
+async def _ef_search(conn: asyncpg.Connection, ef_search: int | None) -> None:
+    """The searches' hnsw.ef_search for this session (None: pgvector's default), set outside
+    the timed call."""
+    if ef_search is None:
+        await conn.execute("RESET hnsw.ef_search")
+    else:
+        await conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
+
+
 async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed: int, *,
-                  recall: bool, space: Space) -> tuple[Variant, list[Variant]]:
+                  recall: bool, space: Space, ef_search: int | None = None
+                  ) -> tuple[Variant, list[Variant]]:
+    """One pass over every variant. ``ef_search``: the filtered searches' (the unfiltered
+    baseline keeps pgvector's default, the target's baseline)."""
     now = int(time.time())
     plain = Variant("no predicate (plain fetch): baseline", None)
     variants = [Variant(f"{kind} {_pct(tier)} %", make(tier, now))
@@ -460,8 +472,7 @@ async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed
         projection = variant.projection.identity
         variant.visible = {i + 1 for i, m in enumerate(metas) if admits(projection, m)}
         variant.counted = await prefilter.count(conn, variant.projection)
-    rng = random.Random(seed + 2)
-    floats = [space.vector(rng) for _ in range(queries + 1)]
+    floats = query_vectors(queries, seed, space)
     everything = [plain, *variants]
     for variant in everything:
         variant.plan = await _plan(conn, variant, floats[0])
@@ -471,6 +482,8 @@ async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed
     for round_, embedding in enumerate(floats):
         shift = round_ % len(everything)
         for variant in everything[shift:] + everything[:shift]:
+            if ef_search is not None:
+                await _ef_search(conn, ef_search if variant.projection is not None else None)
             start = time.perf_counter()
             ids = await _run(conn, variant, embedding)
             elapsed = time.perf_counter() - start
@@ -482,12 +495,30 @@ async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed
                     variant.leaked += sum(i not in variant.visible for i in ids)
     for variant in everything:
         variant.used = await _indexes_used(conn, variant, floats[0])
+    await _ef_search(conn, None)
     if recall:  # after the timed loop: the exact scans would evict the graph
-        for variant in [plain, *variants]:
-            for q, ids in zip(floats[1:], variant.results, strict=True):
-                exact = await _exact_ids(conn, variant, q)
-                variant.recall.append(len(set(ids) & set(exact)) / max(1, len(exact)))
+        await fill_recall(conn, [(plain, variants)], floats[1:])
     return plain, variants
+
+
+async def fill_recall(conn: asyncpg.Connection, passes: list[tuple[Variant, list[Variant]]],
+                      floats: list[list[float]]) -> None:
+    """Each pass's recall@K against the exact answers, computed once per variant and query
+    after every timed pass (the exact scans evict the graph)."""
+    exact: dict[tuple[str, int], set[int]] = {}
+    for plain, variants in passes:
+        for variant in [plain, *variants]:
+            for i, (q, ids) in enumerate(zip(floats, variant.results, strict=True)):
+                if (variant.name, i) not in exact:
+                    exact[variant.name, i] = set(await _exact_ids(conn, variant, q))
+                truth = exact[variant.name, i]
+                variant.recall.append(len(set(ids) & truth) / max(1, len(truth)))
+
+
+def query_vectors(queries: int, seed: int, space: Space) -> list[list[float]]:
+    """The timed passes' query vectors (the first warms up and is not counted)."""
+    rng = random.Random(seed + 2)
+    return [space.vector(rng) for _ in range(queries + 1)]
 
 
 def _recall(values: list[float]) -> str:
@@ -564,11 +595,27 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
               f" {space.kind}", flush=True)
         await load(conn, metas, args.seed, space, work_mem=args.maintenance_work_mem)
         await prewarm(conn)
-        plain, variants = await measure(conn, metas, args.queries, args.seed,
-                                        recall=not args.no_recall, space=space)
+        passes = [await measure(conn, metas, args.queries, args.seed, recall=False,
+                                space=space, ef_search=ef)
+                  for ef in [None, *args.ef_search]]
+        if not args.no_recall:
+            await fill_recall(conn, passes, query_vectors(args.queries, args.seed, space)[1:])
     finally:
         await conn.close()
-    report(args.rows, plain, variants)
+    for ef, (plain, variants) in zip([None, *args.ef_search], passes, strict=True):
+        if args.ef_search:
+            banner(f"filtered searches at hnsw.ef_search = {ef or 'the default (40)'}")
+        report(args.rows, plain, variants)
+
+
+def _ef_values(text: str) -> list[int]:
+    try:
+        values = [int(value) for value in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("integers such as 100,200,400") from None
+    if not all(1 <= value <= 1000 for value in values):  # pgvector's range
+        raise argparse.ArgumentTypeError("each between 1 and 1000")
+    return values
 
 
 def _memory_setting(text: str) -> str:
@@ -592,6 +639,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="shared_buffers of the private server (ignored with --dsn)")
     parser.add_argument("--maintenance-work-mem", default="1GB", type=_memory_setting,
                         help="for the HNSW builds: the whole graph should fit (4GB at 1M rows)")
+    parser.add_argument("--ef-search", type=_ef_values, default=[],
+                        help="comma-separated hnsw.ef_search values: one more pass of the "
+                             "filtered searches at each, after the pass at the default")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
     banner("prefilter")

@@ -115,11 +115,16 @@ def test_bench_prefilter_runs_small_with_no_leak_and_every_path() -> None:
     """The prefilter benchmark, as by hand at 100k (docs/prefilter.md) but on 3,000 rows: the
     census, the three paths and the leak/fill/recall lines; no timing is asserted."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_prefilter", "--rows", "3000", "--queries", "3"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+        [sys.executable, "-m", "benchmarks.bench_prefilter", "--rows", "3000", "--queries", "3",
+         "--ef-search", "100"], cwd=ROOT, capture_output=True, text=True, timeout=900,
+        check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    assert "rows leaked: 0; variants returning < 10 rows although >= 10 visible: none" in out, out
+    # one pass at pgvector's default, one at --ef-search's value, each with its own figures
+    assert out.count("rows leaked: 0; variants returning < 10 rows although >= 10 visible: "
+                     "none") == 2, out
+    assert "filtered searches at hnsw.ef_search = 100" in out, out
+    assert len(re.findall(r"^recall@10: Matrix 1 % \d\.\d{3}", out, re.M)) == 2, out
     assert re.search(r"ratio to the unfiltered query \(median\): 1 %: .*; 10 %: .*; 50 %: ", out)
     census = re.search(r"^census: \d+ keys over \d+ rows, (\d+) bucket indexes", out, re.M)
     assert census, out
