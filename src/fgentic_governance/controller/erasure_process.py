@@ -3,9 +3,9 @@
 On the erasure lane's thread the flow still shared one interpreter with the main loop, which
 holds the GIL through a creation burst: each of the flow's store round trips waited for it, and
 the flow ran at about twice its time in a process of its own (docs/scale.md). So ``main`` forks
-this process once, after the imports and before any thread, with ``gc.freeze()`` so that the
-child's collections leave the parent's pages shared; it has its own GIL, its own small store
-pool and one thread. The erasure lane's Kopf operator still watches PrincipalOffboardings,
+this process once, after the imports and before any thread, with the imported objects frozen
+(``gc.freeze()``) in both, so that neither's collections unshare their pages; it has its own
+GIL, its own small store pool and one thread. The erasure lane's Kopf operator still watches PrincipalOffboardings,
 reads the scope index and writes Ready; only the store flow (``offboarding.flow.offboard``)
 runs here, asked over a socket pair in length-prefixed JSON frames that carry a principal,
 scope keys and, back, outcomes and reason codes: nothing of any memory's content.
@@ -69,7 +69,11 @@ def fork(dsn_file: Path) -> int:
     if threading.active_count() != 1:
         raise RuntimeError("the erasure process must be forked before any thread starts")
     ours, theirs = socket.socketpair()
-    gc.freeze()  # the child's collections do not write to (and so copy) the parent's pages
+    # Everything imported so far is frozen for good, in both processes: no collection on
+    # either side writes to those objects, so their pages stay shared. Unfrozen in the parent,
+    # its collections dirtied them and each copy became the child's own (docs/scale.md).
+    gc.collect()
+    gc.freeze()
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child; its flows are tested through the operator)
         ours.close()
@@ -78,7 +82,6 @@ def fork(dsn_file: Path) -> int:
             code = _child_main(theirs, dsn_file, os.getppid())
         finally:
             os._exit(code)
-    gc.unfreeze()
     theirs.close()
     _child = (pid, ours)
     return pid
@@ -291,6 +294,11 @@ class _Store:
                     kwargs = bounds.pool_kwargs(min_size=1, max_size=POOL_SIZE)
                     kwargs["server_settings"] = {**kwargs["server_settings"],
                                                  "application_name": application_name()}
+                    # Kept open however long no one leaves: asyncpg closes a connection idle
+                    # for 300 s, and the next person's flow then paid a new connection and a
+                    # prepare per statement (at rest: 141-177 ms against the flow's 40 ms). A
+                    # connection a failover broke fails that run, which is retried.
+                    kwargs["max_inactive_connection_lifetime"] = 0
                     self._pool = await asyncpg.create_pool(
                         from_file(self._dsn_file), setup=leadership.leading_setup, **kwargs)
                 except Exception as exc:  # The type only, as above.
