@@ -4,6 +4,7 @@ operator's resident memory.
 
     .venv/bin/python -m benchmarks.bench_scale [--scopes 1000] [--bindings 1000]
         [--offboard-scopes 100] [--burst-offboardings 3] [--entries 10] [--namespaces 10]
+        [--erasure-process]
         [--threads 8] [--restart] [--keep]
 
     # issue 39's run (docs/scale.md): every figure of its table, in one run
@@ -1509,10 +1510,13 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
         ensure_namespaces(plane, core, watched)
 
         def operator_process(name: str, metrics_port: int = 0) -> OperatorProcess:
-            return OperatorProcess(plane.kubeconfig, work / name,
-                                   namespaces=[*watched, OFFBOARD_NS], dsn=dsn,
-                                   local_homeserver=HOMESERVER, metrics_port=metrics_port,
-                                   env=resync_env(args))
+            started = OperatorProcess(plane.kubeconfig, work / name,
+                                      namespaces=[*watched, OFFBOARD_NS], dsn=dsn,
+                                      local_homeserver=HOMESERVER, metrics_port=metrics_port,
+                                      env=resync_env(args))
+            if args.erasure_process:
+                started.args.append("--erasure-process")
+            return started
 
         metrics_port = free_port()  # (c) reads the operator's own split of each offboarding
         operator = operator_process("operator", metrics_port)
@@ -1710,6 +1714,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scopes", type=int, default=1000)
     parser.add_argument("--bindings", type=int, default=1000)
     parser.add_argument("--offboard-scopes", type=int, default=100)
+    parser.add_argument("--erasure-process", action="store_true",
+                        help="the operator runs each offboarding's flow in a process of its "
+                             "own (its --erasure-process); its own pages and CPU are counted")
     parser.add_argument("--burst-offboardings", type=int, default=3,
                         help="principals offboarded through the operator during (a)'s burst, "
                              "one after another, each between two direct flows (0: none)")

@@ -209,12 +209,18 @@ async def _store_only_scope(store: MemoryStore, mxid: str, facts: int) -> dict[s
     return scope
 
 
+@pytest.mark.parametrize("erasure_process", [False, True], ids=["lane-thread",
+                                                                 "erasure-process"])
 @pytest.mark.parametrize("step", OFFBOARD_STEPS)
 async def test_kill_during_offboarding_then_restart(
-    step: str, clusterwide_operator: tuple[Operator, str, str], cluster: Cluster,
-    store: MemoryStore,
+    step: str, erasure_process: bool, clusterwide_operator: tuple[Operator, str, str],
+    cluster: Cluster, store: MemoryStore,
 ) -> None:
+    """In the erasure process (--erasure-process) the armed point kills the operator first
+    (faults.kill_with): the same crash, the same state."""
     op, ns, alice = clusterwide_operator
+    if erasure_process:
+        op.args.append("--erasure-process")
     # No scope timer before the crash: only the offboarding flow touches the store, so the
     # crash state is exactly the fault point's.
     op.start(kill_at=step, resync=3600)

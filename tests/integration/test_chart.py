@@ -722,6 +722,18 @@ def test_an_operator_shard_owns_its_namespaces_and_may_leave_the_cluster_kinds()
     assert {"--namespace=team-b", "--namespace=team-c", "--no-cluster-kinds"} <= set(args)
 
 
+def test_the_erasure_process_is_a_switch_off_by_default() -> None:
+    """operator.erasureProcess: each offboarding's flow in a process of its own (issue 39)."""
+    def args(*sets: str) -> list[str]:
+        (deploy,) = [d for d in _render(*sets) if d["kind"] == "Deployment"
+                     and d["metadata"]["name"] == "fg-operator"]
+        (container,) = deploy["spec"]["template"]["spec"]["containers"]
+        return list(container["args"])
+
+    assert "--erasure-process" not in args()
+    assert "--erasure-process" in args("operator.erasureProcess=true")
+
+
 def _defined_metric_series() -> set[str]:
     """Every series name the code can export: counters as <name>_total, histograms as
     _bucket/_sum/_count, gauges as they are (prometheus_client's naming)."""

@@ -31,14 +31,18 @@ ALICE = f"@alice-{uuid.uuid4().hex[:8]}:fgentic.local"
 BOB = f"@bob-{uuid.uuid4().hex[:8]}:fgentic.local"
 
 
-@pytest.fixture
-def env(control_plane: Any, pg_dsn: str, store: MemoryStore, tmp_path: Path,
-        k8s_client: client.ApiClient) -> Iterator[dict[str, Any]]:
+@pytest.fixture(params=["lane-thread", "erasure-process"])
+def env(request: pytest.FixtureRequest, control_plane: Any, pg_dsn: str, store: MemoryStore,  # noqa: PLR0917
+        tmp_path: Path, k8s_client: client.ApiClient) -> Iterator[dict[str, Any]]:
+    """The real operator, with the flow on the erasure lane's thread (the default) and in the
+    erasure process (--erasure-process): every test here holds for both."""
     ns = f"offboard-{uuid.uuid4().hex[:8]}"
     control_plane.ensure_namespace(ns)
     (tmp_path / "dsn").write_text(pg_dsn)
     args = ["operator", "--kubeconfig", str(control_plane.kubeconfig), "--local-homeserver",
             "fgentic.local", "--store-dsn-file", str(tmp_path / "dsn")]
+    if request.param == "erasure-process":
+        args.append("--erasure-process")
     state: dict[str, Any] = {"ns": ns, "cp": control_plane, "args": args,
                              "log": tmp_path / "op.log",
                              "api": client.CustomObjectsApi(k8s_client)}

@@ -53,7 +53,8 @@ def env(control_plane: Any, pg_dsn: str, tmp_path: Path,
     proc = processes.spawn_cli(
         ["operator", "--kubeconfig", str(control_plane.kubeconfig), "--namespace", ns,
          "--local-homeserver", "fgentic.local", "--store-dsn-file", str(tmp_path / "dsn"),
-         "--metrics-port", str(port)], log, env={"FGENTIC_SCOPE_RESYNC_SECONDS": "3600"})
+         "--metrics-port", str(port), "--erasure-process"], log,
+        env={"FGENTIC_SCOPE_RESYNC_SECONDS": "3600"})
     # Scopes created before the store is open would wait for a resync the test turned off.
     wait_until(lambda: "content store ready" in log.read_text(), proc, what="operator store",
                log=log, timeout=60)

@@ -2,13 +2,15 @@
 
 On the erasure lane's thread the flow still shared one interpreter with the main loop, which
 holds the GIL through a creation burst: each of the flow's store round trips waited for it, and
-the flow ran at about twice its time in a process of its own (docs/scale.md). So ``main`` forks
-this process once, after the imports and before any thread, with the imported objects frozen
+the flow ran at about twice its time in a process of its own (docs/scale.md). So, with
+``--erasure-process`` (off by default: docs/scale.md says why), ``main`` forks this process
+once, after the imports and before any thread, with the imported objects frozen
 (``gc.freeze()``) in both, so that neither's collections unshare their pages; it has its own
-GIL, its own small store pool and one thread. The erasure lane's Kopf operator still watches PrincipalOffboardings,
-reads the scope index and writes Ready; only the store flow (``offboarding.flow.offboard``)
-runs here, asked over a socket pair in length-prefixed JSON frames that carry a principal,
-scope keys and, back, outcomes and reason codes: nothing of any memory's content.
+GIL, its own small store pool and one thread. The erasure lane's Kopf operator still watches
+PrincipalOffboardings, reads the scope index and writes Ready; only the store flow
+(``offboarding.flow.offboard``) runs here, asked over a socket pair in length-prefixed JSON
+frames that carry a principal, scope keys and, back, outcomes and reason codes: nothing of any
+memory's content.
 
 The leader's renew deadline is shared memory (``leadership``), so the child's pool stops at
 the same moment as the parent's. A fault point in the child kills the parent with it

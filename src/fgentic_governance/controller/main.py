@@ -229,8 +229,8 @@ def run_operator(args: argparse.Namespace) -> int:
         # need, so a shard without the floors' handlers would lift another shard's finalizer.
         from fgentic_governance.controller.handlers import floors  # noqa: F401
 
-    if args.store_dsn_file and args.cluster_kinds:  # offboardings: their flow in its own process
-        erasure_process.fork(args.store_dsn_file)
+    if args.erasure_process and args.store_dsn_file and args.cluster_kinds:
+        erasure_process.fork(args.store_dsn_file)  # offboardings: their flow in its own process
     cleanup_every = tuning.STORE_CLEANUP.read()
     tasks: list[asyncio.Task[None]] = []
     who = _identity(args.identity)

@@ -16,6 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "MemoryPostureFloor); with several shards (--namespace sets, one "
                              "--leader-lease each) exactly one does, the others pass "
                              "--no-cluster-kinds (docs/scale.md)")
+    parser.add_argument("--erasure-process", action=argparse.BooleanOptionalAction,
+                        default=False,
+                        help="run each offboarding's store flow in a process of its own, forked "
+                             "at start-up: its time no longer grows with a creation burst's "
+                             "load, for 25-36 MiB more (docs/scale.md); off: on the erasure "
+                             "lane's thread")
     parser.add_argument("--memory-model-url", default="",
                         help="the governed model route (<memory API>/v1): each MemoryScope's "
                              "ModelRouteGoverned condition says whether its Agent's ModelConfigs "
