@@ -32,10 +32,14 @@ BOB = f"@bob-{uuid.uuid4().hex[:8]}:fgentic.local"
 
 
 @pytest.fixture(params=["lane-thread", "erasure-process"])
-def env(request: pytest.FixtureRequest, control_plane: Any, pg_dsn: str, store: MemoryStore,  # noqa: PLR0917
-        tmp_path: Path, k8s_client: client.ApiClient) -> Iterator[dict[str, Any]]:
+def env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,  # noqa: PLR0917
+        control_plane: Any, pg_dsn: str, store: MemoryStore, tmp_path: Path,
+        k8s_client: client.ApiClient) -> Iterator[dict[str, Any]]:
     """The real operator, with the flow on the erasure lane's thread (the default) and in the
-    erasure process (--erasure-process): every test here holds for both."""
+    erasure process (--erasure-process): every test here holds for both. Fresh principals for
+    each: the store keeps an erased scope's row, so one offboarded before is found again."""
+    monkeypatch.setitem(globals(), "ALICE", f"@alice-{uuid.uuid4().hex[:8]}:fgentic.local")
+    monkeypatch.setitem(globals(), "BOB", f"@bob-{uuid.uuid4().hex[:8]}:fgentic.local")
     ns = f"offboard-{uuid.uuid4().hex[:8]}"
     control_plane.ensure_namespace(ns)
     (tmp_path / "dsn").write_text(pg_dsn)
