@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import logging
 import math
+import mmap
 import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from multiprocessing.sharedctypes import RawValue
 from typing import Any, Final, ParamSpec, TypeVar
 
 from fgentic_governance.kube.lease import LEASE_SECONDS, LeaseElector
@@ -40,10 +41,12 @@ RENEW_DEADLINE: Final = LEASE_SECONDS * 2 / 3
 STOP_GRACE_SECONDS: Final = 5.0
 P = ParamSpec("P")
 T = TypeVar("T")
-_deadline: Any = RawValue("d", math.nan)
+_shared = mmap.mmap(-1, 8)  # anonymous and shared: no file (an image may have no /dev/shm)
+_deadline: Any = ctypes.c_double.from_buffer(_shared)
 """The renew deadline, in shared memory: the erasure process (forked by ``main``) reads the
 same one. Until this process leads under a Lease: NaN (no --leader-lease: it runs alone,
 ungated); -inf once leadership is lost."""
+_deadline.value = math.nan
 
 
 def now() -> float:
