@@ -37,12 +37,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-import asyncpg  # imported before the fork: the child's pages stay the parent's
-
 from fgentic_governance import faults
 from fgentic_governance.api.common import Principal
 from fgentic_governance.controller import leadership
-from fgentic_governance.memory import MemoryStore, StoreRefusal, bounds
+from fgentic_governance.memory import MemoryStore, StoreRefusal
 from fgentic_governance.memory.dsn import from_file
 from fgentic_governance.offboarding.flow import ScopeOutcome, offboard
 from fgentic_governance.reasons import Reason
@@ -293,16 +291,14 @@ class _Store:
         async with self._opening:
             if self._store is None:
                 try:
-                    kwargs = bounds.pool_kwargs(min_size=1, max_size=POOL_SIZE)
-                    kwargs["server_settings"] = {**kwargs["server_settings"],
-                                                 "application_name": application_name()}
                     # Kept open however long no one leaves: asyncpg closes a connection idle
                     # for 300 s, and the next person's flow then paid a new connection and a
-                    # prepare per statement (at rest: 141-177 ms against the flow's 40 ms). A
-                    # connection a failover broke fails that run, which is retried.
-                    kwargs["max_inactive_connection_lifetime"] = 0
-                    self._pool = await asyncpg.create_pool(
-                        from_file(self._dsn_file), setup=leadership.leading_setup, **kwargs)
+                    # prepare per statement. A connection a failover broke fails that run,
+                    # which is retried.
+                    self._pool = await leadership.gated_pool(
+                        from_file(self._dsn_file), POOL_SIZE,
+                        server_settings={"application_name": application_name()},
+                        max_inactive_connection_lifetime=0)
                 except Exception as exc:  # The type only, as above.
                     log.warning("erasure process: store unavailable (%s)", type(exc).__name__)
                     raise StoreRefusal(Reason.STORE_UNAVAILABLE) from None

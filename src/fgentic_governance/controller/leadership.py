@@ -29,10 +29,13 @@ import mmap
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, ParamSpec, TypeVar
 
+import asyncpg
+
 from fgentic_governance.kube.lease import LEASE_SECONDS, LeaseElector
+from fgentic_governance.memory import bounds
 
 log = logging.getLogger("fgentic_governance.controller.leadership")
 RETRY_SECONDS: Final = 2.0
@@ -75,10 +78,22 @@ def _within(moment: float) -> bool:
     return math.isnan(deadline) or moment < deadline
 
 
-async def leading_setup(_conn: Any) -> None:
+async def _leading_setup(_conn: Any) -> None:
     """asyncpg's hook as each connection is handed out: no store work once the leader's renew
     deadline has passed (review R4-5), an erasure's or a cleanup's alike, in either process."""
     ensure_leading()
+
+
+async def gated_pool(dsn: str, size: int, *, server_settings: Mapping[str, str] | None = None,
+                     **options: Any) -> Any:
+    """Every store pool of the operator and its erasure process: up to ``size`` connections
+    with the operator's bounds (``bounds.pool_kwargs``), each handed out only while this
+    replica leads (``_leading_setup``), on the running loop (asyncpg's pools belong to the loop
+    that made them). ``server_settings`` extend the bounds' settings; ``options`` replace
+    asyncpg's own."""
+    kwargs = bounds.pool_kwargs(min_size=1, max_size=size)
+    kwargs["server_settings"] = {**kwargs["server_settings"], **(server_settings or {})}
+    return await asyncpg.create_pool(dsn, setup=_leading_setup, **{**kwargs, **options})
 
 
 def ensure_leading() -> None:

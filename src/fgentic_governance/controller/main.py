@@ -80,15 +80,12 @@ def _configured(settings: kopf.OperatorSettings, who: str) -> kopf.OperatorSetti
 
 async def open_store(ctx: OperatorContext, dsn_file: Path) -> None:
     """Connect, migrate the fenced schema idempotently, and publish the store to handlers."""
-    import asyncpg
-
     from fgentic_governance.memory import MemoryStore, bounds, migrate
     from fgentic_governance.memory.dsn import from_file
 
     # Every fence, erasure and read-back on the primary (memory/dsn.py, docs/ha.md).
     dsn = from_file(dsn_file)
-    pool = await asyncpg.create_pool(dsn, setup=leadership.leading_setup, **bounds.pool_kwargs(
-        min_size=1, max_size=tuning.RECONCILE_SLOTS.read()))
+    pool = await leadership.gated_pool(dsn, tuning.RECONCILE_SLOTS.read())
     try:
         async with pool.acquire(timeout=bounds.ACQUIRE_SECONDS) as conn:
             version = await migrate(conn)
@@ -97,7 +94,8 @@ async def open_store(ctx: OperatorContext, dsn_file: Path) -> None:
         problem = await _store_problem(pool)
         # The erasure lane's own connections, on its own loop: an offboarding never waits for
         # the scope pool, nor for turns of this loop.
-        erasure_pool = await lanes.on_erasure_lane(_pool(dsn, lanes.ERASURE_POOL_SIZE))
+        erasure_pool = await lanes.on_erasure_lane(
+            leadership.gated_pool(dsn, lanes.ERASURE_POOL_SIZE))
     except BaseException:
         await pool.close()
         raise
@@ -105,16 +103,6 @@ async def open_store(ctx: OperatorContext, dsn_file: Path) -> None:
                store_schema_version=version, store_pool=pool, erasure_pool=erasure_pool,
                store_problem=problem)
     log.info("content store ready at schema version %d", version)
-
-
-async def _pool(dsn: str, size: int) -> Any:
-    """A pool on the running loop (asyncpg's pools belong to the loop that made them)."""
-    import asyncpg
-
-    from fgentic_governance.memory import bounds
-
-    return await asyncpg.create_pool(dsn, setup=leadership.leading_setup,
-                                     **bounds.pool_kwargs(min_size=1, max_size=size))
 
 
 async def check_settings(ctx: OperatorContext) -> None:

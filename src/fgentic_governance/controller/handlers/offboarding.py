@@ -146,8 +146,8 @@ async def _erase_then_ready(
 
 async def erase(store: MemoryStore, principal: Principal, from_crs: list[str]
                 ) -> list[ScopeOutcome]:
-    """The flow in the erasure process, where ``main`` forked one (the operator); in this
-    process on ``store`` where none was (a handler called without the operator, in tests)."""
+    """The flow in the erasure process where ``main`` forked one (``--erasure-process``);
+    otherwise here, on the erasure lane's ``store`` (the default)."""
     if erasure_process.started():
         return await erasure_process.run_offboarding(principal, from_crs)
     return await offboard(store, principal, from_crs)
