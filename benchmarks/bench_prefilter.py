@@ -458,10 +458,10 @@ async def _ef_search(conn: asyncpg.Connection, ef_search: int | None) -> None:
 
 
 async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed: int, *,
-                  recall: bool, space: Space, ef_search: int | None = None
-                  ) -> tuple[Variant, list[Variant]]:
-    """One pass over every variant. ``ef_search``: the filtered searches' (the unfiltered
-    baseline keeps pgvector's default, the target's baseline)."""
+                  space: Space, ef_search: int | None = None) -> tuple[Variant, list[Variant]]:
+    """One timed pass over every variant (recall: :func:`fill_recall`, after every pass).
+    ``ef_search``: the filtered searches' (the unfiltered baseline keeps pgvector's default,
+    the target's baseline)."""
     now = int(time.time())
     plain = Variant("no predicate (plain fetch): baseline", None)
     variants = [Variant(f"{kind} {_pct(tier)} %", make(tier, now))
@@ -496,8 +496,6 @@ async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed
     for variant in everything:
         variant.used = await _indexes_used(conn, variant, floats[0])
     await _ef_search(conn, None)
-    if recall:  # after the timed loop: the exact scans would evict the graph
-        await fill_recall(conn, [(plain, variants)], floats[1:])
     return plain, variants
 
 
@@ -595,8 +593,8 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
               f" {space.kind}", flush=True)
         await load(conn, metas, args.seed, space, work_mem=args.maintenance_work_mem)
         await prewarm(conn)
-        passes = [await measure(conn, metas, args.queries, args.seed, recall=False,
-                                space=space, ef_search=ef)
+        passes = [await measure(conn, metas, args.queries, args.seed, space=space,
+                                ef_search=ef)
                   for ef in [None, *args.ef_search]]
         if not args.no_recall:
             await fill_recall(conn, passes, query_vectors(args.queries, args.seed, space)[1:])

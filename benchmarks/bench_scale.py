@@ -129,7 +129,7 @@ from benchmarks.common import (
     machine,
     scratch_dir,
 )
-from fgentic_devenv import free_port, terminate
+from fgentic_devenv import child_pids, free_port, terminate
 from fgentic_devenv.controlplane import LocalControlPlane
 from fgentic_governance.api.common import OriginKind, Principal
 from fgentic_governance.api.memory import MemoryScopeSpec
@@ -160,14 +160,9 @@ def machine_busy() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
-def children(pid: int) -> list[int]:
-    """The operator's child processes (its erasure process)."""
-    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 def tree_cpu_seconds(pid: int) -> float:
     """The operator's CPU seconds with its children's (the erasure process's)."""
-    return cpu_seconds(pid) + sum(cpu_seconds(child) for child in children(pid))
+    return cpu_seconds(pid) + sum(cpu_seconds(child) for child in child_pids(pid))
 
 
 @dataclass
@@ -751,7 +746,7 @@ def cause_figure(kind: str, before: dict[str, int], after: dict[str, int],
 def children_private(pid: int) -> float:
     """The MiB that the operator's child processes (its erasure process) hold alone."""
     total = 0
-    for child in children(pid):
+    for child in child_pids(pid):
         for line in Path(f"/proc/{child}/smaps_rollup").read_text().splitlines():
             key, _, rest = line.partition(":")
             if key in {"Private_Clean", "Private_Dirty"}:
@@ -759,16 +754,16 @@ def children_private(pid: int) -> float:
     return total / 1024
 
 
-def operator_memory(pid: int) -> tuple[float, float]:
-    """(VmRSS, VmHWM) of the operator in MiB, its children's own pages added to each."""
+def operator_memory(pid: int) -> tuple[float, float, float]:
+    """(VmRSS, VmHWM) of the operator in MiB, its children's own pages added to each, and
+    those pages apart."""
     rss, hwm = proc_memory(pid)
     private = children_private(pid)
-    return rss + private, hwm + private
+    return rss + private, hwm + private, private
 
 
 def memory_figure(label: str, pid: int, target: str = "-") -> Figure:
-    private = children_private(pid)
-    rss, hwm = (value + private for value in proc_memory(pid))
+    rss, hwm, private = operator_memory(pid)
     return Figure(f"operator memory {label}", f"VmRSS {rss:.1f} MiB, VmHWM {hwm:.1f} MiB "
                   f"(the erasure process's own {private:.1f} MiB included)", target)
 
@@ -1363,7 +1358,7 @@ def restart(  # noqa: PLR0917
     causes = [cause_figure(kind, b, watch.causes(), scopes)
               for (kind, watch), b in zip(watches, causes_before, strict=True)]
     return Restart(scopes, exit_seconds, old.proc.returncode, reconciled, writes, causes,
-                   status_writes(port), operator_memory(fresh.proc.pid), rest)
+                   status_writes(port), operator_memory(fresh.proc.pid)[:2], rest)
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -1613,7 +1608,7 @@ def bench(work: Path, args: argparse.Namespace, issue: Issue39) -> list[Figure]:
                     with Usage(pid) as rest:
                         time.sleep(args.settle)
                     issue.rest, issue.rest_writes = rest, Writes.between(before, probe())
-                    rest_rss, hwm = operator_memory(pid)
+                    rest_rss, hwm, _ = operator_memory(pid)
                     issue.memory = (idle_rss, converged_rss, rest_rss, hwm)
                     figures.append(memory_figure(
                         f"{args.settle:.0f} s later (a resync round of every scope)", pid,

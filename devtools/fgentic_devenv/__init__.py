@@ -113,6 +113,21 @@ def wait_until(
     raise StartupError(f"{what} not ready after {timeout:.0f}s; {log}:\n{log_tail(log)}")
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (gone or a zombie: no)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes ``pid`` started that still run (Linux: /proc/<pid>/task/<pid>/children)."""
+    return [int(child) for child in
+            Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 def terminate(
     proc: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM, timeout: float = 10.0
 ) -> None:

@@ -31,7 +31,7 @@ from typing import IO
 
 import yaml
 
-from fgentic_devenv import StartupError, log_tail
+from fgentic_devenv import StartupError, alive, log_tail
 from fgentic_devenv.binaries import build, cache_dir
 from fgentic_devenv.controlplane import LocalControlPlane, NodeSettings
 
@@ -482,18 +482,10 @@ def _kill_group(pid: int, timeout: float = 10.0) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and alive(pid):
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _ancestors() -> set[int]:

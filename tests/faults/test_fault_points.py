@@ -7,10 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from fgentic_devenv import alive
 from fgentic_governance.faults import ENV, STEPS
 from tests.support.polling import until
 
@@ -54,12 +54,4 @@ def test_an_armed_point_kills_the_process_it_serves_first() -> None:
     result = _run(code, "offboard.after_erase")
     assert result.returncode == -signal.SIGKILL, result
     kin = int(result.stdout.split()[0])
-    until(lambda: not _alive(kin), "the killed kin gone", 10)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
+    until(lambda: not alive(kin), "the killed kin gone", 10)

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 from kubernetes import client
 
-from fgentic_devenv import wait_until
+from fgentic_devenv import child_pids, wait_until
 from fgentic_governance.api.memory import MemoryScopeSpec
 from fgentic_governance.controller.erasure_process import application_name
 from fgentic_governance.memory import ScopeRecord
@@ -145,7 +145,7 @@ async def test_an_offboarding_is_ready_while_the_scope_lane_is_blocked(
         assert blocked <= await _waiting(watcher), "the scope lane was free before Ready"
         assert (done["status"]["scopesFound"], done["status"]["scopesErased"]) == (2, 2)
         # Its flow ran in the erasure process: the operator's one child holds its connections.
-        (child,) = _children(env["proc"].pid)
+        (child,) = child_pids(env["proc"].pid)
         assert await watcher.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
             application_name(child)) >= 1
@@ -155,14 +155,10 @@ async def test_an_offboarding_is_ready_while_the_scope_lane_is_blocked(
                                                 offboarding["metadata"]["name"])
 
 
-def _children(pid: int) -> list[int]:
-    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 def test_the_operator_stops_when_its_erasure_process_dies(env: dict[str, Any]) -> None:
     """Offboardings would go unhandled: the operator exits 1 to be restarted, and says why."""
     proc = env["proc"]
-    (child,) = _children(proc.pid)
+    (child,) = child_pids(proc.pid)
     os.kill(child, signal.SIGKILL)
     assert until(proc.poll, "the operator's exit", 30) == 1
     assert "the erasure process ended" in env["log"].read_text()
