@@ -448,20 +448,27 @@ async def _run(conn: asyncpg.Connection, variant: Variant, embedding: list[float
     return [row["id"] for row in await conn.fetch(_PLAIN, prefilter.query_vector(embedding))]
 
 
-async def _ef_search(conn: asyncpg.Connection, ef_search: int | None) -> None:
-    """The searches' hnsw.ef_search for this session (None: pgvector's default), set outside
-    the timed call."""
-    if ef_search is None:
-        await conn.execute("RESET hnsw.ef_search")
-    else:
-        await conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
+async def bucket_ef_search(conn: asyncpg.Connection, ef_search: int | None) -> None:
+    """Every bucket graph's hnsw.ef_search for the next pass: ``ef_search``, or None for the
+    census's own (``corpus.bucket_ef_search`` of its rows). The search function reads it from
+    the census on every call; nothing else sets it."""
+    if ef_search is not None:
+        await conn.execute("UPDATE fgentic_retrieval.acl_buckets SET ef_search = $1"
+                           " WHERE index_name IS NOT NULL", ef_search)
+        return
+    buckets = await conn.fetch("SELECT rule, key, rows FROM fgentic_retrieval.acl_buckets"
+                               " WHERE index_name IS NOT NULL")
+    await conn.executemany(
+        "UPDATE fgentic_retrieval.acl_buckets SET ef_search = $3 WHERE rule = $1 AND key = $2",
+        [(b["rule"], b["key"], corpus.bucket_ef_search(b["rows"])) for b in buckets])
 
 
 async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed: int, *,
                   space: Space, ef_search: int | None = None) -> tuple[Variant, list[Variant]]:
     """One timed pass over every variant (recall: :func:`fill_recall`, after every pass).
-    ``ef_search``: the filtered searches' (the unfiltered baseline keeps pgvector's default,
-    the target's baseline)."""
+    ``ef_search``: the bucket graphs' for this pass (None: the census's own; the unfiltered
+    baseline keeps pgvector's default, the target's baseline)."""
+    await bucket_ef_search(conn, ef_search)
     now = int(time.time())
     plain = Variant("no predicate (plain fetch): baseline", None)
     variants = [Variant(f"{kind} {_pct(tier)} %", make(tier, now))
@@ -482,8 +489,6 @@ async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed
     for round_, embedding in enumerate(floats):
         shift = round_ % len(everything)
         for variant in everything[shift:] + everything[:shift]:
-            if ef_search is not None:
-                await _ef_search(conn, ef_search if variant.projection is not None else None)
             start = time.perf_counter()
             ids = await _run(conn, variant, embedding)
             elapsed = time.perf_counter() - start
@@ -495,7 +500,7 @@ async def measure(conn: asyncpg.Connection, metas: list[Any], queries: int, seed
                     variant.leaked += sum(i not in variant.visible for i in ids)
     for variant in everything:
         variant.used = await _indexes_used(conn, variant, floats[0])
-    await _ef_search(conn, None)
+    await bucket_ef_search(conn, None)
     return plain, variants
 
 
@@ -602,7 +607,8 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
         await conn.close()
     for ef, (plain, variants) in zip([None, *args.ef_search], passes, strict=True):
         if args.ef_search:
-            banner(f"filtered searches at hnsw.ef_search = {ef or 'the default (40)'}")
+            banner("bucket graphs at hnsw.ef_search = "
+                   + (str(ef) if ef else "the census's own (corpus.bucket_ef_search)"))
         report(args.rows, plain, variants)
 
 
@@ -639,7 +645,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="for the HNSW builds: the whole graph should fit (4GB at 1M rows)")
     parser.add_argument("--ef-search", type=_ef_values, default=[],
                         help="comma-separated hnsw.ef_search values: one more pass of the "
-                             "filtered searches at each, after the pass at the default")
+                             "filtered searches with every bucket graph at each, after the "
+                             "pass at the census's own (corpus.bucket_ef_search)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
     banner("prefilter")

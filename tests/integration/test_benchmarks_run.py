@@ -120,10 +120,11 @@ def test_bench_prefilter_runs_small_with_no_leak_and_every_path() -> None:
         check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    # one pass at pgvector's default, one at --ef-search's value, each with its own figures
+    # one pass at the census's ef_search, one at --ef-search's value, each with its own figures
     assert out.count("rows leaked: 0; variants returning < 10 rows although >= 10 visible: "
                      "none") == 2, out
-    assert "filtered searches at hnsw.ef_search = 100" in out, out
+    assert "bucket graphs at hnsw.ef_search = 100" in out, out
+    assert "bucket graphs at hnsw.ef_search = the census's own" in out, out
     assert len(re.findall(r"^recall@10: Matrix 1 % \d\.\d{3}", out, re.M)) == 2, out
     assert re.search(r"ratio to the unfiltered query \(median\): 1 %: .*; 10 %: .*; 50 %: ", out)
     census = re.search(r"^census: \d+ keys over \d+ rows, (\d+) bucket indexes", out, re.M)

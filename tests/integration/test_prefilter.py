@@ -561,6 +561,66 @@ async def test_each_call_is_planned_from_the_acl_census(conn: asyncpg.Connection
             assert ids == [row["id"] for row in exact]
 
 
+async def test_a_bucket_walk_keeps_its_census_ef_search_for_that_call_only(
+    conn: asyncpg.Connection,
+) -> None:
+    """The census gives each bucket graph the ef_search of its rows; the bucket path walks
+    with it (an ef_search as large as the bucket gives the exact answers, the least one does
+    not), and the caller's own setting is back when the call returns, in a transaction too."""
+    rows = {i: acl(_MISSING, [WIKI] if i % 5 < 2 else [DOC]) for i in range(1, 2001)}
+    await conn.execute("DROP INDEX chunks_embedding_hnsw")
+    await insert(conn, [(i, f"chunk {i}", meta) for i, meta in rows.items()], seed=21)
+    await corpus.create_chunk_indexes(conn)
+    await corpus.refresh_buckets(conn, exact_max_rows=100)
+    census = {r["key"]: (r["rows"], r["ef_search"]) for r in await conn.fetch(
+        "SELECT key, rows, ef_search FROM fgentic_retrieval.acl_buckets")}
+    assert census == {WIKI: (800, corpus.bucket_ef_search(800)),
+                      DOC: (1200, corpus.bucket_ef_search(1200))}
+    plan = await conn.fetchrow(f"SELECT * FROM {corpus.FUNCTION_SCHEMA}.search_plan($1, $2)",
+                               "groups", [WIKI])
+    assert tuple(plan) == ("bucket", WIKI, corpus.bucket_ef_search(800))
+    rng = random.Random(22)
+    queries = [[rng.uniform(-1, 1) for _ in range(DIM)] for _ in range(20)]
+    visible = sorted(i for i in rows if i % 5 < 2)
+    exact = [[r["id"] for r in await conn.fetch(
+        "SELECT id FROM chunks WHERE id = ANY($2::bigint[])"
+        " ORDER BY embedding <=> $1::real[]::vector LIMIT 10", q, visible)] for q in queries]
+
+    async def answers(ef_search: int) -> list[list[int]]:
+        await conn.execute("UPDATE fgentic_retrieval.acl_buckets SET ef_search = $1"
+                           " WHERE key = $2", ef_search, WIKI)
+        return [[hit.id for hit in await prefilter.search(conn, oauth([WIKI]), q, 10, now=NOW)]
+                for q in queries]
+
+    await conn.execute("SET hnsw.ef_search = 7")
+    assert await answers(1000) == exact  # 1,000 >= 800 rows: the walk visits every one
+    assert await answers(1) != exact
+    assert await conn.fetchval("SHOW hnsw.ef_search") == "7"
+    async with conn.transaction():
+        await prefilter.search(conn, oauth([WIKI]), queries[0], 10, now=NOW)
+        assert await conn.fetchval("SHOW hnsw.ef_search") == "7"
+
+
+async def test_a_census_from_before_ef_search_is_upgraded_in_place(
+    conn: asyncpg.Connection,
+) -> None:
+    """A database installed before the buckets had an ef_search (the plan's OUT parameters
+    were path and bucket): re-running the DDL adds the column and replaces the plan."""
+    await conn.execute(
+        f"DROP FUNCTION {corpus.FUNCTION_SCHEMA}.search_plan(text, text[]);"
+        " ALTER TABLE fgentic_retrieval.acl_buckets DROP COLUMN ef_search;"
+        f" CREATE FUNCTION {corpus.FUNCTION_SCHEMA}.search_plan(rule text, acl text[],"
+        " OUT path text, OUT bucket text) LANGUAGE sql AS $$ SELECT 'planner', NULL $$")
+    await corpus.create_chunks_table(conn)
+    assert await conn.fetchval(
+        "SELECT proargnames FROM pg_proc WHERE oid = to_regprocedure($1)",
+        f"{corpus.FUNCTION_SCHEMA}.search_plan(text, text[])") == [
+            "rule", "acl", "path", "bucket", "ef_search"]
+    assert await conn.fetchval(
+        "SELECT count(*) FROM pg_attribute WHERE attrelid ="
+        " 'fgentic_retrieval.acl_buckets'::regclass AND attname = 'ef_search'") == 1
+
+
 def _clustered(rng: random.Random, centres: Sequence[Sequence[float]]) -> list[float]:
     """A point near one of ``centres``: real embeddings cluster by topic, and a clustered
     corpus is where relaxed_order hands back candidates out of distance order."""

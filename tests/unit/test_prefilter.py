@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fgentic_governance import contract
 from fgentic_governance.contract import (
@@ -317,3 +319,20 @@ def test_reference_respects_the_classification_ceiling() -> None:
     assert admits(public_only, _acl(None, [G], "public"))
     assert not admits(public_only, _acl(None, [G], "approved_non_public"))
     assert isinstance(MATRIX, MatrixProjection)
+
+
+@settings(max_examples=300)
+@given(small=st.integers(min_value=0, max_value=10**9), more=st.integers(min_value=0,
+                                                                         max_value=10**9))
+def test_a_bucket_walk_keeps_more_candidates_the_larger_its_graph(small: int,
+                                                                  more: int) -> None:
+    """The bucket path's ef_search: never below pgvector's default, never past its bound,
+    and a larger bucket never walks with fewer candidates than a smaller one."""
+    low, high = corpus.bucket_ef_search(small), corpus.bucket_ef_search(small + more)
+    assert corpus.EF_SEARCH_DEFAULT <= low <= high <= corpus.EF_SEARCH_MAX
+
+
+def test_a_bucket_walk_grows_from_the_default_to_the_bound() -> None:
+    assert corpus.bucket_ef_search(corpus.EXACT_MAX_ROWS + 1) == corpus.EF_SEARCH_DEFAULT
+    assert corpus.bucket_ef_search(100 * corpus.BUCKET_ROWS_PER_EF) == 100
+    assert corpus.bucket_ef_search(10**9) == corpus.EF_SEARCH_MAX

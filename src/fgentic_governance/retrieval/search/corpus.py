@@ -187,6 +187,26 @@ def search_sql(where: str, *, path: str = "") -> str:
     )
 
 
+EF_SEARCH_DEFAULT: Final = 40
+"""pgvector's ``hnsw.ef_search``: the least a walk keeps (and the value of every path but
+the bucket's)."""
+EF_SEARCH_MAX: Final = 1000
+"""pgvector's upper bound for ``hnsw.ef_search``."""
+BUCKET_ROWS_PER_EF: Final = 500
+"""A bucket's graph walks one more candidate per this many rows (:func:`bucket_ef_search`)."""
+
+
+def bucket_ef_search(rows: int) -> int:
+    """The ``hnsw.ef_search`` of a walk over a bucket's graph of ``rows`` rows.
+
+    Recall at a fixed ``ef_search`` falls as the graph grows (at pgvector's 40 on the
+    clustered benchmark: ~1.0 at 10k rows, 0.84 at 100k, 0.67 at 500k; docs/prefilter.md),
+    so the candidates kept grow with the rows, between pgvector's default and its bound.
+    Monotone, so a larger bucket never walks with fewer.
+    """
+    return max(EF_SEARCH_DEFAULT, min(EF_SEARCH_MAX, math.ceil(rows / BUCKET_ROWS_PER_EF)))
+
+
 # Applied by the search functions' SET clauses: they hold for the call only (also inside a
 # caller's transaction) and cost no extra round trip.
 # * relaxed_order iterative scans keep walking the HNSW graph until LIMIT rows pass the
@@ -204,11 +224,15 @@ def search_sql(where: str, *, path: str = "") -> str:
 #   (after five calls) would cost every projection with one default selectivity, so a 1 %
 #   group and a 50 % group would share a plan. A custom plan sees this call's keys and the
 #   column statistics.
+# * ef_search: pgvector's default on the exact, graph and planner paths. In the SET clause so
+#   that the bucket path's own value (its bucket's, from the census: bucket_ef_search) ends
+#   with the call instead of lasting to the end of the caller's transaction.
 SEARCH_SETTINGS: Final = (
     ("hnsw.iterative_scan", "relaxed_order"),
     ("hnsw.max_scan_tuples", "200000"),
     ("hnsw.scan_mem_multiplier", "10"),
     ("plan_cache_mode", "force_custom_plan"),
+    ("hnsw.ef_search", str(EF_SEARCH_DEFAULT)),
 )
 
 
@@ -233,7 +257,8 @@ def count_sql(where: str) -> str:
 #   every one is ranked exactly; no graph walk, recall 1.0, complete by construction.
 # * BUCKET: a key that every visible row carries (any Matrix audience key; the one OAuth group)
 #   has its own partial HNSW index: the walk runs over that bucket's graph, where nearly every
-#   candidate passes, instead of the whole corpus's.
+#   candidate passes, instead of the whole corpus's, keeping more candidates the larger the
+#   bucket (its ``hnsw.ef_search``, from the census: ``bucket_ef_search``).
 # * GRAPH: otherwise the whole HNSW graph with the filter and iterative scans (as before).
 # * PLANNER: no census yet (a corpus from before it, or one never refreshed): the planner's
 #   choice, as before.
@@ -259,7 +284,6 @@ BUCKET_MAX_INDEXES: Final = 32
 """At most this many partial HNSW indexes (the smallest buckets above EXACT_MAX_ROWS first:
 the walk over the whole graph costs them the most)."""
 BUCKET_INDEX_PREFIX: Final = f"{TABLE}_bucket_"
-
 # One single-key clause per rule, used both as the partial index's predicate and, in the same
 # text, as the extra conjunct that lets the planner prove the call may use that index. It is
 # implied by the rule's clause for every key the call binds (Matrix: each audience key must be
@@ -278,6 +302,10 @@ CREATE TABLE IF NOT EXISTS fgentic_retrieval.acl_buckets (
     index_name text,
     PRIMARY KEY (rule, key)
 );
+-- The walk's hnsw.ef_search over the key's partial index (NULL: no index, or a census from
+-- before the column: pgvector's default).
+ALTER TABLE fgentic_retrieval.acl_buckets ADD COLUMN IF NOT EXISTS ef_search integer
+    CHECK (ef_search BETWEEN 1 AND 1000);
 CREATE TABLE IF NOT EXISTS fgentic_retrieval.acl_census (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     exact_max_rows bigint NOT NULL,
@@ -286,9 +314,18 @@ CREATE TABLE IF NOT EXISTS fgentic_retrieval.acl_census (
 
 -- Every key with more than exact_max_rows rows is in acl_buckets (index_name NULL when it has
 -- no partial index); a key that is not holds at most that many. SECURITY DEFINER so the
--- retrieval server still needs only SELECT on chunks and EXECUTE here.
+-- retrieval server still needs only SELECT on chunks and EXECUTE here. A plan from before
+-- ef_search has other OUT parameters, which CREATE OR REPLACE cannot change: dropped first.
+DO $drop$ BEGIN
+    IF EXISTS (SELECT FROM pg_proc
+               WHERE oid = to_regprocedure('fgentic_retrieval.search_plan(text, text[])')
+                 AND NOT 'ef_search' = ANY(proargnames)) THEN
+        DROP FUNCTION fgentic_retrieval.search_plan(text, text[]);
+    END IF;
+END $drop$;
 CREATE OR REPLACE FUNCTION fgentic_retrieval.search_plan(rule text, acl text[],
-                                                         OUT path text, OUT bucket text)
+                                                         OUT path text, OUT bucket text,
+                                                         OUT ef_search integer)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog
 BEGIN ATOMIC
     SELECT CASE
@@ -302,10 +339,13 @@ BEGIN ATOMIC
                     AND (search_plan.rule = 'principals' OR s.keys = 1) THEN 'bucket'
                ELSE 'graph'
            END,
-           CASE WHEN search_plan.rule = 'principals' OR s.keys = 1 THEN s.indexed END
+           CASE WHEN search_plan.rule = 'principals' OR s.keys = 1 THEN s.indexed END,
+           CASE WHEN search_plan.rule = 'principals' OR s.keys = 1 THEN s.indexed_ef END
     FROM (SELECT count(*) AS keys, count(*) FILTER (WHERE b.rows IS NULL) AS small,
                  (array_agg(k.key ORDER BY b.rows, k.key)
-                     FILTER (WHERE b.index_name IS NOT NULL))[1] AS indexed
+                     FILTER (WHERE b.index_name IS NOT NULL))[1] AS indexed,
+                 (array_agg(b.ef_search ORDER BY b.rows, k.key)
+                     FILTER (WHERE b.index_name IS NOT NULL))[1] AS indexed_ef
           FROM (SELECT DISTINCT u.key FROM unnest(search_plan.acl) AS u(key)) AS k
           LEFT JOIN fgentic_retrieval.acl_buckets AS b
               ON b.rule = search_plan.rule AND b.key = k.key) AS s;
@@ -332,9 +372,9 @@ _PLANNER_SETTINGS: Final = (("enable_bitmapscan", "on"), ("enable_indexscan", "o
 
 def _search_body(rule: Rule) -> str:
     """plpgsql: plan the call (``search_plan``), then run the one ranked statement with the
-    bucket conjunct and the path's planner settings. Every value is bound (USING); the only
-    text formatted in is the bucket key, as a quoted literal (``%L``), so it can match the
-    partial index's predicate."""
+    bucket conjunct, the path's planner settings and, on the bucket path, its bucket's
+    ``hnsw.ef_search``. Every value is bound (USING); the only text formatted in is the bucket
+    key, as a quoted literal (``%L``), so it can match the partial index's predicate."""
     statement = search_sql(clause(rule, first=3) + "%s", path="%L::text")
     bucket = _BUCKET_CLAUSES[rule].format(t=f"{TABLE}.")
     branches = " ".join(
@@ -342,11 +382,13 @@ def _search_body(rule: Rule) -> str:
         + ", ".join(f"set_config('{name}', 'off', true)" for name in names) + ";"
         for i, (path, names) in enumerate(_PATH_SETTINGS.items()))
     return (  # constants only (noqa: S608 below)
-        " DECLARE chosen text; bucket text;"  # noqa: S608
+        " DECLARE chosen text; bucket text; ef integer;"  # noqa: S608
         " BEGIN"
-        f" SELECT p.path, p.bucket INTO chosen, bucket"
+        f" SELECT p.path, p.bucket, p.ef_search INTO chosen, bucket, ef"
         f" FROM {FUNCTION_SCHEMA}.search_plan('{rule.value}', acl) AS p;"
         f" {branches} END IF;"
+        " IF chosen = 'bucket' AND ef IS NOT NULL THEN"
+        " PERFORM set_config('hnsw.ef_search', ef::text, true); END IF;"
         f" RETURN QUERY EXECUTE format($q${statement}$q$,"
         f" CASE WHEN chosen = 'bucket' THEN format($q$ AND {bucket}$q$, bucket) ELSE '' END,"
         " chosen) USING query, k, classifications, acl;"
@@ -507,9 +549,11 @@ async def refresh_buckets(conn: asyncpg.Connection, *, exact_max_rows: int = EXA
     async with conn.transaction():
         await conn.execute("DELETE FROM fgentic_retrieval.acl_buckets")
         await conn.executemany(
-            "INSERT INTO fgentic_retrieval.acl_buckets (rule, key, rows, index_name)"
-            " VALUES ($1, $2, $3, $4)",
-            [(rule.value, key, rows, names.get((rule, key))) for rule, key, rows in large])
+            "INSERT INTO fgentic_retrieval.acl_buckets (rule, key, rows, index_name, ef_search)"
+            " VALUES ($1, $2, $3, $4, $5)",
+            [(rule.value, key, rows, names.get((rule, key)),
+              bucket_ef_search(rows) if (rule, key) in names else None)
+             for rule, key, rows in large])
         await conn.execute(
             "INSERT INTO fgentic_retrieval.acl_census (exact_max_rows, total_rows)"
             " VALUES ($1, $2) ON CONFLICT (one) DO UPDATE SET exact_max_rows ="
@@ -587,7 +631,10 @@ __all__ = [
     "BUCKET_INDEX_PREFIX",
     "BUCKET_MAX_INDEXES",
     "BUCKET_MAX_SHARE",
+    "BUCKET_ROWS_PER_EF",
     "DIMENSIONS",
+    "EF_SEARCH_DEFAULT",
+    "EF_SEARCH_MAX",
     "EMBEDDING_DIMENSIONS",
     "EXACT_MAX_ROWS",
     "FUNCTION_SCHEMA",
@@ -596,6 +643,7 @@ __all__ = [
     "TABLE",
     "Path",
     "Rule",
+    "bucket_ef_search",
     "bucket_index_name",
     "check_dimensions",
     "clause",
