@@ -612,12 +612,13 @@ async def run(dsn: str, args: argparse.Namespace) -> None:
         report(args.rows, plain, variants)
 
 
-def _ef_values(text: str) -> list[int]:
+def _ef_values(text: str) -> list[int | None]:
+    """``census`` (None: the census's own again) or an integer, comma-separated."""
     try:
-        values = [int(value) for value in text.split(",")]
+        values = [None if value == "census" else int(value) for value in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError("integers such as 100,200,400") from None
-    if not all(1 <= value <= 1000 for value in values):  # pgvector's range
+        raise argparse.ArgumentTypeError("integers such as 100,200,400, or census") from None
+    if not all(value is None or 1 <= value <= 1000 for value in values):  # pgvector's range
         raise argparse.ArgumentTypeError("each between 1 and 1000")
     return values
 
@@ -646,7 +647,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ef-search", type=_ef_values, default=[],
                         help="comma-separated hnsw.ef_search values: one more pass of the "
                              "filtered searches with every bucket graph at each, after the "
-                             "pass at the census's own (corpus.bucket_ef_search)")
+                             "pass at the census's own (corpus.bucket_ef_search); 'census' "
+                             "repeats that pass (its queries' pages then all read once)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
     banner("prefilter")
