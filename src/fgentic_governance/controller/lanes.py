@@ -19,12 +19,6 @@ loop (``ERASURE_REGISTRY``, ``start_erasure_operator``), as Kopf runs isolated o
 event loop (its "Embedding" documentation): the watch event, its worker and the handler no longer
 wait for turns of the loop that a burst of 10,000 scopes keeps busy (measured on 760461f: an
 offboarding 5.0x the same flow run beside the burst, nearly all of it after the create).
-
-The erasure lane goes first: while an offboarding runs (``ERASURE_FIRST.erasing``), the reconcile
-lane starts no new run (``ERASURE_FIRST.turn``: the scope queue's workers before each key, a
-ConsentRecord's reconcile before its slot), so the burst's reconciles stop competing with the
-erasure for the interpreter, the store and the API server. Runs already started finish. The
-wait is bounded (ERASURE_FIRST_SECONDS): a stream of offboardings cannot starve the scopes.
 """
 
 from __future__ import annotations
@@ -33,14 +27,14 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
 import kopf
 
 from fgentic_governance.controller import tuning
-from fgentic_governance.controller.metrics import ERASURE_FIRST_TIMEOUTS, RECONCILE_SLOT_TIMEOUTS
+from fgentic_governance.controller.metrics import RECONCILE_SLOT_TIMEOUTS
 from fgentic_governance.controller.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -55,9 +49,6 @@ lane's thread needs the GIL back after each store round trip while the main loop
 holds it through a burst; CPython hands it over only after the interval: 5 ms by default,
 which was the most of each round trip's cost (``benchmarks/bench_gil_handoff.py``)."""
 SLOT_WAIT_SECONDS: Final = 300.0
-ERASURE_FIRST_SECONDS: Final = 10.0
-"""Longest a reconcile waits for running offboardings before it starts anyway (an offboarding
-of 100 scopes takes well under a second; its own bound is the flow's)."""
 """Bounded: past it the reconcile is retried later by Kopf, writing nothing meanwhile."""
 
 LOOP_STOP_SECONDS: Final = 5.0
@@ -68,57 +59,6 @@ ERASURE_REGISTRY: Final = kopf.OperatorRegistry()
 """The handlers of the erasure lane's own Kopf operator (PrincipalOffboarding), apart from the
 default registry that the operator's main loop runs."""
 
-
-
-class ErasureFirst:
-    """Offboardings in progress (counted from any thread) and the reconcile lane's wait for
-    none to be: the erasure lane's priority over it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-
-    @property
-    def running(self) -> int:
-        return self._running
-
-    @contextlib.contextmanager
-    def erasing(self) -> Iterator[None]:
-        """Held for an offboarding's run (any thread): no reconcile starts meanwhile."""
-        with self._lock:
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running -= 1
-                woken, self._waiters = (self._waiters, []) if not self._running else ([], [])
-            for loop, event in woken:
-                with contextlib.suppress(RuntimeError):  # a closed loop has no waiter left
-                    loop.call_soon_threadsafe(event.set)
-
-    async def turn(self) -> None:
-        """Return once no offboarding runs, or after ERASURE_FIRST_SECONDS (counted)."""
-        if not self._running:
-            return
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(ERASURE_FIRST_SECONDS):
-                while self._running:
-                    event = asyncio.Event()
-                    with self._lock:
-                        if not self._running:
-                            return
-                        self._waiters.append((loop, event))
-                    await event.wait()
-        except TimeoutError:
-            ERASURE_FIRST_TIMEOUTS.inc()
-            log.warning("offboardings still running after %.0f s; reconciling anyway",
-                        ERASURE_FIRST_SECONDS)
-
-
-ERASURE_FIRST: Final = ErasureFirst()
 _slots: asyncio.Semaphore | None = None
 SCOPES: Final = WorkQueue("memoryscopes")
 """Every MemoryScope that needs a reconcile, by key (namespace/name); its workers are the
@@ -233,7 +173,6 @@ async def reconcile_slot(delay: float) -> AsyncIterator[None]:
     if _slots is None:
         _slots = asyncio.Semaphore(tuning.RECONCILE_SLOTS.read())
     slots = _slots
-    await ERASURE_FIRST.turn()
     try:
         async with asyncio.timeout(SLOT_WAIT_SECONDS):
             await slots.acquire()

@@ -38,12 +38,6 @@ RECONCILE_SLOT_TIMEOUTS = Counter(
     "ConsentRecord reconciliations that found no reconcile slot in time and were retried later "
     "without writing anything (the operator is overloaded, not the store).",
 )
-ERASURE_FIRST_TIMEOUTS = Counter(
-    "fgentic_erasure_first_timeouts_total",
-    "Reconciles that waited the whole bound for running offboardings to end and then started "
-    "anyway (the erasure lane goes first; a bound keeps a stream of offboardings from "
-    "starving the scopes).",
-)
 QUEUE_DEPTH = Gauge(
     "fgentic_workqueue_depth",
     "Keys queued in the operator's work queue and not yet started, by queue (memoryscopes).",

@@ -53,7 +53,6 @@ class WorkQueue:
         self._workers: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drained: Callable[[], None] | None = None
-        self._turn: Callable[[], Awaitable[None]] | None = None
         self._runs = 0
         """Runs ended since the queue was made (never reset: ``runs``)."""
 
@@ -99,21 +98,20 @@ class WorkQueue:
     def start(self, workers: int, work: Callable[[str], Awaitable[None]],
               delay: Callable[[int], float], context: contextvars.Context | None = None, *,
               drained: Callable[[], None] | None = None,
-              ready: Callable[[], Awaitable[None]] | None = None,
-              turn: Callable[[], Awaitable[None]] | None = None) -> None:
+              ready: Callable[[], Awaitable[None]] | None = None) -> None:
         """Start ``workers`` running ``work`` on the running loop (again, after ``stop`` or on
         a new loop); a failed run is retried after ``delay(failures - 1)`` seconds.
         ``context``: what the workers run in (e.g. Kopf's, for posting Events). ``drained``:
         called whenever the queue drains (nothing queued, nothing running; ``runs`` counts).
         ``ready``: awaited by each worker before its first run (keys queued meanwhile wait,
-        queued). ``turn``: awaited before each run, the key still queued (a priority gate)."""
+        queued)."""
         loop = asyncio.get_running_loop()
         if self.running and self._loop is loop:
             return
         if self._loop is not loop:  # a queue belongs to its loop: nothing of another carries
             self.stop()
         self._loop = loop
-        self._work, self._delay, self._drained, self._turn = work, delay, drained, turn
+        self._work, self._delay, self._drained = work, delay, drained
         self._workers = [loop.create_task(self._run(ready), name=f"{self.name}-{i}",
                                           context=context) for i in range(workers)]
 
@@ -138,8 +136,6 @@ class WorkQueue:
             await ready()
         while True:
             key = await self._queue.get()
-            if self._turn is not None:
-                await self._turn()
             since = self._queued.pop(key, None)  # (None: queued before a `stop`)
             if since is not None:
                 QUEUE_WAIT.labels(self.name).observe(time.monotonic() - since)

@@ -147,8 +147,7 @@ def _start_workers() -> None:
             fresh.run(var.set, value)
     # The queue's workers are the reconcile slots: one per pooled store connection.
     lanes.SCOPES.start(RECONCILE_SLOTS.read(), _reconcile_key, backoff, fresh,
-                       drained=heap.AfterBursts(lanes.SCOPES).drained, ready=prepopulation.lifted,
-                       turn=lanes.ERASURE_FIRST.turn)
+                       drained=heap.AfterBursts(lanes.SCOPES).drained, ready=prepopulation.lifted)
 
 
 @kopf.on.resume(GROUP, VERSION, MEMORY_SCOPE.plural)

@@ -107,11 +107,9 @@ async def reconcile_offboarding(
         async with scope_lock(f"offboarding:{principal.mxid}"):
             # Already on the erasure loop (the erasure operator's), where the pool belongs:
             # on_erasure_lane awaits the work in place, and hops there from any other loop.
-            # No reconcile starts meanwhile (the erasure lane goes first, bounded).
-            with lanes.ERASURE_FIRST.erasing():
-                outcomes, written = await lanes.on_erasure_lane(_erase_then_ready(
-                    api, store, principal, from_crs, name=name, generation=generation,
-                    previous=previous))
+            outcomes, written = await lanes.on_erasure_lane(_erase_then_ready(
+                api, store, principal, from_crs, name=name, generation=generation,
+                previous=previous))
     except StoreRefusal as refusal:
         _fail(patch, refusal.reason, memo=memo, status=status, generation=generation)
         raise kopf.TemporaryError(refusal.reason.value, delay=RETRY_DELAY) from None
